@@ -1,0 +1,55 @@
+"""The unified sample schema (SPEC §1.1) every loader emits, and its validation."""
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class _SampleRequired(TypedDict):
+    id: str | int
+    question: str
+    answer: str
+    chunks: list[str]
+    sf_idx: list[int]
+
+
+class Sample(_SampleRequired, total=False):
+    """One retrieval problem.
+
+    ``chunks`` are in document order; ``sf_idx`` indexes into ``chunks`` (may repeat;
+    consumers use ``set(sf_idx)``). ``sf_known`` is False for answer-only sets, which makes
+    fact metrics null instead of 0.
+    """
+
+    answer_aliases: list[str]
+    source: str
+    sf_known: bool
+    facts_idx: list[int]
+    num_sentences: int
+    split: str
+
+
+class SampleError(ValueError):
+    """A loader produced a sample that breaks the schema."""
+
+
+def validate_sample(sample: dict[str, Any], where: str = "") -> Sample:
+    """Check the schema invariants and return the sample unchanged.
+
+    Raises SampleError naming ``where`` (file / record) and the broken field.
+    """
+    prefix = f"{where}: " if where else ""
+    for key in ("id", "question", "answer", "chunks", "sf_idx"):
+        if key not in sample:
+            raise SampleError(f"{prefix}sample is missing field {key!r}")
+    chunks = sample["chunks"]
+    if not isinstance(chunks, list) or not all(isinstance(c, str) for c in chunks):
+        raise SampleError(f"{prefix}'chunks' must be a list of strings")
+    n = len(chunks)
+    for j in sample["sf_idx"]:
+        if not isinstance(j, int) or not 0 <= j < n:
+            raise SampleError(f"{prefix}sf_idx value {j!r} is outside [0, {n})")
+    return sample  # type: ignore[return-value]
+
+
+def sf_known(sample: Sample) -> bool:
+    return bool(sample.get("sf_known", True))
