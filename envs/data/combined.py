@@ -1,0 +1,57 @@
+"""Combined multi-hop sets (SPEC §7.10): HotpotQA + MuSiQue (+ 2WikiMultihopQA).
+
+A concatenation dataset1 (HotpotQA) + dataset2 (MuSiQue) [+ dataset3 (2WikiMultihopQA)];
+each sample carries ``source`` = the dataset it came from and is converted by that source's
+rules. With ``shuffle`` (per split: train true, test false as in the ref) the concatenated
+index is permuted once by a generator derived from the run seed (ref: fixed 42, SPEC §11 #34);
+``length`` then keeps the first items.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from envs.data.hotpotqa import ListDataset, cap, cfg_get, load_2wiki, load_hotpotqa
+from envs.data.musique import load_musique
+from envs.data.registry import register
+from envs.seeding import derive_rng
+from envs.types import Sample
+
+
+def _tag(samples: list[Sample], source: str) -> list[Sample]:
+    for s in samples:
+        s["source"] = source
+    return samples
+
+
+def load_combined(envs_cfg: Any, split: str) -> list[Sample]:
+    """Concatenation in dataset order for ``split`` (``train`` or a test split such as ``eval``)."""
+    test_split = str(cfg_get(envs_cfg, "test_split", "eval"))
+    part = test_split if split == "test" else split
+    samples = _tag(load_hotpotqa(cfg_get(envs_cfg, "dataset1_path"), part), "hotpotqa")
+    samples += _tag(load_musique(cfg_get(envs_cfg, "dataset2_path"), part), "musique")
+    third = cfg_get(envs_cfg, "dataset3_path")
+    if third:
+        # 2Wiki has train/dev/test; its held-out split is ``dataset3_test_split`` (default dev)
+        wiki_split = "train" if part == "train" else str(cfg_get(envs_cfg, "dataset3_test_split", "dev"))
+        samples += _tag(load_2wiki(third, wiki_split), "2WikiMultihopQA")
+    return samples
+
+
+@register("combined")
+def build_combined(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> ListDataset:
+    """Reads ``dataset1_path``, ``dataset2_path``, optional ``dataset3_path``, ``test_split``
+    (default ``eval``), ``dataset3_test_split`` (default ``dev``), ``shuffle`` ({train, test}
+    or one bool; default train true / test false) and ``length``."""
+    samples = load_combined(envs_cfg, split)
+    shuffle = cfg_get(envs_cfg, "shuffle", None)
+    kind = "train" if split == "train" else "test"
+    if shuffle is None:
+        do_shuffle = kind == "train"
+    elif isinstance(shuffle, bool):
+        do_shuffle = shuffle
+    else:
+        do_shuffle = bool(cfg_get(shuffle, kind, kind == "train"))
+    if do_shuffle:
+        perm = derive_rng(int(seed), "combined-shuffle", split).permutation(len(samples))
+        samples = [samples[int(i)] for i in perm]
+    return ListDataset(cap(samples, cfg_get(envs_cfg, "length", -1)), f"combined/{split}")

@@ -1,0 +1,97 @@
+"""MuSiQue loader (SPEC §7.7).
+
+JSONL, one record per line: ``id``, ``question``, ``answer``, ``answer_aliases``,
+``paragraphs`` (``idx``, ``title``, ``paragraph_text``, ``is_supporting``) and
+``question_decomposition`` (hops with ``paragraph_support_idx``). One chunk per paragraph in
+list order: ``title + ". " + paragraph_text``. ``sf_idx`` follows the decomposition
+(reasoning) order, each ``paragraph_support_idx`` mapped from ``idx`` to list position, null
+entries skipped, duplicates kept (consumers use the set). ``is_supporting`` is not used.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from envs.data.hotpotqa import (
+    ListDataset,
+    cfg_get,
+    checked,
+    iter_jsonl,
+    need,
+    order_and_cap,
+    require_file,
+    resolve_split,
+)
+from envs.data.registry import register
+from envs.errors import DatasetFormatError
+from envs.types import Sample
+
+MUSIQUE_FILES = {
+    "train": ["musique_ans_v1.0_train.jsonl"],
+    "eval": ["musique_ans_v1.0_dev.jsonl"],
+    "all": ["musique_ans_v1.0_dev.jsonl", "musique_ans_v1.0_train.jsonl"],  # eval first, as HotpotQA
+}
+MUSIQUE_HOW = (
+    "download MuSiQue-Ans v1.0 (https://github.com/StonyBrookNLP/musique, data/musique_ans_v1.0_*.jsonl), "
+    "or generate the offline synthetic set: python scripts/generate_multihop.py"
+)
+
+
+def musique_record_to_sample(rec: dict[str, Any], path: Path, lineno: int) -> Sample:
+    where = f"line {lineno}, id={rec.get('id', '?')}"
+    sid = need(rec, "id", (str, int), path, where)
+    question = need(rec, "question", str, path, where)
+    answer = need(rec, "answer", (str, int, float), path, where)
+    aliases = rec.get("answer_aliases") or []
+    if not isinstance(aliases, list):
+        raise DatasetFormatError(path, where, "field 'answer_aliases' must be a list")
+    paragraphs = need(rec, "paragraphs", list, path, where)
+    hops = need(rec, "question_decomposition", list, path, where)
+    chunks: list[str] = []
+    position: dict[int, int] = {}
+    for j, para in enumerate(paragraphs):
+        pwhere = f"{where}, paragraphs[{j}]"
+        idx = need(para, "idx", int, path, pwhere)
+        title = need(para, "title", str, path, pwhere)
+        text = need(para, "paragraph_text", str, path, pwhere)
+        chunks.append(title + ". " + text)
+        position[idx] = j
+    sf_idx: list[int] = []
+    for k, hop in enumerate(hops):
+        hwhere = f"{where}, question_decomposition[{k}]"
+        if not isinstance(hop, dict) or "paragraph_support_idx" not in hop:
+            raise DatasetFormatError(path, hwhere, "missing field 'paragraph_support_idx'")
+        idx = hop["paragraph_support_idx"]
+        if idx is None:
+            continue
+        if idx not in position:
+            raise DatasetFormatError(path, hwhere, f"paragraph_support_idx {idx!r} is not the idx of any paragraph")
+        sf_idx.append(position[idx])
+    sample = {
+        "id": sid,
+        "question": question,
+        "answer": str(answer),
+        "answer_aliases": [str(a) for a in aliases],
+        "chunks": chunks,
+        "sf_idx": sf_idx,
+    }
+    return checked(sample, path, where)
+
+
+def load_musique(data_path: str | Path, split: str) -> list[Sample]:
+    """All samples of a MuSiQue split in file order."""
+    if split not in MUSIQUE_FILES:
+        raise ValueError(f"MuSiQue split must be one of {sorted(MUSIQUE_FILES)} (or 'test'), got {split!r}")
+    out: list[Sample] = []
+    for name in MUSIQUE_FILES[split]:
+        path = require_file(Path(data_path) / name, "MuSiQue-Ans JSONL (id, question, answer, paragraphs, question_decomposition)", MUSIQUE_HOW)
+        out.extend(musique_record_to_sample(rec, path, lineno) for lineno, rec in iter_jsonl(path))
+    return out
+
+
+@register("musique")
+def build_musique(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> ListDataset:
+    """Reads ``data_path``, ``test_split`` (default ``eval``), ``length``."""
+    split = resolve_split(envs_cfg, split, "eval")
+    samples = load_musique(cfg_get(envs_cfg, "data_path"), split)
+    return ListDataset(order_and_cap(samples, seed, cfg_get(envs_cfg, "length", -1), "musique", split), f"musique/{split}")

@@ -1,0 +1,164 @@
+"""Noise-sentence corpus (PG19-with-sentences or the embedded stand-in) and its sampler (SPEC §7.2).
+
+A corpus is a list of books, each a list of pre-split sentences. Accepted on disk:
+
+* a Hugging Face ``Dataset`` folder written with ``save_to_disk`` (column ``sentences``);
+* a ``.jsonl`` or ``.jsonl.gz`` file with one ``{"sentences": [...]}`` object per book;
+* a path ``P`` that does not exist but whose sibling ``P.jsonl.gz`` / ``P.jsonl`` does, so the
+  configured ``.../pg19-with-sentences/train`` finds the embedded ``train.jsonl.gz``.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from envs.errors import DatasetFormatError, DatasetNotFoundError
+
+Corpus = list[list[str]]
+
+HOW_TO_GET_NOISE = (
+    "use PG19-with-sentences from the BabiLong authors (a `datasets` save_to_disk folder per "
+    "split: {data_root}/babilong/pg19-with-sentences/{train,test}); or build the public-domain "
+    "stand-in with `python scripts/build_noise_corpus.py` (writes {train,test}.jsonl.gz); or use "
+    "the embedded default with the override paths=embedded (data_root = <repo>/data)"
+)
+MAX_EMPTY_RETRIES = 100
+
+
+def resolve_noise_path(path: str | Path) -> Path:
+    """The file or folder that :func:`load_noise_corpus` will read for ``path``."""
+    p = Path(path)
+    if p.exists():
+        return p
+    for suffix in (".jsonl.gz", ".jsonl"):
+        sib = p.with_name(p.name + suffix)
+        if sib.is_file():
+            return sib
+    raise DatasetNotFoundError(
+        p,
+        "a noise corpus: a `datasets` save_to_disk folder with a `sentences` column (one row per "
+        f"book), or {p.name}.jsonl(.gz) beside it with one {{\"sentences\": [...]}} per line",
+        HOW_TO_GET_NOISE,
+    )
+
+
+def _check_book(book: object, path: Path, where: str | int) -> list[str]:
+    if not isinstance(book, list) or not all(isinstance(s, str) for s in book):
+        raise DatasetFormatError(path, where, "expected 'sentences' to be a list of strings")
+    return book
+
+
+def _read_jsonl(path: Path) -> Corpus:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    books: Corpus = []
+    with opener(path, "rt", encoding="utf-8") as f:
+        for ln, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DatasetFormatError(path, ln, f"expected one JSON object per line ({e})") from None
+            if not isinstance(rec, dict) or "sentences" not in rec:
+                raise DatasetFormatError(path, ln, "expected an object with a 'sentences' list")
+            books.append(_check_book(rec["sentences"], path, ln))
+    return books
+
+
+def _read_saved_dataset(path: Path) -> Corpus:
+    import datasets  # heavy import, only when needed
+
+    try:
+        ds = datasets.load_from_disk(str(path))
+    except FileNotFoundError as e:
+        raise DatasetFormatError(path, None, f"expected a `datasets` save_to_disk folder ({e})") from None
+    if isinstance(ds, datasets.DatasetDict):
+        raise DatasetFormatError(
+            path, None, f"expected a Dataset, found a DatasetDict with splits {list(ds)}; "
+            "point the path at one split's folder"
+        )
+    if "sentences" not in ds.column_names:
+        raise DatasetFormatError(path, None, f"expected a 'sentences' column, found {ds.column_names}")
+    books = list(ds["sentences"])  # honours any indices mapping
+    return [_check_book(b, path, f"row {i}") for i, b in enumerate(books)]
+
+
+@lru_cache(maxsize=8)
+def _load_cached(resolved: str) -> Corpus:
+    p = Path(resolved)
+    if p.is_dir():
+        books = _read_saved_dataset(p)
+    elif p.name.endswith((".jsonl", ".jsonl.gz")):
+        books = _read_jsonl(p)
+    else:
+        raise DatasetFormatError(p, None, "expected a save_to_disk folder or a .jsonl / .jsonl.gz file")
+    if not books:
+        raise DatasetFormatError(p, None, "expected at least one book")
+    return books
+
+
+def load_noise_corpus(path: str | Path) -> Corpus:
+    """Books (lists of sentences) from ``path``; cached per resolved path. Treat as read-only."""
+    return _load_cached(str(resolve_noise_path(path).resolve()))
+
+
+class NoiseSampler:
+    """Draws runs of consecutive sentences from random books (ref ``RetrSentenceSampler``).
+
+    ``draw(n, rng)``: until n sentences are collected, pick a book uniformly (an empty book is
+    retried, at most 100 times in a row, then RuntimeError), a start uniformly inside it, and
+    take up to ``subsample_size`` consecutive sentences (fewer if the book ends); truncate to n.
+    With ``shuffle=False`` books are read sequentially in full, continuing where the last draw
+    stopped (``rng`` unused).
+    """
+
+    def __init__(self, corpus: Corpus, subsample_size: int = 100, shuffle: bool = True):
+        if subsample_size < 1:
+            raise ValueError(f"subsample_size must be >= 1, got {subsample_size}")
+        if not corpus:
+            raise ValueError("the noise corpus has no books")
+        self.corpus, self.subsample_size, self.shuffle = corpus, int(subsample_size), shuffle
+        self._cursor = (0, 0)  # (book, sentence) for shuffle=False
+
+    def draw(self, n: int, rng: np.random.Generator | None = None) -> list[str]:
+        if n <= 0:
+            return []
+        if not self.shuffle:
+            return self._draw_sequential(n)
+        if rng is None:
+            raise ValueError("NoiseSampler.draw needs an explicit np.random.Generator")
+        out: list[str] = []
+        books, k = self.corpus, self.subsample_size
+        n_books = len(books)
+        while len(out) < n:
+            for _ in range(MAX_EMPTY_RETRIES):
+                book = books[int(rng.integers(n_books))]
+                if book:
+                    break
+            else:
+                raise RuntimeError(
+                    f"noise sampler drew {MAX_EMPTY_RETRIES} empty books in a row; "
+                    "the corpus has too few non-empty books"
+                )
+            start = int(rng.integers(len(book)))
+            out.extend(book[start : start + min(k, n - len(out))])
+        return out
+
+    def _draw_sequential(self, n: int) -> list[str]:
+        if not any(self.corpus):
+            raise RuntimeError("the noise corpus has only empty books")
+        out: list[str] = []
+        b, s = self._cursor
+        while len(out) < n:
+            book = self.corpus[b]
+            take = book[s : s + n - len(out)]
+            out.extend(take)
+            s += len(take)
+            if s >= len(book):
+                b, s = (b + 1) % len(self.corpus), 0
+        self._cursor = (b, s)
+        return out

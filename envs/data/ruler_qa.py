@@ -1,0 +1,101 @@
+"""RULER QA loader (SPEC §7.9), answer-only unless the record names its gold documents.
+
+JSONL with ``index``, ``input``, ``outputs``. ``input`` is cut at the last occurrence of
+``question_marker`` (default ``"QUESTION:"``, ref; falls back to a case-insensitive match, so
+RULER's ``Question:`` works): the stripped right part is the question; the left part is split
+on ``Document <n>:`` and the non-empty stripped pieces are the chunks (a leading instruction
+preamble becomes chunk 0, as in the ref). ``answer`` = outputs[0], ``answer_aliases`` =
+outputs[1:].
+
+Gold: RULER's own files do not say which document holds the answer, so ``sf_idx`` = [] and
+``sf_known`` = False (fact metrics null; the ref's ``[0]`` placeholder is gone, SPEC §11 #31).
+Records written by scripts/generate_multihop.py carry ``gold_docs`` (the ``n`` of each gold
+``Document n:``); those are mapped to chunk indices and ``sf_known`` is True.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from envs.data.hotpotqa import ListDataset, cfg_get, checked, iter_jsonl, need, order_and_cap, require_file
+from envs.data.registry import register
+from envs.errors import DatasetFormatError
+from envs.types import Sample
+
+_DOC = re.compile(r"Document (\d+):")
+RULER_QA_HOW = (
+    "generate with RULER's prepare script (qa_1 = SQuAD, qa_2 = HotpotQA), or offline with "
+    "python scripts/generate_multihop.py (writes a RULER-QA-format file derived from the synthetic set)"
+)
+
+
+def split_question(text: str, marker: str) -> tuple[str, str] | None:
+    pos = text.rfind(marker)
+    if pos < 0:
+        pos = text.lower().rfind(marker.lower())
+    if pos < 0:
+        return None
+    return text[:pos], text[pos + len(marker):].strip()
+
+
+def split_documents(context: str) -> tuple[list[str], dict[int, int]]:
+    """Chunks and a map document number -> chunk index (documents with empty text are dropped)."""
+    chunks: list[str] = []
+    doc_to_chunk: dict[int, int] = {}
+    matches = list(_DOC.finditer(context))
+    head = context[: matches[0].start()] if matches else context
+    if head.strip():
+        chunks.append(head.strip())
+    for k, m in enumerate(matches):
+        end = matches[k + 1].start() if k + 1 < len(matches) else len(context)
+        body = context[m.end():end].strip()
+        if body:
+            doc_to_chunk.setdefault(int(m.group(1)), len(chunks))
+            chunks.append(body)
+    return chunks, doc_to_chunk
+
+
+def ruler_qa_record_to_sample(rec: dict[str, Any], path: Path, lineno: int, marker: str = "QUESTION:") -> Sample:
+    where = f"line {lineno}, index={rec.get('index', '?')}"
+    index = need(rec, "index", (int, str), path, where)
+    text = need(rec, "input", str, path, where)
+    outputs = need(rec, "outputs", list, path, where)
+    if not outputs:
+        raise DatasetFormatError(path, where, "field 'outputs' is empty (need the answer)")
+    parts = split_question(text, marker)
+    if parts is None:
+        raise DatasetFormatError(path, where, f"field 'input' has no question marker {marker!r}")
+    context, question = parts
+    chunks, doc_to_chunk = split_documents(context)
+    if not chunks:
+        raise DatasetFormatError(path, where, "field 'input' has no documents before the question")
+    sample: dict[str, Any] = {
+        "id": index,
+        "question": question,
+        "answer": str(outputs[0]),
+        "answer_aliases": [str(o) for o in outputs[1:]],
+        "chunks": chunks,
+        "sf_idx": [],
+        "sf_known": False,
+    }
+    gold = rec.get("gold_docs")
+    if gold is not None:
+        if not isinstance(gold, list) or not all(isinstance(g, int) and g in doc_to_chunk for g in gold):
+            raise DatasetFormatError(path, where, f"field 'gold_docs' must list document numbers present in 'input', got {gold!r}")
+        sample["sf_idx"] = sorted({doc_to_chunk[g] for g in gold})
+        sample["sf_known"] = bool(gold)
+    return checked(sample, path, where)
+
+
+def load_ruler_qa(path: str | Path, marker: str = "QUESTION:") -> list[Sample]:
+    p = require_file(Path(path), "RULER QA JSONL ({index, input, outputs} per line)", RULER_QA_HOW)
+    return [ruler_qa_record_to_sample(rec, p, lineno, marker) for lineno, rec in iter_jsonl(p)]
+
+
+@register("ruler_qa")
+def build_ruler_qa(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> ListDataset:
+    """Reads ``data_path`` (one JSONL file, used for every split: this is an evaluation set),
+    ``question_marker`` and ``length``."""
+    samples = load_ruler_qa(cfg_get(envs_cfg, "data_path"), str(cfg_get(envs_cfg, "question_marker", "QUESTION:")))
+    return ListDataset(order_and_cap(samples, seed, cfg_get(envs_cfg, "length", -1), "ruler_qa", split), f"ruler_qa/{split}")

@@ -1,0 +1,182 @@
+"""The retrieval MDP (SPEC §1) for E episodes stepped together.
+
+The env owns what the MDP needs and nothing of the learner: the current sample of each slot,
+the chunks selected so far, a device-resident availability mask, position codes and rewards.
+Encoders, tokens and embeddings belong to the agent (``rl``), keyed by the slot's sample.
+
+``done = terminated ∨ (t+1 ≥ max_steps) ∨ (nothing left)``. Reaching ``max_steps`` is
+terminal on purpose (no bootstrap across the time limit, SPEC §1.4, §11 #48): the step budget is
+part of the task. ``truncated`` is reported separately for logging.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from envs.feedback import Feedback
+from envs.positions import PROCESSORS, random_codes, relative_codes
+from envs.seeding import derive_rng
+from envs.types import Sample
+
+
+@dataclass
+class PositionSettings:
+    processor: str = "relative"
+    step_size: int = 20
+    formula: str = "linspace"
+    max_chunks_count: int = 2000
+
+    def __post_init__(self) -> None:
+        if self.processor not in PROCESSORS:
+            raise ValueError(f"envs.positions_processor must be one of {PROCESSORS}, got {self.processor!r}")
+
+    @classmethod
+    def from_cfg(cls, envs_cfg: Any) -> "PositionSettings":
+        return cls(
+            processor=str(envs_cfg.get("positions_processor", "none")),
+            step_size=int(envs_cfg.get("step_size", 20)),
+            formula=str(envs_cfg.get("relative_formula", "linspace")),
+            max_chunks_count=int(envs_cfg.get("max_chunks_count", 2000)),
+        )
+
+
+@dataclass
+class Episode:
+    """One slot's episode: the sample and what has been selected (in selection order)."""
+
+    index: int
+    sample: Sample
+    available: torch.Tensor  # bool [N] on the env's device
+    selected: list[int] = field(default_factory=list)
+    random_positions: torch.Tensor | None = None
+    ret: float = 0.0
+
+    @property
+    def n_chunks(self) -> int:
+        return len(self.sample["chunks"])
+
+    @property
+    def t(self) -> int:
+        return len(self.selected)
+
+    def state_order(self, sort_by_index: bool) -> list[int]:
+        return sorted(self.selected) if sort_by_index else list(self.selected)
+
+    def codes(self, pos: PositionSettings) -> torch.Tensor | None:
+        """p̂_t(i) for every chunk, or None for processor 'none'."""
+        if pos.processor == "none":
+            return None
+        if pos.processor == "absolute":
+            return torch.arange(self.n_chunks, device=self.available.device)
+        if pos.processor == "random":
+            return self.random_positions
+        return relative_codes(~self.available, pos.step_size, pos.formula)
+
+
+class VecRetrievalEnv:
+    """E parallel episodes over one dataset.
+
+    Training slots draw sample indices uniformly with replacement from a generator derived from
+    (seed, name); evaluation uses :meth:`start` with explicit indices.
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        feedback: Feedback,
+        n_envs: int,
+        max_steps: int,
+        positions: PositionSettings,
+        sort_by_index: bool,
+        device: torch.device,
+        seed: int,
+        name: str = "train",
+    ):
+        if len(dataset) == 0:
+            raise ValueError(f"the {name} dataset is empty")
+        self.dataset, self.feedback = dataset, feedback
+        self.n_envs, self.max_steps = n_envs, int(max_steps)
+        self.pos, self.sort_by_index, self.device = positions, sort_by_index, device
+        self.name = name
+        self.rng = derive_rng(seed, "env-reset", name)
+        self.pos_rng = derive_rng(seed, "env-random-positions", name)
+        self.episodes: list[Episode | None] = [None] * n_envs
+
+    # -- episode control ---------------------------------------------------------------
+    def start(self, slot: int, index: int) -> Episode:
+        sample = self.dataset[index]
+        if not sample["chunks"]:
+            raise ValueError(f"sample {sample['id']!r} of the {self.name} set has no chunks")
+        ep = Episode(index, sample, torch.ones(len(sample["chunks"]), dtype=torch.bool, device=self.device))
+        if self.pos.processor == "random":
+            ep.random_positions = torch.as_tensor(
+                random_codes(ep.n_chunks, self.pos_rng, self.pos.max_chunks_count), device=self.device
+            )
+        self.feedback.reset(slot, sample)
+        self.episodes[slot] = ep
+        return ep
+
+    def reset_random(self, slot: int) -> Episode:
+        return self.start(slot, int(self.rng.integers(len(self.dataset))))
+
+    def reset_all(self) -> None:
+        for slot in range(self.n_envs):
+            self.reset_random(slot)
+
+    def step(self, slots: Sequence[int], actions: Sequence[int]) -> tuple[list[float], list[bool], list[bool]]:
+        """Apply one action per slot. Returns (rewards, dones, truncated). Does not reset."""
+        eps = [self.episodes[s] for s in slots]
+        for ep, a in zip(eps, actions):
+            if not bool(ep.available[a]):
+                raise ValueError(f"action {a} is not available in sample {ep.sample['id']!r}")
+            ep.available[a] = False
+            ep.selected.append(int(a))
+        last = [ep.t >= self.max_steps or ep.t >= ep.n_chunks for ep in eps]
+        rewards, completed = self.feedback.step(slots, [ep.selected for ep in eps], last_step=last)
+        dones, truncated = [], []
+        for ep, r, c, end in zip(eps, rewards, completed, last):
+            ep.ret += r
+            dones.append(bool(c or end))
+            truncated.append(bool(end and not c))
+        return rewards, dones, truncated
+
+    # -- checkpointing (resume continues mid-episode) ------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "rng": self.rng.bit_generator.state,
+            "pos_rng": self.pos_rng.bit_generator.state,
+            "episodes": [
+                None
+                if ep is None
+                else {
+                    "index": ep.index,
+                    "selected": list(ep.selected),
+                    "ret": ep.ret,
+                    "random_positions": None if ep.random_positions is None else ep.random_positions.cpu(),
+                }
+                for ep in self.episodes
+            ],
+            "feedback": getattr(self.feedback, "state_dict", lambda: None)(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.pos_rng.bit_generator.state = state["pos_rng"]
+        for slot, es in enumerate(state["episodes"]):
+            if es is None:
+                continue
+            sample = self.dataset[es["index"]]
+            ep = Episode(es["index"], sample, torch.ones(len(sample["chunks"]), dtype=torch.bool, device=self.device))
+            for a in es["selected"]:
+                ep.available[a] = False
+            ep.selected, ep.ret = list(es["selected"]), float(es["ret"])
+            if es["random_positions"] is not None:
+                ep.random_positions = es["random_positions"].to(self.device)
+            self.feedback.reset(slot, sample)
+            self.episodes[slot] = ep
+        if state.get("feedback") is not None and hasattr(self.feedback, "load_state_dict"):
+            self.feedback.load_state_dict(state["feedback"])
+

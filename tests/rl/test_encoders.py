@@ -1,0 +1,50 @@
+"""State splicing and pooling on the real offline tokenizer/model (all-MiniLM-L6-v2)."""
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from rl.encoders import Embedder, action_ids, load_backbone, load_tokenizer, state_ids, token_layout, tokenize_sample
+
+MODEL = OmegaConf.create({"name": "offline:minilm"})
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return load_tokenizer(MODEL)
+
+
+def test_state_is_spliced_per_segment(tok):
+    layout = token_layout(tok, action_cap=16, memory_cap=8, state_cap=None, model_max=512)
+    chunks = ["Mary went to the kitchen.", "a chunk with a literal [SEP] inside it and more words", "short"]
+    st = tokenize_sample(tok, "Where is Mary?", chunks, layout)
+    ids, truncated = state_ids(st, [2, 1], layout, layout.memory_content)
+    cls, sep = tok.cls_token_id, tok.sep_token_id
+    q = tok("Where is Mary?", add_special_tokens=False)["input_ids"][:6]
+    c1 = tok(chunks[1], add_special_tokens=False)["input_ids"][:6]
+    c2 = tok(chunks[2], add_special_tokens=False)["input_ids"][:6]
+    assert ids == [cls] + q + [sep] + c2 + [sep] + c1 + [sep] and not truncated
+    # each segment equals tokenising it alone with a max length of memory_cap, minus the framing
+    alone = tok(chunks[1], truncation=True, max_length=8)["input_ids"]
+    assert alone[1:-1] == c1
+    assert action_ids(st, 1, layout) == tok(chunks[1], truncation=True, max_length=16)["input_ids"]
+
+
+def test_whole_state_cap(tok):
+    layout = token_layout(tok, 64, 64, state_cap=20, model_max=512)
+    st = tokenize_sample(tok, "q", ["word " * 30, "more " * 30], layout)
+    ids, truncated = state_ids(st, [0, 1], layout, layout.memory_content)
+    assert truncated and len(ids) == 20 and ids[-1] == tok.sep_token_id
+
+
+def test_mean_pooling_scaled_and_padding_invariant():
+    bb = load_backbone(MODEL)
+    emb = Embedder(bb, "mean", 0.1).eval()
+    ids = torch.tensor([[101, 2000, 2003, 102, 0, 0], [101, 2000, 2003, 102, 0, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 0, 0]])
+    with torch.no_grad():
+        a = emb(ids, mask)
+        b = emb(ids[:, :4], mask[:, :4])
+        h = bb(input_ids=ids[:, :4], attention_mask=mask[:, :4]).last_hidden_state
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(b, h.mean(1) / 10, atol=1e-5, rtol=1e-5)
+    assert a.shape == (2, 384)

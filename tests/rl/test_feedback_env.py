@@ -1,0 +1,81 @@
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from envs.env import PositionSettings, VecRetrievalEnv
+from envs.feedback import GroundTruthFeedback, GroundTruthSettings, build_feedback
+
+
+def sample(i=0, n=6, gold=(1, 3)):
+    return {"id": i, "question": "q?", "answer": "a", "chunks": [f"c{j}" for j in range(n)], "sf_idx": list(gold)}
+
+
+def test_completion_reward_paid_once_with_penalty():
+    fb = GroundTruthFeedback(GroundTruthSettings(penalize_extra_steps=True, never_terminate=True))
+    fb.reset(0, sample())
+    r, c = fb.step([0], [[0]])
+    assert r == [0.0] and c == [False]
+    r, _ = fb.step([0], [[0, 1]])
+    assert r == [0.0]
+    r, c = fb.step([0], [[0, 1, 3]])
+    assert r[0] == pytest.approx(0.5 + 0.5 * 2 / (3 + 1e-5))
+    assert c == [False]  # never_terminate keeps the episode going
+    r, _ = fb.step([0], [[0, 1, 3, 4]])
+    assert r == [0.0]  # paid once
+
+
+def test_terminal_timing_and_per_fact_and_termination():
+    fb = GroundTruthFeedback(GroundTruthSettings(penalize_extra_steps=False, never_terminate=False,
+                                                 per_fact_reward=0.25, reward_timing="terminal"))
+    fb.reset(0, sample())
+    r, c = fb.step([0], [[1]], last_step=[False])
+    assert r == [0.25] and c == [False]
+    r, c = fb.step([0], [[1, 3]], last_step=[False])
+    assert r == [0.25] and c == [True]  # completed, but the terminal reward waits for the end
+    r, _ = fb.step([0], [[1, 3, 0]], last_step=[True])
+    assert r == [1.0]
+
+
+def test_build_feedback_priorities():
+    envs = OmegaConf.create({"feedback_defaults": {"train": {"penalize_extra_steps": True, "never_terminate": False},
+                                                   "test": {"penalize_extra_steps": False, "never_terminate_ref": False}}})
+    fcfg = OmegaConf.create({"type": "gt", "ground_truth": {"penalize_extra_steps": None, "never_terminate": True}})
+    train = build_feedback(fcfg, envs, "train")
+    assert train.s.never_terminate is True and train.s.penalize_extra_steps is True  # CLI wins, env fills
+    test = build_feedback(fcfg, envs, "test")
+    assert test.s.never_terminate is True and test.s.penalize_extra_steps is False  # tests never stop on GT
+    oracle = build_feedback(fcfg, envs, "test", legacy=OmegaConf.create({"oracle_stop": True}))
+    assert oracle.s.never_terminate is False
+    with pytest.raises(ValueError):
+        build_feedback(OmegaConf.create({"type": "nope"}), envs, "train")
+
+
+def test_env_steps_masks_codes_and_dones():
+    data = [sample(0, 5, (1,)), sample(1, 5, (2, 4))]
+    fb = GroundTruthFeedback(GroundTruthSettings(never_terminate=False))
+    env = VecRetrievalEnv(data, fb, 2, 3, PositionSettings("relative", 20), True, torch.device("cpu"), seed=0)
+    ep0, ep1 = env.start(0, 0), env.start(1, 1)
+    assert ep0.codes(env.pos).tolist() == [0, 4, 9, 13, 18]
+    r, d, trunc = env.step([0, 1], [1, 4])
+    assert d == [True, False] and trunc == [False, False] and r[0] > 0
+    assert not bool(ep1.available[4]) and ep1.codes(env.pos).tolist() == [0, 6, 12, 18, 20]
+    with pytest.raises(ValueError):
+        env.step([1], [4])  # already taken
+    env.step([1], [0])
+    r, d, trunc = env.step([1], [3])
+    assert d == [True] and trunc == [True]  # time limit reached without completion
+
+
+def test_env_state_roundtrip():
+    data = [sample(i, 6, (1, 2)) for i in range(10)]
+    mk = lambda: VecRetrievalEnv(data, GroundTruthFeedback(GroundTruthSettings()), 3, 4,
+                                 PositionSettings("random", max_chunks_count=50), False, torch.device("cpu"), seed=1)
+    a = mk()
+    a.reset_all()
+    a.step([0, 1, 2], [1, 0, 5])
+    b = mk()
+    b.load_state_dict(a.state_dict())
+    for ea, eb in zip(a.episodes, b.episodes):
+        assert ea.index == eb.index and ea.selected == eb.selected
+        assert torch.equal(ea.available, eb.available) and torch.equal(ea.random_positions, eb.random_positions)
+    assert a.rng.integers(1000) == b.rng.integers(1000)

@@ -1,0 +1,34 @@
+import torch
+from rotary_embedding_torch import RotaryEmbedding
+
+from rl.rotary import HalfRotary
+
+
+def test_matches_rotary_embedding_torch_per_half():
+    d = 64
+    rope = HalfRotary(d)
+    ref = RotaryEmbedding(dim=d // 2)
+    x = torch.randn(7, d)
+    codes = torch.tensor([0, 1, 5, 17, 138, 999, 4321])
+    got = rope(x, codes)
+    for i, c in enumerate(codes.tolist()):
+        for half in (slice(0, d // 2), slice(d // 2, d)):
+            # the package rotates a sequence; row c of a (c+1)-long sequence has position c
+            seq = x[i, half].expand(c + 1, -1).unsqueeze(0)
+            want = ref.rotate_queries_or_keys(seq)[0, c]
+            torch.testing.assert_close(got[i, half], want, atol=1e-4, rtol=1e-4)
+
+
+def test_keeps_norms_and_scores_depend_on_differences_only():
+    d = 32
+    rope = HalfRotary(d)
+    a, b = torch.randn(d), torch.randn(d)
+    for p in (0, 3, 100, 123456):
+        ra = rope(a[None], torch.tensor([p]))[0]
+        torch.testing.assert_close(ra.norm(), a.norm(), atol=1e-4, rtol=1e-4)
+    # <R(p)a, R(q)b> depends only on p - q (per half, hence in total)
+    s1 = rope(a[None], torch.tensor([10]))[0] @ rope(b[None], torch.tensor([3]))[0]
+    s2 = rope(a[None], torch.tensor([107]))[0] @ rope(b[None], torch.tensor([100]))[0]
+    torch.testing.assert_close(s1, s2, atol=1e-4, rtol=1e-4)
+    # code 0 is the identity
+    torch.testing.assert_close(rope(a[None], torch.tensor([0]))[0], a)

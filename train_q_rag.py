@@ -1,0 +1,18 @@
+"""Train a Q-RAG retriever: ``python train_q_rag.py [experiment=demo] [key=value ...]``."""
+from __future__ import annotations
+
+import hydra
+from omegaconf import DictConfig
+
+import rl.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
+from rl.trainer import run
+
+
+@hydra.main(config_path="configs", config_name="training", version_base="1.3")
+def main(cfg: DictConfig) -> float:
+    summary = run(cfg)
+    return float(summary.get("best/eval_return", 0.0))  # a sweeper can optimise this
+
+
+if __name__ == "__main__":
+    main()
