@@ -87,8 +87,10 @@ class QRAGAgent(nn.Module):
         cached = getattr(ep, "_tokens", None)
         if cached is None:
             s = ep.sample
-            cached = tokenize_sample(self.tokenizer, s["question"], s["chunks"], self.layout,
-                                     self.query_prefix, self.passage_prefix)
+            cached = s.get("_tokens")  # pre-tokenised by the evaluation haystack cache
+            if cached is None:
+                cached = tokenize_sample(self.tokenizer, s["question"], s["chunks"], self.layout,
+                                         self.query_prefix, self.passage_prefix)
             ep._tokens = cached  # type: ignore[attr-defined]
         return cached
 

@@ -185,7 +185,13 @@ class PQNLearner:
         if self.legacy_drop_last:
             self._act()  # the reference's (L+1)-th step: advances the envs, never trained
         flat = [tr for step in steps for tr in step]
-        values = self._target_values([(tr.ep, tr.selected) for tr in flat] + bootstrap_items)
+        # Only V(s_{t+1}) after a non-final step enters the λ-return; V(s_0) and values after a
+        # done are multiplied by zero, so they are not computed at all (exactly the same targets).
+        items = [(tr.ep, tr.selected) for tr in flat] + bootstrap_items
+        needed = [i for i in range(E, len(items)) if not flat[i - E].done]
+        values = torch.zeros(len(items), device=agent.device)
+        if needed:
+            values[torch.tensor(needed, device=agent.device)] = self._target_values([items[i] for i in needed])
         v = values[: L * E].view(L, E)
         boot = values[L * E:]
         rewards = torch.tensor([[tr.reward for tr in s] for s in steps], device=agent.device)

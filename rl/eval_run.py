@@ -1,0 +1,351 @@
+"""Retriever evaluation of a trained run: ``run(cfg) -> summary`` (entry point: eval_retriever.py).
+
+SPEC §8.6 merge rule, §9.1 outputs. For each sample index of the seed-permuted test set, one
+episode (greedy, or Plan Q-RAG beam search) is run and one JSON line appended to
+``<run>/<stem>.jsonl``; ``<stem>.summary.json`` holds the means and ``<stem>.jsonl.meta.json``
+the settings the file was produced with. Re-running resumes: samples already in the file are
+skipped; a file made with other settings (checkpoint, T, stopping, planner, caps, ...) is refused.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from tqdm.auto import tqdm
+
+from envs.data.registry import build_dataset
+from envs.feedback import build_feedback
+from envs.legacy import flag
+from rl.config import PROJECT_ROOT, pick_device, seed_everything, set_precision, without_hydra
+from rl.evaluate import greedy_episodes, summarize
+from rl.haystack_cache import CachedDataset, maybe_cached
+from rl.planner import beam_episodes
+from rl.trainer import agent_from_cfg, eval_settings
+
+log = logging.getLogger("qrag.eval")
+
+# Keys of the eval config that are not part of a training config.
+EVAL_ONLY_KEYS = ("pretrained_path", "num_samples", "use_last", "overwrite", "eval_env", "output_dir",
+                  "progress_bar")
+# The run's settings kept when ``eval_env`` replaces the test dataset/env node.
+KEPT_ENV_KEYS = ("max_steps", "positions_processor", "step_size", "relative_formula", "max_chunks_count",
+                 "sort_by_index")
+BABILONG_GRID = {50: "1K", 160: "4K", 1200: "32K", 4600: "128K", 40000: "1M", 400000: "10M"}
+FULL_HASH_LIMIT = 256 * 2**20
+PARTIAL_HASH_BYTES = 32 * 2**20
+
+
+class EvalError(RuntimeError):
+    """A problem the user has to fix (missing run, stale eval file, bad setting)."""
+
+
+# -- configuration --------------------------------------------------------------------------
+def _prune_nulls(node: Any, saved: Any) -> Any:
+    """Drop eval keys whose value is null where the saved config has the key: null = inherit."""
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for k, v in node.items():
+        has = isinstance(saved, dict) and k in saved
+        if v is None and has:
+            continue
+        out[k] = _prune_nulls(v, saved.get(k) if has else None) if isinstance(v, dict) else v
+    return out
+
+
+def load_env_node(name: str) -> dict[str, Any]:
+    for folder in ("eval_env", "envs"):
+        path = PROJECT_ROOT / "configs" / folder / f"{name}.yaml"
+        if path.is_file():
+            return OmegaConf.to_container(OmegaConf.load(path), resolve=False)  # type: ignore[return-value]
+    known = sorted({p.stem for f in ("eval_env", "envs") for p in (PROJECT_ROOT / "configs" / f).glob("*.yaml")})
+    raise EvalError(f"eval_env={name}: no configs/eval_env/{name}.yaml or configs/envs/{name}.yaml; known: {known}")
+
+
+def replace_env(saved_envs: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """The eval_env node with the run's acting settings (positions, order, T) kept; BabiLong
+    variants also keep the run's task (the model was trained on it)."""
+    new = dict(node)
+    for k in KEPT_ENV_KEYS:
+        if k in saved_envs:
+            new[k] = saved_envs[k]
+    if str(node.get("name", "")).startswith("babilong") and str(saved_envs.get("name", "")).startswith("babilong"):
+        new["task"] = saved_envs.get("task", new.get("task"))
+    return new
+
+
+def merge_eval_config(eval_cfg: DictConfig) -> DictConfig:
+    """SPEC §8.6: (eval config + CLI) over the run's unresolved config.yaml, resolved at the end."""
+    if OmegaConf.is_missing(eval_cfg, "pretrained_path") or not eval_cfg.get("pretrained_path"):
+        raise EvalError("pretrained_path is required: pass the run folder of a trained model, e.g. "
+                        "python eval_retriever.py pretrained_path=runs/Dec03_12-03-43_QRAG_qa2_two-supporting-facts")
+    run_dir = Path(str(eval_cfg.pretrained_path)).expanduser()
+    saved_path = run_dir / "config.yaml"
+    if not saved_path.is_file():
+        raise EvalError(f"pretrained_path={run_dir}: no config.yaml there (expected the folder of a "
+                        f"training run, holding config.yaml and model_best.pt)")
+    saved: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(saved_path), resolve=False)  # type: ignore
+    ev: dict[str, Any] = OmegaConf.to_container(without_hydra(eval_cfg), resolve=False)  # type: ignore
+    if ev.get("eval_env"):
+        saved["envs"] = replace_env(saved.get("envs", {}), load_env_node(str(ev["eval_env"])))
+    ev = _prune_nulls(ev, saved)
+    merged = OmegaConf.merge(OmegaConf.create(saved), OmegaConf.create(ev))
+    OmegaConf.resolve(merged)
+    merged.pretrained_path = str(run_dir)
+    return merged
+
+
+# -- output files -----------------------------------------------------------------------------
+def _num(x: Any) -> str:
+    return "-".join(str(v) for v in x) if isinstance(x, (list, tuple)) or OmegaConf.is_list(x) else str(x)
+
+
+def eval_stem(cfg: DictConfig) -> str:
+    """eval_seed{seed}_ns{N} (BabiLong), _{split} (NIAH, RULER QA), _hf{length} (official BabiLong
+    sets), no suffix (HotpotQA, MuSiQue, combined); then suffixes for settings that change results."""
+    name, seed = str(cfg.envs.name), int(cfg.seed)
+    stem = f"eval_seed{seed}"
+    if name == "babilong":
+        stem += f"_ns{_num(cfg.envs.num_sentences)}"
+    elif name in ("niah", "ruler_qa"):
+        stem += f"_{cfg.envs.get('test_split', 'test')}"
+    elif name == "babilong_hf":
+        stem += f"_hf{cfg.envs.get('context_length')}"
+    ev = cfg.get("eval") or {}
+    if cfg.get("use_last"):
+        stem += "_last"
+    if str(ev.get("planner", "greedy")) == "beam":
+        stem += f"_beam{int(ev.beam_width)}x{int(ev.beam_expand)}"
+    if ev.get("stop_q_threshold") is not None:
+        stem += f"_qstop{float(ev.stop_q_threshold):g}"
+    if flag(cfg.get("legacy"), "oracle_stop"):
+        stem += "_oracle"
+    return stem
+
+
+def file_fingerprint(path: Path) -> str:
+    """sha256 of the file (≤ 256 MiB), else of its size + first and last 32 MiB."""
+    h = hashlib.sha256()
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        if size <= FULL_HASH_LIMIT:
+            for block in iter(lambda: f.read(2**20), b""):
+                h.update(block)
+            return f"sha256:{h.hexdigest()}"
+        h.update(str(size).encode())
+        h.update(f.read(PARTIAL_HASH_BYTES))
+        f.seek(size - PARTIAL_HASH_BYTES)
+        h.update(f.read(PARTIAL_HASH_BYTES))
+    return f"sha256-partial:{h.hexdigest()}"
+
+
+def eval_meta(cfg: DictConfig, ckpt: Path, fingerprint: str) -> dict[str, Any]:
+    """Everything that makes two eval files incomparable (SPEC §9.1 resume, §11 #23)."""
+    ev = cfg.get("eval") or {}
+    envs = cfg.envs
+    beam = str(ev.get("planner", "greedy")) == "beam"
+    return {
+        "checkpoint": ckpt.name,
+        "checkpoint_hash": fingerprint,
+        "model": str(cfg.algo.model.name),
+        "dataset": str(envs.name),
+        "task": str(envs.get("task")),
+        "num_sentences": _plain(envs.get("num_sentences")) if str(envs.name) == "babilong" else None,
+        "split": str(envs.get("test_split", "test")),
+        "context_length": envs.get("context_length"),
+        "data_path": envs.get("data_path") or envs.get("facts_test_path"),
+        "seed": int(cfg.seed),
+        "max_steps": int(envs.max_steps),
+        "oracle_stop": flag(cfg.get("legacy"), "oracle_stop"),
+        "positions": f"{envs.get('positions_processor')}/{envs.get('step_size')}/{envs.get('relative_formula')}",
+        "sort_by_index": bool(envs.get("sort_by_index")),
+        "caps": {k: cfg.get(k) for k in ("max_action_length", "max_action_length_in_memory",
+                                         "eval_max_action_length_in_memory", "max_state_length")},
+        "planner": str(ev.get("planner", "greedy")),
+        "beam_width": int(ev.beam_width) if beam else None,
+        "beam_expand": int(ev.beam_expand) if beam else None,
+        "stop_q_threshold": ev.get("stop_q_threshold"),
+        "feedback": str((cfg.get("feedback") or {}).get("type", "gt")),
+    }
+
+
+def _plain(x: Any) -> Any:
+    return OmegaConf.to_container(x) if OmegaConf.is_config(x) else x
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """Records of an eval file. A half-written last line (crash mid-write) is truncated away;
+    a malformed line elsewhere is an error naming the file and line."""
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    complete, tail = lines[:-1], lines[-1]  # tail is b"" when the file ends with a newline
+    records = []
+    for no, line in enumerate(complete, 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            if no == len(complete) and not tail:
+                tail = line  # a last line that never parsed: treat as half-written
+                complete = complete[:-1]
+                break
+            raise EvalError(f"{path}:{no}: not valid JSON ({e}); delete the file or pass overwrite=true") from e
+    if tail:
+        good = b"".join(x + b"\n" for x in complete)
+        log.warning("%s: dropped a half-written last line (%d bytes) from an interrupted run", path, len(tail))
+        with open(path, "r+b") as f:
+            f.truncate(len(good))
+    return records
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def check_meta(meta_path: Path, out_path: Path, meta: dict[str, Any]) -> None:
+    if not meta_path.exists():
+        if out_path.exists() and out_path.stat().st_size > 0:
+            raise EvalError(f"{out_path} exists without {meta_path.name}: its settings are unknown, so it is not "
+                            f"resumed. Delete it or pass overwrite=true")
+        return
+    old = json.loads(meta_path.read_text(encoding="utf-8"))
+    diffs = [f"{k}: {old.get(k)!r} (file) vs {meta.get(k)!r} (now)" for k in sorted(set(old) | set(meta))
+             if old.get(k) != meta.get(k)]
+    if diffs:
+        raise EvalError(f"{out_path} was produced with other settings; refusing to append:\n  " + "\n  ".join(diffs)
+                        + f"\nDelete {out_path.name} (and {meta_path.name}) or pass overwrite=true.")
+
+
+# -- the run ----------------------------------------------------------------------------------
+def describe_length(cfg: DictConfig) -> str:
+    if str(cfg.envs.name) != "babilong":
+        return f"{cfg.envs.name} split {cfg.envs.get('test_split', 'test')}"
+    n = cfg.envs.num_sentences
+    label = BABILONG_GRID.get(int(n)) if isinstance(n, int) else None
+    return f"envs.num_sentences = {_num(n)}" + (f" (≈ {label} tokens)" if label else "")
+
+
+def checkpoint_path(cfg: DictConfig) -> Path:
+    ckpt = Path(cfg.pretrained_path) / ("model_last.pt" if cfg.get("use_last") else "model_best.pt")
+    if not ckpt.is_file():
+        raise EvalError(f"{ckpt} not found" + ("" if cfg.get("use_last") else " (use_last=true takes model_last.pt)"))
+    return ckpt
+
+
+def load_agent(cfg: DictConfig, ckpt: Path, device: torch.device) -> Any:
+    agent = agent_from_cfg(cfg, device)
+    state = torch.load(ckpt, map_location=device, weights_only=False)
+    agent.load_state_dict(state["learner"]["agent"])
+    agent.eval()
+    return agent
+
+
+def run(cfg: DictConfig) -> dict[str, Any]:
+    cfg = merge_eval_config(cfg)
+    seed = int(cfg.seed)
+    seed_everything(seed)
+    set_precision(str(cfg.get("precision", "tf32")))
+    device = pick_device(str(cfg.device))
+    out_dir = Path(cfg.get("output_dir") or cfg.pretrained_path)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = eval_stem(cfg)
+    out_path = out_dir / f"{stem}.jsonl"
+    meta_path = out_dir / f"{stem}.jsonl.meta.json"
+    summary_path = out_dir / f"{stem}.summary.json"
+    print(f"[eval] {cfg.envs.name}/{cfg.envs.get('task')}: {describe_length(cfg)}, T = {cfg.envs.max_steps}, "
+          f"planner {cfg.eval.planner} -> {out_path}", flush=True)
+
+    if cfg.get("overwrite"):
+        for p in (out_path, meta_path, summary_path):
+            p.unlink(missing_ok=True)
+    ckpt = checkpoint_path(cfg)
+    meta = eval_meta(cfg, ckpt, file_fingerprint(ckpt))
+    check_meta(meta_path, out_path, meta)  # before any expensive work: refuse stale files at once
+    records = read_records(out_path)
+    _write_json(meta_path, meta)
+    agent = load_agent(cfg, ckpt, device)
+
+    legacy = cfg.get("legacy")
+    split = str(cfg.envs.get("test_split", "test"))
+    dataset = build_dataset(cfg.envs, split, seed, 0.0, legacy)
+    cut = max(agent.layout.action_content, agent.layout.memory_content)
+    dataset = maybe_cached(dataset, cfg, split, seed, lambda s: agent.tokens(_Holder(s)), cut)
+    n = int(cfg.num_samples)
+    indices = list(range(len(dataset) if n < 0 else min(n, len(dataset))))
+    done_index = {r["index"] for r in records if "index" in r}
+    seen_ids = {str(r["id"]) for r in records}
+    todo = [i for i in indices if i not in done_index]
+
+    settings = eval_settings(cfg)
+    group = cfg.eval.get("group_size")
+    if group is not None:
+        settings.group_size = int(group)
+    feedback = build_feedback(cfg.feedback, cfg.envs, "test", legacy, str(cfg.envs.task))
+    if str(cfg.eval.planner) == "beam":
+        episodes = beam_episodes(agent, dataset, todo, feedback, settings, int(cfg.eval.beam_width),
+                                 int(cfg.eval.beam_expand))
+    elif str(cfg.eval.planner) == "greedy":
+        episodes = greedy_episodes(agent, dataset, todo, feedback, settings)
+    else:
+        raise EvalError(f"eval.planner must be 'greedy' or 'beam', got {cfg.eval.planner!r}")
+
+    if records:
+        print(f"[eval] resuming {out_path.name}: {len(records)} records present, {len(todo)} samples to go", flush=True)
+    t0 = time.perf_counter()
+    bar = tqdm(total=len(todo), desc=f"eval {stem}", dynamic_ncols=True, disable=not cfg.get("progress_bar", True))
+    with open(out_path, "a", encoding="utf-8") as f:
+        for index, rec in zip(todo, episodes):
+            rec["index"] = index
+            if str(rec["id"]) in seen_ids:  # same sample under another index: never twice in the file
+                log.warning("sample id %r already in %s; not appended again", rec["id"], out_path.name)
+            else:
+                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                f.flush()
+                seen_ids.add(str(rec["id"]))
+                records.append(rec)
+            bar.update(1)
+            bar.set_postfix(f1=f"{rec['f1']:.3f}" if rec.get("f1") is not None else "n/a")
+    bar.close()
+
+    wanted = set(indices)
+    chosen = [r for r in records if r.get("index") in wanted]
+    summary = summarize(chosen)
+    summary.update({
+        "max_steps": int(cfg.envs.max_steps),
+        "n_in_file": len(records),
+        "file": out_path.name,
+        "wall_s": time.perf_counter() - t0,
+        "settings": meta,
+        "num_samples": n,
+        "run": str(cfg.pretrained_path),
+    })
+    if isinstance(dataset, CachedDataset):
+        summary["haystack_cache"] = {"hits": dataset.hits, "misses": dataset.misses, "writes": dataset.writes}
+    _write_json(summary_path, summary)
+    print(f"[eval] {stem}: n={summary['n']} fact_em={_fmt(summary['fact_em'])} fact_f1={_fmt(summary['fact_f1'])} "
+          f"return={summary['return']:.3f}±{summary['return_std']:.3f} text_len={_fmt(summary['mean_text_len'], 0)} "
+          f"s/episode={_fmt(summary['episode_s_mean'], 2)} -> {summary_path}", flush=True)
+    return summary
+
+
+class _Holder:
+    """A stand-in episode, so the cache tokenises with exactly the agent's own tokenisation."""
+
+    def __init__(self, sample: dict[str, Any]):
+        self.sample = sample
+
+
+def _fmt(x: Any, digits: int = 3) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"

@@ -1,0 +1,193 @@
+"""Disk cache of tokenised evaluation haystacks (SPEC §7.12).
+
+A 400 000-sentence BabiLong sample costs seconds to assemble and much longer to tokenise; it is
+the same for every checkpoint evaluated on (task, N, seed, split, sample index). The cache stores
+the sample (question, answer, gold indices, chunk texts) and its content token ids, under a key
+that hashes everything that determines them:
+
+* the resolved dataset node (``envs``) minus the keys that only affect acting (positions, T,
+  feedback), and the ``legacy`` switches;
+* the identity (path, size, mtime) of every file or folder the dataset node names;
+* the split, the seed and the sample index;
+* the tokeniser (model name + revision), the token cut and the query/passage prefixes.
+
+Anything else changing gives another key, so a wrong haystack is never served. Only samples
+with at least ``min_chunks`` chunks are written. Entries are single ``.npz`` files written
+atomically (temporary file + rename), safe to share between concurrent evaluations.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from envs.legacy import flag
+from rl.encoders import SampleTokens
+
+log = logging.getLogger(__name__)
+
+# envs keys that do not change the haystack (acting / reward settings)
+_NOT_DATA = frozenset({
+    "max_steps", "positions_processor", "step_size", "relative_formula", "max_chunks_count",
+    "sort_by_index", "feedback_defaults", "env", "test_env", "test_split",
+})
+_MAX_LISTED_FILES = 2000
+
+
+def path_identity(value: str) -> Any:
+    """(size, mtime) of a file, or of every file under a folder (bounded); None if absent."""
+    p = Path(value)
+    if not p.exists():
+        return None
+    if p.is_file():
+        st = p.stat()
+        return [st.st_size, st.st_mtime_ns]
+    out = []
+    for f in sorted(p.rglob("*"))[:_MAX_LISTED_FILES]:
+        if f.is_file():
+            st = f.stat()
+            out.append([str(f.relative_to(p)), st.st_size, st.st_mtime_ns])
+    return out
+
+
+def _files_in(node: Any, out: dict[str, Any]) -> None:
+    if isinstance(node, dict):
+        for v in node.values():
+            _files_in(v, out)
+    elif isinstance(node, list):
+        for v in node:
+            _files_in(v, out)
+    elif isinstance(node, str) and ("/" in node or os.sep in node) and node not in out:
+        out[node] = path_identity(node)
+
+
+def dataset_identity(envs: dict[str, Any], legacy: dict[str, Any] | None) -> dict[str, Any]:
+    """What determines the test samples, apart from split, seed and index."""
+    data = {k: v for k, v in envs.items() if k not in _NOT_DATA}
+    files: dict[str, Any] = {}
+    _files_in(data, files)
+    return {"envs": data, "files": files, "legacy": dict(legacy or {})}
+
+
+def tokenizer_identity(model_cfg: dict[str, Any], cut: int) -> dict[str, Any]:
+    return {
+        "name": str(model_cfg.get("name")),
+        "revision": str(model_cfg.get("revision", "main")),
+        "use_fast": bool(model_cfg.get("use_fast_tokenizer", True)),
+        "query_prefix": str(model_cfg.get("query_prefix", "") or ""),
+        "passage_prefix": str(model_cfg.get("passage_prefix", "") or ""),
+        "cut": int(cut),
+    }
+
+
+def sample_key(dataset_id: dict[str, Any], tokenizer_id: dict[str, Any], split: str, seed: int, index: int) -> str:
+    blob = json.dumps({"data": dataset_id, "tok": tokenizer_id, "split": split, "seed": int(seed),
+                       "index": int(index), "format": 1}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _pack(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    offsets = np.zeros(len(lists) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in lists], out=offsets[1:])
+    flat = np.fromiter((t for x in lists for t in x), dtype=np.int32, count=int(offsets[-1]))
+    return flat, offsets
+
+
+def _unpack(flat: np.ndarray, offsets: np.ndarray) -> list[list[int]]:
+    return [x.tolist() for x in np.split(flat, offsets[1:-1])] if len(offsets) > 1 else []
+
+
+def save_entry(path: Path, sample: dict[str, Any], tokens: SampleTokens) -> None:
+    fields = {k: v for k, v in sample.items() if k not in ("chunks", "_tokens")}
+    texts = [c.encode("utf-8") for c in sample["chunks"]]
+    text_off = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in texts], out=text_off[1:])
+    arrays = {
+        "fields": np.frombuffer(json.dumps(fields, ensure_ascii=False).encode("utf-8"), dtype=np.uint8),
+        "text": np.frombuffer(b"".join(texts), dtype=np.uint8),
+        "text_off": text_off,
+        "question": np.asarray(tokens.question, dtype=np.int32),
+    }
+    arrays["chunks"], arrays["chunks_off"] = _pack(tokens.chunks)
+    if tokens.action_chunks is not tokens.chunks:
+        arrays["action"], arrays["action_off"] = _pack(tokens.action_chunks)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "wb") as f:
+        np.savez(f, **arrays)
+    os.replace(tmp, path)
+
+
+def load_entry(path: Path) -> tuple[dict[str, Any], SampleTokens]:
+    with np.load(path) as z:
+        sample = json.loads(z["fields"].tobytes().decode("utf-8"))
+        raw, off = z["text"].tobytes(), z["text_off"]
+        sample["chunks"] = [raw[off[i]:off[i + 1]].decode("utf-8") for i in range(len(off) - 1)]
+        chunks = _unpack(z["chunks"], z["chunks_off"])
+        action = _unpack(z["action"], z["action_off"]) if "action" in z.files else None
+        tokens = SampleTokens(z["question"].tolist(), chunks, action)
+    return sample, tokens
+
+
+class CachedDataset:
+    """Wraps a test dataset: large samples come from (or go to) the disk cache, carrying their
+    tokens under the sample key ``_tokens`` (read by ``QRAGAgent.tokens``)."""
+
+    def __init__(self, base: Any, cache_dir: str | Path, dataset_id: dict[str, Any], tokenizer_id: dict[str, Any],
+                 split: str, seed: int, tokenize: Callable[[dict[str, Any]], SampleTokens], min_chunks: int = 4600):
+        self.base, self.dir = base, Path(cache_dir)
+        self.dataset_id, self.tokenizer_id = dataset_id, tokenizer_id
+        self.split, self.seed, self.tokenize, self.min_chunks = split, int(seed), tokenize, int(min_chunks)
+        self.hits = self.misses = self.writes = 0
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def path(self, index: int) -> Path:
+        key = sample_key(self.dataset_id, self.tokenizer_id, self.split, self.seed, index)
+        return self.dir / key[:2] / f"{key}.npz"
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        path = self.path(index)
+        if path.is_file():
+            try:
+                sample, tokens = load_entry(path)
+                self.hits += 1
+                sample["_tokens"] = tokens
+                return sample
+            except (OSError, ValueError, KeyError) as e:  # a damaged entry is rebuilt, not fatal
+                log.warning("haystack cache entry %s unreadable (%s); rebuilding it", path, e)
+        self.misses += 1
+        sample = dict(self.base[index])
+        if len(sample["chunks"]) >= self.min_chunks:
+            tokens = self.tokenize(sample)
+            save_entry(path, sample, tokens)
+            self.writes += 1
+            sample["_tokens"] = tokens
+        return sample
+
+
+def maybe_cached(base: Any, cfg: Any, split: str, seed: int, tokenize: Callable[[dict[str, Any]], SampleTokens],
+                 cut: int) -> Any:
+    """``base`` wrapped in a :class:`CachedDataset` when ``eval.haystack_cache.enabled``.
+
+    ``legacy.fixed_noise_seed`` makes a BabiLong sample depend on access order, so it is never cached.
+    """
+    from omegaconf import OmegaConf
+
+    hc = ((cfg.get("eval") or {}).get("haystack_cache") or {})
+    if not hc.get("enabled", False):
+        return base
+    if flag(cfg.get("legacy"), "fixed_noise_seed"):
+        log.warning("legacy.fixed_noise_seed: samples depend on access order; haystack cache disabled")
+        return base
+    envs = OmegaConf.to_container(cfg.envs, resolve=True)
+    legacy = OmegaConf.to_container(cfg.legacy, resolve=True) if cfg.get("legacy") is not None else {}
+    model = OmegaConf.to_container(cfg.algo.model, resolve=True)
+    return CachedDataset(base, str(hc.get("dir")), dataset_identity(envs, legacy), tokenizer_identity(model, cut),
+                         split, seed, tokenize, int(hc.get("min_chunks", 4600)))

@@ -1,0 +1,50 @@
+"""Shared test helpers: compose the real Hydra configs with tiny budgets."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf, open_dict
+
+import rl.config  # noqa: F401  (registers ${qrag_root:})
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = str(ROOT / "configs")
+
+# A 2-layer MiniLM, 8-sentence haystacks, 2 envs: a full training run takes seconds on 2 cores.
+TINY = [
+    "experiment=demo",
+    "algo.model.predictor.num_layers=2",
+    "envs.task=qa2_two-supporting-facts",
+    "envs.num_sentences=8",
+    "envs.max_steps=2",
+    "batch_size=4",
+    "envs_parallel=2",
+    "accumulate_grads=1",
+    "learning_start=2",
+    "steps_count=4",
+    "eval_interval=2",
+    "eval_episodes=4",
+    "final_eval_episodes=4",
+    "max_action_length=16",
+    "max_action_length_in_memory=16",
+    "logger.progress_bar=false",
+    "algo.pqn.scheduler.warmup=1",
+]
+
+
+def compose_cfg(overrides: list[str], config_name: str = "training"):
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        return compose(config_name, overrides=overrides)
+
+
+@pytest.fixture
+def tiny_cfg(tmp_path):
+    def make(*extra: str, run_dir: Path | None = None):
+        cfg = compose_cfg(TINY + list(extra))
+        with open_dict(cfg):
+            cfg.run_dir = str(run_dir or tmp_path / "run")
+        return cfg
+
+    return make

@@ -1,0 +1,79 @@
+"""Training runs end to end on the offline MiniLM: run folder contract, refusal, resume equivalence."""
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from rl.pqn import PQNLearner
+from rl.trainer import RunFolderError, run
+from tests.conftest import ROOT, TINY
+
+
+def read_metrics(run_dir):
+    return [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_run_folder_contract(tiny_cfg, tmp_path):
+    summary = run(tiny_cfg())
+    rd = tmp_path / "run"
+    for f in ("config.yaml", "config_resolved.yaml", "model_last.pt", "model_best.pt", "metrics.jsonl", "summary.json"):
+        assert (rd / f).exists(), f
+    assert list((rd / "tb_logs").iterdir())
+    assert "${" in (rd / "config.yaml").read_text()  # kept unresolved for eval merging
+    rows = read_metrics(rd)
+    assert [r["step"] for r in rows] == [0, 2, 4]
+    assert all(k in rows[0] for k in ("eval/return", "eval/fact_em", "eval/fact_f1", "env_steps"))
+    for k in ("untrained/fact_em", "untrained/fact_f1", "trained/fact_em", "trained/fact_f1"):
+        assert 0.0 <= summary[k] <= 1.0
+    assert json.loads((rd / "summary.json").read_text())["optimizer_steps"] == 4
+    with pytest.raises(RunFolderError, match="resume=true"):
+        run(tiny_cfg())  # a finished run is never silently overwritten
+
+
+def test_resume_equals_uninterrupted(tiny_cfg, tmp_path, monkeypatch):
+    full_dir, cut_dir = tmp_path / "full", tmp_path / "cut"
+    run(tiny_cfg(run_dir=full_dir))
+
+    original = PQNLearner.micro_step
+
+    def interrupt_after_two(self):
+        if self.counters.optimizer_steps >= 2:
+            raise KeyboardInterrupt
+        return original(self)
+
+    monkeypatch.setattr(PQNLearner, "micro_step", interrupt_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        run(tiny_cfg(run_dir=cut_dir))
+    monkeypatch.setattr(PQNLearner, "micro_step", original)
+    assert [r["step"] for r in read_metrics(cut_dir)] == [0, 2]
+    run(tiny_cfg("resume=true", run_dir=cut_dir))
+    assert read_metrics(cut_dir) == read_metrics(full_dir)
+    a = torch.load(full_dir / "model_last.pt", weights_only=False)["learner"]["agent"]
+    b = torch.load(cut_dir / "model_last.pt", weights_only=False)["learner"]["agent"]
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("extra", [["legacy=ref"], ["algo.pqn.hyperparams.soft_target=false",
+                                                    "algo.pqn.hyperparams.use_target_networks=false",
+                                                    "envs.positions_processor=none", "precision=bf16"]])
+def test_variants_train(tiny_cfg, extra):
+    summary = run(tiny_cfg(*extra, "steps_count=2", "final_eval_episodes=0"))
+    assert summary["optimizer_steps"] == 2
+
+
+def test_cli_two_steps_and_multirun(tmp_path):
+    args = [a for a in TINY if not a.startswith(("steps_count", "eval_interval"))]
+    out = subprocess.run(
+        [sys.executable, "train_q_rag.py", *args, "steps_count=2", "eval_interval=1", "final_eval_episodes=0",
+         f"hydra.run.dir={tmp_path}/single"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (tmp_path / "single" / "model_best.pt").exists()
+    out = subprocess.run(
+        [sys.executable, "train_q_rag.py", "-m", *args, "steps_count=1", "eval_interval=1", "final_eval_episodes=0",
+         "seed=1,2", f"hydra.sweep.dir={tmp_path}/sweep"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    runs = sorted(p.name for p in (tmp_path / "sweep").iterdir() if (p / "summary.json").exists())
+    assert len(runs) == 2 and runs == ["0_qa2_two-supporting-facts_seed1", "1_qa2_two-supporting-facts_seed2"]
