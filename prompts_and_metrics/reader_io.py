@@ -1,0 +1,102 @@
+"""File handling shared by the two reader scripts: retriever logs in, resumable JSONL out."""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+REQUIRED_FIELDS = ("id", "question", "answer", "sf_idx", "pred_idx", "sf_texts", "pred_texts")
+
+
+class LogFormatError(ValueError):
+    """A malformed retriever log or reader output line; names the file and the line number."""
+
+
+def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """Records of a JSONL file (blank lines skipped). Raises FileNotFoundError naming the path and
+    what produces it, or LogFormatError naming file:line for bad JSON / missing fields."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(
+            f"retriever log not found: {p} (expected the JSONL written by eval_retriever.py, "
+            "e.g. <run>/eval_seed0_ns50.jsonl)"
+        )
+    records = []
+    with p.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise LogFormatError(f"{p}:{lineno}: not valid JSON ({exc.msg})") from None
+            if not isinstance(rec, dict):
+                raise LogFormatError(f"{p}:{lineno}: expected a JSON object, got {type(rec).__name__}")
+            missing = [k for k in required if k not in rec]
+            if missing:
+                raise LogFormatError(f"{p}:{lineno}: record lacks field(s) {', '.join(missing)}")
+            records.append(rec)
+    return records
+
+
+def read_output(path: str | Path) -> list[dict[str, Any]]:
+    """Existing reader output (for resume). A truncated last line (killed mid-write) is dropped and
+    the file rewritten without it; a malformed line elsewhere is an error."""
+    p = Path(path)
+    if not p.is_file():
+        return []
+    lines = p.read_text(encoding="utf-8").splitlines()
+    records = []
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if lineno == len(lines):
+                with p.open("w", encoding="utf-8") as fh:
+                    fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+                break
+            raise LogFormatError(f"{p}:{lineno}: malformed output line; delete the file to start over") from None
+    return records
+
+
+def append_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> None:
+    with open(path, "a", encoding="utf-8") as fh:
+        for r in records:
+            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> None:
+    p = Path(path)
+    tmp = p.with_name(f".{p.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, p)
+
+
+def context_key(logfile: str | Path, records: list[dict[str, Any]]) -> str:
+    """Digits after ``ns`` in the log name, else the split (``eval_seed0_<split>.jsonl`` or the
+    records' ``split`` field), else ``unknown``."""
+    name = Path(logfile).name
+    m = re.search(r"ns(\d+)", name)
+    if m:
+        return m.group(1)
+    m = re.match(r"eval_seed\d+_(.+)\.jsonl$", name)
+    if m:
+        return m.group(1)
+    splits = {str(r["split"]) for r in records if r.get("split") is not None}
+    if len(splits) == 1:
+        return splits.pop()
+    return "unknown"
+
+
+def model_basename(llm_name: str) -> str:
+    return os.path.basename(str(llm_name).rstrip("/")) or str(llm_name)
+
+
+def mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
