@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envs.errors import DatasetFormatError, DatasetNotFoundError
+from envs.data.common import open_text, require_file
+from envs.errors import DatasetFormatError
 
 TASKS: tuple[str, ...] = (
     "qa1_single-supporting-fact",
@@ -149,12 +150,9 @@ def load_babi_file(path: str | Path, drop_last_question: bool = False) -> list[B
     ``drop_last_question`` reproduces the reference's off-by-one length, which left the file's
     last question unreachable (``legacy.babi_drop_last_question``, SPEC §11 #11).
     """
-    p = Path(path)
-    if not p.is_file():
-        raise DatasetNotFoundError(
-            p, "a bAbI v1.2 task file ({task}_{split}.txt, numbered story lines)", HOW_TO_GET_BABI
-        )
-    with open(p, encoding="utf-8") as f:
+    p = require_file(Path(path), "a bAbI v1.2 task file ({task}_{split}.txt, numbered story lines)",
+                     HOW_TO_GET_BABI)
+    with open_text(p) as f:
         lines = f.readlines()
     samples = parse_babi_lines(lines, p)
     if not samples:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.data.hotpotqa import ListDataset, cap, cfg_get, load_2wiki, load_hotpotqa
+from envs.data.common import ListDataset, cap, cfg_get
+from envs.data.hotpotqa import load_2wiki, load_hotpotqa
 from envs.data.musique import load_musique
 from envs.data.registry import register
 from envs.seeding import derive_rng

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from envs.data.hotpotqa import (
+from envs.data.common import (
     ListDataset,
     cfg_get,
     checked,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from envs.data.hotpotqa import ListDataset, cfg_get, checked, iter_jsonl, need, order_and_cap, resolve_split
+from envs.data.common import ListDataset, cfg_get, checked, iter_jsonl, need, order_and_cap, resolve_split
 from envs.data.registry import register
 from envs.data.splitter import split_sentences
 from envs.errors import DatasetFormatError, DatasetNotFoundError

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from envs.data.hotpotqa import ListDataset, cfg_get, checked, iter_jsonl, need, order_and_cap, require_file
+from envs.data.common import ListDataset, cfg_get, checked, iter_jsonl, need, order_and_cap, require_file
 from envs.data.registry import register
 from envs.errors import DatasetFormatError
 from envs.types import Sample

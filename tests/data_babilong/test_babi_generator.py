@@ -1,6 +1,7 @@
 """Seeded bAbI generator (qa1-qa5): determinism, format, and an independent re-derivation."""
 from __future__ import annotations
 
+import gzip
 import re
 
 import numpy as np
@@ -77,5 +78,5 @@ def test_checker_accepts_hand_written_files():
 def test_embedded_test_files_are_reproducible():
     root = EMBEDDED / "babilong/babi/en-10k"
     for key, task in GEN_TASKS.items():
-        text = (root / f"{task}_test.txt").read_text()
+        text = gzip.decompress((root / f"{task}_test.txt.gz").read_bytes()).decode()
         assert text == "".join(ln + "\n" for ln in generate_task(key, 1000, seed=0, split="test"))

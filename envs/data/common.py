@@ -1,0 +1,126 @@
+"""Helpers shared by the dataset loaders: list-backed datasets, config access, seeded order,
+file lookup (plain or ``.gz``), JSON/JSONL reading and field checks that name file and record."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from envs.errors import DatasetFormatError, DatasetNotFoundError
+from envs.seeding import derive_rng
+from envs.types import Sample, SampleError, validate_sample
+
+
+class ListDataset:
+    """A ready list of Samples (the object every builder here returns)."""
+
+    def __init__(self, samples: Sequence[Sample], name: str = ""):
+        self.samples = list(samples)
+        self.name = name
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, i: int) -> Sample:
+        return self.samples[i]
+
+    def __repr__(self) -> str:
+        return f"ListDataset({self.name!r}, {len(self)} samples)"
+
+
+def cfg_get(cfg: Any, key: str, default: Any = None) -> Any:
+    """``cfg.key`` for a DictConfig / dict / object, ``default`` when absent or None."""
+    if cfg is None:
+        return default
+    try:
+        value = cfg.get(key, default)
+    except AttributeError:
+        value = getattr(cfg, key, default)
+    return default if value is None else value
+
+
+def resolve_split(cfg: Any, split: str, default_test: str = "test") -> str:
+    """``test`` means the config's ``test_split``; any other name is taken as given."""
+    if split == "test":
+        return str(cfg_get(cfg, "test_split", default_test))
+    return split
+
+
+def order_and_cap(samples: list[Sample], seed: int, length: int | None, *keys: object) -> list[Sample]:
+    """Permute with a generator derived from (seed, *keys), then keep the first ``length``."""
+    perm = derive_rng(int(seed), "dataset-order", *keys).permutation(len(samples))
+    out = [samples[int(i)] for i in perm]
+    return cap(out, length)
+
+
+def cap(samples: list[Sample], length: int | None) -> list[Sample]:
+    if length is None or int(length) < 0:
+        return samples
+    return samples[: int(length)]
+
+
+def require_file(path: Path, what: str, how: str) -> Path:
+    """``path``, or ``path`` + ``.gz`` (the shipped sets are gzipped); else DatasetNotFoundError."""
+    if path.is_file():
+        return path
+    gz = path.with_name(path.name + ".gz")
+    if gz.is_file():
+        return gz
+    raise DatasetNotFoundError(path, what, how)
+
+
+def open_text(path: Path):
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def read_json_array(path: Path) -> list[Any]:
+    try:
+        with open_text(path) as f:
+            data = json.load(f)
+    except json.JSONDecodeError as e:
+        raise DatasetFormatError(path, e.lineno, f"invalid JSON: {e.msg}") from None
+    if not isinstance(data, list):
+        raise DatasetFormatError(path, None, f"expected one JSON array of records, got {type(data).__name__}")
+    return data
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(1-based line number, record) for every non-blank line."""
+    with open_text(path) as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DatasetFormatError(path, lineno, f"invalid JSON: {e.msg}") from None
+            if not isinstance(rec, dict):
+                raise DatasetFormatError(path, lineno, "expected a JSON object per line")
+            yield lineno, rec
+
+
+def need(rec: Any, field: str, kind: type | tuple[type, ...], path: Path, where: str | int) -> Any:
+    """``rec[field]``, checked to exist and be of ``kind``; else a DatasetFormatError."""
+    if not isinstance(rec, dict):
+        raise DatasetFormatError(path, where, "record is not a JSON object")
+    if field not in rec:
+        raise DatasetFormatError(path, where, f"missing field {field!r}")
+    value = rec[field]
+    if not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise DatasetFormatError(path, where, f"field {field!r} must be {names}, got {type(value).__name__}")
+    return value
+
+
+def checked(sample: dict[str, Any], path: Path, where: str | int) -> Sample:
+    try:
+        return validate_sample(sample, f"{path} ({where})" if not isinstance(where, int) else f"{path}:{where}")
+    except SampleError as e:
+        raise DatasetFormatError(path, where, str(e)) from None
+
+
+# ---------------------------------------------------------------- HotpotQA format
