@@ -66,28 +66,32 @@ def load_tokenizer(model_cfg: Any) -> Any:
 
 
 def load_backbone(model_cfg: Any) -> nn.Module:
-    """The pretrained transformer, optionally truncated to its first L′ layers (SPEC §2.3)."""
+    """The pretrained transformer in fp32 (SPEC §2.7), optionally truncated to its first L′
+    layers (SPEC §2.3). The pooler is never used, so BERT-like models are built without it."""
     from transformers import AutoConfig, AutoModel
+    from transformers.utils import logging as hf_logging
 
-    kwargs = dict(
-        trust_remote_code=bool(model_cfg.get("trust_remote_code", False)),
-        revision=str(model_cfg.get("revision", "main")),
-    )
+    remote = bool(model_cfg.get("trust_remote_code", False))
+    kwargs = dict(trust_remote_code=remote, revision=str(model_cfg.get("revision", "main")))
     config = _load(AutoConfig, str(model_cfg.name), **kwargs)
     num_layers = (model_cfg.get("predictor", {}) or {}).get("num_layers")
     depth = getattr(config, "num_hidden_layers", None)
     if num_layers is not None and depth is not None and int(num_layers) < depth:
         config.num_hidden_layers = int(num_layers)  # from_pretrained copies the first L′ layers
+    extra = {"add_pooling_layer": False} if getattr(config, "model_type", "") in _POOLER_MODELS else {}
     if bool(model_cfg.get("random_init", False)):
-        # Benchmarks only: same architecture, random weights (speed does not depend on weights).
-        return AutoModel.from_config(config, **{k: v for k, v in kwargs.items() if k == "trust_remote_code"})
-    return _load(AutoModel, str(model_cfg.name), config=config, add_pooling_layer=False, **kwargs) if _has_pooler(
-        config
-    ) else _load(AutoModel, str(model_cfg.name), config=config, **kwargs)
+        # Benchmarks only: the same architecture with random weights (speed does not depend on them).
+        return AutoModel.from_config(config, trust_remote_code=remote, **extra).float()
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the checkpoint's unused pooler weights are expected
+    try:
+        model = _load(AutoModel, str(model_cfg.name), config=config, dtype=torch.float32, **extra, **kwargs)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    return model.float()
 
 
-def _has_pooler(config: Any) -> bool:
-    return getattr(config, "model_type", "") in ("bert", "roberta", "xlm-roberta")
+_POOLER_MODELS = ("bert", "roberta", "xlm-roberta")
 
 
 class Embedder(nn.Module):

@@ -31,9 +31,6 @@ from rl.trainer import agent_from_cfg, eval_settings
 
 log = logging.getLogger("qrag.eval")
 
-# Keys of the eval config that are not part of a training config.
-EVAL_ONLY_KEYS = ("pretrained_path", "num_samples", "use_last", "overwrite", "eval_env", "output_dir",
-                  "progress_bar")
 # The run's settings kept when ``eval_env`` replaces the test dataset/env node.
 KEPT_ENV_KEYS = ("max_steps", "positions_processor", "step_size", "relative_formula", "max_chunks_count",
                  "sort_by_index")
@@ -61,12 +58,13 @@ def _prune_nulls(node: Any, saved: Any) -> Any:
 
 
 def load_env_node(name: str) -> dict[str, Any]:
-    for folder in ("eval_env", "envs"):
-        path = PROJECT_ROOT / "configs" / folder / f"{name}.yaml"
-        if path.is_file():
-            return OmegaConf.to_container(OmegaConf.load(path), resolve=False)  # type: ignore[return-value]
-    known = sorted({p.stem for f in ("eval_env", "envs") for p in (PROJECT_ROOT / "configs" / f).glob("*.yaml")})
-    raise EvalError(f"eval_env={name}: no configs/eval_env/{name}.yaml or configs/envs/{name}.yaml; known: {known}")
+    """configs/envs/<name>.yaml, unresolved. (``eval_env`` is a plain key, not a Hydra group, so
+    that it can name any env config without duplicating it.)"""
+    path = PROJECT_ROOT / "configs" / "envs" / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in (PROJECT_ROOT / "configs" / "envs").glob("*.yaml"))
+        raise EvalError(f"eval_env={name}: no configs/envs/{name}.yaml; known: {known}")
+    return OmegaConf.to_container(OmegaConf.load(path), resolve=False)  # type: ignore[return-value]
 
 
 def replace_env(saved_envs: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:

@@ -40,10 +40,12 @@ _MAX_LISTED_FILES = 2000
 
 
 def path_identity(value: str) -> Any:
-    """(size, mtime) of a file, or of every file under a folder (bounded); None if absent."""
+    """(size, mtime) of a file, or of every file under a folder (bounded), or of the compressed
+    variants of an absent path; None if nothing is there."""
     p = Path(value)
-    if not p.exists():
-        return None
+    if not p.exists():  # loaders also read compressed siblings (x.txt -> x.txt.gz)
+        alts = sorted(p.parent.glob(p.name + ".*")) if p.parent.is_dir() else []
+        return {a.name: path_identity(str(a)) for a in alts[:8]} or None
     if p.is_file():
         st = p.stat()
         return [st.st_size, st.st_mtime_ns]

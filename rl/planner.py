@@ -48,12 +48,18 @@ def beam_search(q_fn: QFunction, n_chunks: int, max_steps: int, width: int, expa
             row = q[m].clone()
             if b.selected:
                 row[torch.as_tensor(b.selected, device=row.device)] = float("-inf")
-            k = min(expand, n_chunks - len(b.selected))
-            vals, idx = torch.topk(row, k)
-            candidates += [(float(v), m, int(i)) for v, i in zip(vals.tolist(), idx.tolist())]
+            candidates += [(v, m, a) for v, a in _top(row, min(expand, n_chunks - len(b.selected)))]
         candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
         beams = [Beam(beams[m].selected + [a], beams[m].q_values + [v]) for v, m, a in candidates[:width]]
     return max(beams, key=lambda b: b.score)  # max keeps the first of equal scores
+
+
+def _top(row: torch.Tensor, k: int) -> list[tuple[float, int]]:
+    """The k largest entries as (value, index), ties broken towards the lower index (as argmax)."""
+    kth = torch.topk(row, k).values[-1]
+    idx = torch.nonzero(row >= kth).flatten()  # O(N); more than k only on ties at the boundary
+    pairs = sorted(zip(row[idx].tolist(), idx.tolist()), key=lambda p: (-p[0], p[1]))
+    return pairs[:k]
 
 
 def agent_q_function(agent: QRAGAgent, ep: Episode, pos: PositionSettings, sort_by_index: bool) -> QFunction:

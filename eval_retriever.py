@@ -1,0 +1,30 @@
+"""Evaluate a trained retriever (SPEC §9.1):
+``python eval_retriever.py pretrained_path=runs/<run> [envs.num_sentences=1200] [key=value ...]``.
+
+Writes ``<run>/eval_seed{seed}_ns{N}.jsonl`` (BabiLong; other names per docs/EVALUATION.md), its
+``.summary.json`` and ``.jsonl.meta.json``. Multirun sweeps work:
+``python eval_retriever.py -m pretrained_path=runs/<run> envs.num_sentences=50,160,1200``.
+"""
+from __future__ import annotations
+
+import sys
+
+import hydra
+from omegaconf import DictConfig
+
+import rl.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
+from rl.eval_run import EvalError, run
+
+
+@hydra.main(config_path="configs", config_name="testing", version_base="1.3")
+def main(cfg: DictConfig) -> float:
+    try:
+        summary = run(cfg)
+    except EvalError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    return float(summary.get("fact_f1") or 0.0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""SPEC §8.6 merge rule: CLI > testing.yaml > the run's saved (unresolved) config."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envs.data.registry import build_dataset
+from rl.eval_run import EvalError, eval_stem, merge_eval_config
+
+from .conftest import compose_cfg, eval_cfg
+
+
+def test_priority_cli_over_testing_over_saved(config_run: Path) -> None:
+    cfg = merge_eval_config(eval_cfg(config_run))
+    assert cfg.envs.num_sentences == 50  # testing.yaml (50) beats the run's 10
+    assert cfg.seed == 42                # testing.yaml beats the run's seed 7
+    assert cfg.envs.max_steps == 2       # testing.yaml null = keep the run's value
+    assert cfg.envs.task == "qa1_single-supporting-fact"
+    assert cfg.algo.model.predictor.num_layers == 1  # untouched training keys survive
+    cli = merge_eval_config(eval_cfg(config_run, "envs.num_sentences=1200", "envs.max_steps=4", "seed=3"))
+    assert (cli.envs.num_sentences, cli.envs.max_steps, cli.seed) == (1200, 4, 3)
+    # interpolations are resolved after the merge, so overrides propagate into dependent keys
+    assert cli.envs.env.max_steps == 4 and cli.envs.test_env.max_steps == 4
+    assert cli.algo.pqn.hyperparams.action_embed_length == cli.max_action_length
+
+
+def test_overrides_reach_the_dataset(config_run: Path) -> None:
+    cfg = merge_eval_config(eval_cfg(config_run, "envs.num_sentences=40", "envs.task=qa2_two-supporting-facts"))
+    assert cfg.envs.facts_test_path.endswith("qa2_two-supporting-facts_test.txt")
+    ds = build_dataset(cfg.envs, "test", int(cfg.seed), 0.0, cfg.legacy)
+    assert len(ds[0]["chunks"]) == 40
+
+
+def test_undeclared_training_key_needs_plus(config_run: Path) -> None:
+    cfg = merge_eval_config(eval_cfg(config_run, "+algo.model.pool_scale=0.5"))
+    assert cfg.algo.model.pool_scale == 0.5
+
+
+def test_missing_pretrained_path_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(EvalError, match="pretrained_path is required"):
+        merge_eval_config(compose_cfg("testing", []))
+    with pytest.raises(EvalError, match="no config.yaml"):
+        merge_eval_config(eval_cfg(tmp_path))
+
+
+def test_eval_env_replaces_only_the_test_env(config_run: Path) -> None:
+    cfg = merge_eval_config(eval_cfg(config_run, "eval_env=babilong_hf"))
+    assert cfg.envs.name == "babilong_hf"
+    assert cfg.envs.max_steps == 2 and cfg.envs.positions_processor == "relative"  # the run's
+    assert cfg.envs.task == "qa1_single-supporting-fact"   # BabiLong task kept
+    assert cfg.max_action_length == 64                      # encoder settings untouched
+    assert eval_stem(cfg) == "eval_seed42_hf4k"
+    cli = merge_eval_config(eval_cfg(config_run, "eval_env=niah", "envs.max_steps=5"))
+    assert (cli.envs.name, cli.envs.max_steps, cli.envs.test_split) == ("niah", 5, "test4k")
+    assert eval_stem(cli) == "eval_seed42_test4k"
+
+
+def test_file_names_follow_settings(config_run: Path) -> None:
+    assert eval_stem(merge_eval_config(eval_cfg(config_run, "seed=1", "envs.num_sentences=160"))) == "eval_seed1_ns160"
+    beam = merge_eval_config(eval_cfg(config_run, "eval.planner=beam", "eval.beam_width=2", "eval.beam_expand=2",
+                                      "use_last=true"))
+    assert eval_stem(beam) == "eval_seed42_ns50_last_beam2x2"
+    stop = merge_eval_config(eval_cfg(config_run, "eval.stop_q_threshold=0.5", "+legacy.oracle_stop=true"))
+    assert eval_stem(stop) == "eval_seed42_ns50_qstop0.5_oracle"

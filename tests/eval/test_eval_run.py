@@ -1,0 +1,100 @@
+"""eval_retriever's run(cfg): the JSONL/summary contract, resume and staleness protection,
+Q-value stopping and the beam planner on the real agent (tiny untrained run, CPU)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rl.eval_run import EvalError, run
+
+from .conftest import eval_cfg
+
+RECORD_FIELDS = {"id", "question", "answer", "sf_idx", "pred_idx", "q_values", "sf_texts", "pred_texts", "return",
+                 "text_len", "f1", "em", "precision", "recall", "steps", "num_sentences", "split", "episode_s", "index"}
+SUMMARY_FIELDS = {"n", "fact_em", "fact_f1", "return", "return_std", "mean_text_len", "episode_s_mean", "max_steps",
+                  "settings"}
+META_FIELDS = {"checkpoint", "checkpoint_hash", "max_steps", "oracle_stop", "num_sentences", "split", "seed", "caps",
+               "planner", "stop_q_threshold", "model"}
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+
+
+def go(run_dir: Path, out: Path, *overrides: str) -> dict:
+    return run(eval_cfg(run_dir, f"output_dir={out}", "envs.num_sentences=12", *overrides))
+
+
+def test_contract_resume_and_staleness(tiny_run: Path, tmp_path: Path) -> None:
+    summary = go(tiny_run, tmp_path, "num_samples=3")
+    out = tmp_path / "eval_seed42_ns12.jsonl"
+    recs = lines(out)
+    assert len(recs) == 3 and RECORD_FIELDS <= set(recs[0])
+    assert all(r["steps"] == 2 and len(r["pred_idx"]) == 2 == len(r["q_values"]) for r in recs)  # no oracle stop
+    assert all(r["num_sentences"] == 12 for r in recs)
+    assert SUMMARY_FIELDS <= set(summary) and summary["n"] == 3
+    on_disk = json.loads((tmp_path / "eval_seed42_ns12.summary.json").read_text())
+    assert on_disk["n"] == 3 and on_disk["max_steps"] == 2
+    meta = json.loads((tmp_path / "eval_seed42_ns12.jsonl.meta.json").read_text())
+    assert META_FIELDS <= set(meta) and meta["checkpoint"] == "model_best.pt" and meta["num_sentences"] == 12
+
+    # an interrupted run: half-written last line; resuming truncates it and fills the gap
+    with open(out, "a", encoding="utf-8") as f:
+        f.write('{"id": 3, "question": "trunc')
+    summary = go(tiny_run, tmp_path, "num_samples=5")
+    recs = lines(out)
+    assert [r["index"] for r in recs] == [0, 1, 2, 3, 4]
+    assert len({r["id"] for r in recs}) == 5 and summary["n"] == 5
+    # nothing left to do: no duplicates, same aggregate
+    again = go(tiny_run, tmp_path, "num_samples=5")
+    assert len(lines(out)) == 5 and again["fact_f1"] == summary["fact_f1"]
+    # a smaller request summarises only its samples
+    assert go(tiny_run, tmp_path, "num_samples=2")["n"] == 2
+
+    # other settings: refused with a clear message, file untouched
+    with pytest.raises(EvalError, match="(?s)max_steps: 2 .file. vs 3.*overwrite=true"):
+        go(tiny_run, tmp_path, "num_samples=5", "envs.max_steps=3")
+    assert len(lines(out)) == 5
+    (tiny_run / "model_best.pt").touch()  # mtime alone is not a new checkpoint
+    go(tiny_run, tmp_path, "num_samples=5")
+    meta = json.loads((tmp_path / "eval_seed42_ns12.jsonl.meta.json").read_text())
+    meta["checkpoint_hash"] = "sha256:other"
+    (tmp_path / "eval_seed42_ns12.jsonl.meta.json").write_text(json.dumps(meta))
+    with pytest.raises(EvalError, match="checkpoint_hash"):
+        go(tiny_run, tmp_path, "num_samples=5")
+    assert go(tiny_run, tmp_path, "num_samples=1", "overwrite=true")["n"] == 1
+    assert len(lines(out)) == 1
+
+
+def test_file_without_meta_is_refused(tiny_run: Path, tmp_path: Path) -> None:
+    (tmp_path / "eval_seed42_ns12.jsonl").write_text('{"id": 0}\n')
+    with pytest.raises(EvalError, match="without"):
+        go(tiny_run, tmp_path, "num_samples=1")
+
+
+def test_q_threshold_stopping(tiny_run: Path, tmp_path: Path) -> None:
+    high = go(tiny_run, tmp_path, "num_samples=2", "envs.max_steps=3", "eval.stop_q_threshold=1e9")
+    recs = lines(tmp_path / "eval_seed42_ns12_qstop1e+09.jsonl")
+    assert all(r["steps"] == 1 and len(r["q_values"]) == 1 for r in recs)  # step 0 always taken
+    assert high["settings"]["stop_q_threshold"] == 1e9
+    go(tiny_run, tmp_path, "num_samples=2", "envs.max_steps=3", "eval.stop_q_threshold=-1e9")
+    assert all(r["steps"] == 3 for r in lines(tmp_path / "eval_seed42_ns12_qstop-1e+09.jsonl"))
+
+
+def test_beam_planner_records(tiny_run: Path, tmp_path: Path) -> None:
+    go(tiny_run, tmp_path, "num_samples=3", "envs.max_steps=3")
+    greedy = lines(tmp_path / "eval_seed42_ns12.jsonl")
+    go(tiny_run, tmp_path, "num_samples=3", "envs.max_steps=3", "eval.planner=beam", "eval.beam_width=1",
+       "eval.beam_expand=1")
+    b11 = lines(tmp_path / "eval_seed42_ns12_beam1x1.jsonl")
+    assert [r["pred_idx"] for r in b11] == [r["pred_idx"] for r in greedy]  # width 1 = greedy
+    for b, g in zip(b11, greedy):
+        assert b["q_values"] == pytest.approx(g["q_values"], abs=1e-4)
+    assert [r["return"] for r in b11] == [r["return"] for r in greedy]
+    go(tiny_run, tmp_path, "num_samples=3", "envs.max_steps=3", "eval.planner=beam")
+    b43 = lines(tmp_path / "eval_seed42_ns12_beam4x3.jsonl")
+    assert set(b43[0]) == set(greedy[0])
+    for r in b43:
+        assert len(r["pred_idx"]) == 3 == len(set(r["pred_idx"])) == len(r["q_values"])
