@@ -8,12 +8,14 @@ text (SPEC §11 #20).
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -155,13 +157,43 @@ def token_layout(tokenizer: Any, action_cap: int, memory_cap: int, state_cap: in
 
 
 class SampleTokens:
-    """Content token ids (no specials) of one sample's question and chunks, cut once."""
+    """Content token ids (no specials) of one sample's question and chunks, cut once.
 
-    __slots__ = ("question", "chunks", "action_chunks")
+    ``text_len`` is the exact encoder-token length of question + chunks with their special
+    tokens (SPEC §2.7), counted before the cut; None when unknown (then recomputed from the cut ids).
+    """
 
-    def __init__(self, question: list[int], chunks: list[list[int]], action_chunks: list[list[int]] | None = None):
+    __slots__ = ("question", "chunks", "action_chunks", "text_len")
+
+    def __init__(self, question: list[int], chunks: list[list[int]], action_chunks: list[list[int]] | None = None,
+                 text_len: int | None = None):
         self.question, self.chunks = question, chunks
         self.action_chunks = action_chunks if action_chunks is not None else chunks
+        self.text_len = text_len
+
+
+def _batch_encoder(tokenizer: Any) -> Callable[[list[str]], tuple[list[list[int]], list[int]]] | None:
+    """Encode texts with the Rust backend of a fast tokenizer directly (no truncation, no
+    padding, no offsets): several times faster than the Python wrapper at 10^5 chunks."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return None
+    cached = getattr(tokenizer, "_qrag_encoder", None)
+    if cached is not None:
+        return cached
+    from tokenizers import Tokenizer
+
+    raw = Tokenizer.from_str(backend.to_str())  # a private copy: the shared tokenizer keeps its settings
+    raw.no_truncation()
+    raw.no_padding()
+    encode = getattr(raw, "encode_batch_fast", raw.encode_batch)
+
+    def run(texts: list[str]) -> tuple[list[list[int]], list[int]]:
+        encs = encode(texts, add_special_tokens=False)
+        return [e.ids for e in encs], [len(e) for e in encs]
+
+    tokenizer._qrag_encoder = run
+    return run
 
 
 def tokenize_sample(
@@ -171,22 +203,33 @@ def tokenize_sample(
     layout: TokenLayout,
     query_prefix: str = "",
     passage_prefix: str = "",
-    batch: int = 20000,
+    batch: int = 50000,
 ) -> SampleTokens:
     """Tokenise a sample once: question + every chunk, content ids cut at the largest cap."""
     cut = max(layout.action_content, layout.memory_content)
+    fast = _batch_encoder(tokenizer)
+    total = 0
 
-    def run(texts: Sequence[str]) -> list[list[int]]:
+    def run(texts: Sequence[str], count: bool) -> list[list[int]]:
+        nonlocal total
         out: list[list[int]] = []
         for i in range(0, len(texts), batch):
-            ids = tokenizer(list(texts[i : i + batch]), add_special_tokens=False, truncation=False)["input_ids"]
+            part = list(texts[i : i + batch])
+            if fast is not None:
+                ids, lens = fast(part)
+            else:
+                ids = tokenizer(part, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+                lens = [len(x) for x in ids]
+            if count:
+                total += sum(lens)
             out.extend(x[:cut] for x in ids)
         return out
 
-    q = run([query_prefix + question])[0]
-    chunk_ids = run(chunks)
-    action_ids = run([passage_prefix + c for c in chunks]) if passage_prefix else None
-    return SampleTokens(q, chunk_ids, action_ids)
+    q = run([query_prefix + question], True)[0]
+    chunk_ids = run(chunks, True)
+    action_ids = run([passage_prefix + c for c in chunks], False) if passage_prefix else None
+    n_special = 2 if layout.bos is not None else 1
+    return SampleTokens(q, chunk_ids, action_ids, total + n_special * (len(chunks) + 1))
 
 
 def state_ids(tokens: SampleTokens, selected: Sequence[int], layout: TokenLayout, memory_content: int) -> tuple[list[int], bool]:
@@ -212,20 +255,21 @@ def action_ids(tokens: SampleTokens, j: int, layout: TokenLayout) -> list[int]:
 
 
 def pad_batch(seqs: Sequence[Sequence[int]], pad: int, device: torch.device, left: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pad id lists into (input_ids, attention_mask) tensors on ``device``."""
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        if left:
-            ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
-            mask[i, width - len(s) :] = 1
-        else:
-            ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-            mask[i, : len(s)] = 1
+    """Pad id lists into (input_ids, attention_mask) tensors on ``device`` (vectorised: one
+    flat copy, no per-sequence tensors)."""
+    lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    width = int(lens.max())
+    flat = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64, count=int(lens.sum()))
+    cols = np.arange(width)
+    mask = cols >= (width - lens)[:, None] if left else cols < lens[:, None]
+    ids = np.full((len(seqs), width), pad, dtype=np.int64)
+    ids[mask] = flat  # row-major fill keeps every sequence's order
+    ids_t, mask_t = torch.from_numpy(ids), torch.from_numpy(mask.astype(np.int64))
     if device.type == "cuda":
-        return ids.pin_memory().to(device, non_blocking=True), mask.pin_memory().to(device, non_blocking=True)
-    return ids.to(device), mask.to(device)
+        if ids.size >= 1 << 16:  # pinning pays off only for large transfers
+            ids_t, mask_t = ids_t.pin_memory(), mask_t.pin_memory()
+        return ids_t.to(device, non_blocking=True), mask_t.to(device, non_blocking=True)
+    return ids_t, mask_t
 
 
 def embed_sequences(
@@ -237,23 +281,39 @@ def embed_sequences(
     autocast_dtype: torch.dtype | None = None,
     left: bool = False,
     bucket: bool = True,
+    token_budget: int = 1 << 17,
 ) -> torch.Tensor:
-    """Embed many id sequences in slices of ≤ max_batch, sorted by length so each slice pads
-    only to its own longest member (length bucketing). Returns [len(seqs), d] fp32 in input order."""
+    """Embed many id sequences. With ``bucket`` they are sorted by length and cut into slices of
+    at most ``max_batch`` sequences and ``token_budget`` padded tokens, so each slice pads only to
+    its own longest member and peak activation memory stays bounded whatever the haystack size.
+    Returns [len(seqs), d] fp32 in input order."""
     n = len(seqs)
     if n == 0:
         return torch.zeros((0, encoder.dim), device=device)
-    order = sorted(range(n), key=lambda i: len(seqs[i])) if bucket else list(range(n))
+    if not bucket:
+        ids, mask = pad_batch(seqs, pad, device, left)
+        with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+            return encoder(ids, mask).float()
+    lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=n)
+    order = np.argsort(lens, kind="stable")
     out = torch.empty((n, encoder.dim), device=device, dtype=torch.float32)
-    for s in range(0, n, max_batch):
-        idx = order[s : s + max_batch]
+    start = 0
+    while start < n:
+        # sorted ascending: the slice's last member is its longest
+        stop = min(n, start + max_batch)
+        while stop - start > 1 and (stop - start) * int(lens[order[stop - 1]]) > token_budget:
+            stop = start + max(1, token_budget // int(lens[order[stop - 1]]))
+        idx = order[start:stop]
         ids, mask = pad_batch([seqs[i] for i in idx], pad, device, left)
         with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
             e = encoder(ids, mask)
-        out[torch.tensor(idx, device=device)] = e.float()
+        out[torch.from_numpy(idx).to(device)] = e.float()
+        start = stop
     return out
 
 
 def text_length(tokens: SampleTokens, n_special: int) -> int:
     """Encoder-token length of question + every chunk, each with its special tokens (SPEC §2.7)."""
+    if tokens.text_len is not None:
+        return tokens.text_len
     return len(tokens.question) + n_special + sum(len(c) + n_special for c in tokens.chunks)

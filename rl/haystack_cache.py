@@ -114,6 +114,7 @@ def save_entry(path: Path, sample: dict[str, Any], tokens: SampleTokens) -> None
         "text": np.frombuffer(b"".join(texts), dtype=np.uint8),
         "text_off": text_off,
         "question": np.asarray(tokens.question, dtype=np.int32),
+        "text_len": np.asarray(-1 if tokens.text_len is None else tokens.text_len, dtype=np.int64),
     }
     arrays["chunks"], arrays["chunks_off"] = _pack(tokens.chunks)
     if tokens.action_chunks is not tokens.chunks:
@@ -132,7 +133,8 @@ def load_entry(path: Path) -> tuple[dict[str, Any], SampleTokens]:
         sample["chunks"] = [raw[off[i]:off[i + 1]].decode("utf-8") for i in range(len(off) - 1)]
         chunks = _unpack(z["chunks"], z["chunks_off"])
         action = _unpack(z["action"], z["action_off"]) if "action" in z.files else None
-        tokens = SampleTokens(z["question"].tolist(), chunks, action)
+        text_len = int(z["text_len"]) if "text_len" in z.files and int(z["text_len"]) >= 0 else None
+        tokens = SampleTokens(z["question"].tolist(), chunks, action, text_len)
     return sample, tokens
 
 

@@ -48,3 +48,33 @@ def test_mean_pooling_scaled_and_padding_invariant():
     torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(b, h.mean(1) / 10, atol=1e-5, rtol=1e-5)
     assert a.shape == (2, 384)
+
+
+def test_pad_batch_and_bucketed_embedding_keep_order():
+    from rl.encoders import embed_sequences, pad_batch
+
+    seqs = [[5, 6, 7], [8], [9, 10]]
+    ids, mask = pad_batch(seqs, 0, torch.device("cpu"))
+    assert ids.tolist() == [[5, 6, 7], [8, 0, 0], [9, 10, 0]] and mask.tolist() == [[1, 1, 1], [1, 0, 0], [1, 1, 0]]
+    ids, mask = pad_batch(seqs, 0, torch.device("cpu"), left=True)
+    assert ids.tolist() == [[5, 6, 7], [0, 0, 8], [0, 9, 10]] and mask.tolist() == [[1, 1, 1], [0, 0, 1], [0, 1, 1]]
+
+    class Toy(torch.nn.Module):  # embedding = (sum of ids, length): exposes order and padding mistakes
+        dim = 2
+
+        def forward(self, ids, mask):
+            return torch.stack(((ids * mask).sum(1), mask.sum(1)), 1).float()
+
+    rng = torch.Generator().manual_seed(0)
+    seqs = [torch.randint(1, 50, (int(torch.randint(1, 30, (1,), generator=rng)),), generator=rng).tolist() for _ in range(200)]
+    want = torch.tensor([[sum(s), len(s)] for s in seqs], dtype=torch.float32)
+    got = embed_sequences(Toy(), seqs, 0, torch.device("cpu"), max_batch=16, token_budget=100)
+    assert torch.equal(got, want)
+
+
+def test_text_len_counts_uncut_tokens(tok):
+    layout = token_layout(tok, 8, 8, None, 512)
+    long = "word " * 40
+    st = tokenize_sample(tok, "Where?", [long, "short"], layout)
+    full = len(tok(long)["input_ids"]) + len(tok("short")["input_ids"]) + len(tok("Where?")["input_ids"])
+    assert st.text_len == full and len(st.chunks[0]) == 6
