@@ -4,6 +4,7 @@
 Writes ``<run>/eval_seed{seed}_ns{N}.jsonl`` (BabiLong; other names per docs/EVALUATION.md), its
 ``.summary.json`` and ``.jsonl.meta.json``. Multirun sweeps work:
 ``python eval_retriever.py -m pretrained_path=runs/<run> envs.num_sentences=50,160,1200``.
+Sharded over N processes: ``torchrun --nproc_per_node N eval_retriever.py ...`` (docs/DISTRIBUTED.md).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import hydra
 from omegaconf import DictConfig
 
 import rl.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
+from rl.distributed import hydra_worker_argv
 from rl.eval_run import EvalError, run
 
 
@@ -27,4 +29,5 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
+    sys.argv = hydra_worker_argv(sys.argv)  # ranks > 0 leave the run folder to rank 0
     main()

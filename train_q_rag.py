@@ -1,10 +1,16 @@
-"""Train a Q-RAG retriever: ``python train_q_rag.py [experiment=demo] [key=value ...]``."""
+"""Train a Q-RAG retriever: ``python train_q_rag.py [experiment=demo] [key=value ...]``.
+
+Data parallel: ``torchrun --nproc_per_node N train_q_rag.py ...`` (docs/DISTRIBUTED.md).
+"""
 from __future__ import annotations
+
+import sys
 
 import hydra
 from omegaconf import DictConfig
 
 import rl.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
+from rl.distributed import hydra_worker_argv
 from rl.trainer import run
 
 
@@ -15,4 +21,5 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
+    sys.argv = hydra_worker_argv(sys.argv)  # ranks > 0 leave the run folder to rank 0
     main()

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import torch
 from torch import nn
@@ -76,6 +75,10 @@ class QRAGAgent(nn.Module):
         self.embed_batch_size = int(embed_batch_size)
         self.dropout_in_targets = dropout_in_targets
         self.to(device)
+        # from_pretrained returns the backbone in eval mode inside a wrapper that says "train":
+        # make every encoder's flag true for all its submodules, since set_mode trusts it.
+        self.state_enc.train()
+        self.action_enc.train()
         self.target_state.eval()
         self.target_action.eval()
         self.weights_version = 0  # bumped at every optimiser step: cached embeddings go stale
@@ -110,17 +113,16 @@ class QRAGAgent(nn.Module):
         return action_ids(self.tokens(ep), j, self.layout)
 
     # -- embeddings -----------------------------------------------------------------------
-    @contextmanager
-    def mode(self, module: nn.Module, train: bool) -> Iterator[None]:
-        was = module.training
-        module.train(train)
-        try:
-            yield
-        finally:
-            module.train(was)
+    @staticmethod
+    def set_mode(module: nn.Module, train: bool) -> None:
+        """Switch dropout mode only when it differs: ``train()`` walks every submodule, which
+        dominated the acting loop when done twice per encoder call."""
+        if module.training != train:
+            module.train(train)
 
     def embed(self, encoder: Embedder, seqs: Sequence[Sequence[int]], train: bool, grad: bool = False) -> torch.Tensor:
-        with self.mode(encoder, train), torch.set_grad_enabled(grad):
+        self.set_mode(encoder, train)
+        with torch.set_grad_enabled(grad):
             return embed_sequences(encoder, seqs, self.layout.pad, self.device,
                                    self.embed_batch_size, self.amp, left=self.left_pad, bucket=not grad)
 

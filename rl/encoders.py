@@ -109,8 +109,10 @@ class Embedder(nn.Module):
     def dim(self) -> int:
         return int(self.backbone.config.hidden_size)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        h = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, padded: bool = True) -> torch.Tensor:
+        # Without padding the backbone gets no mask: identical output, and it skips the mask
+        # inspection (a host-device sync per call in the acting loop).
+        h = self.backbone(input_ids=input_ids, attention_mask=attention_mask if padded else None).last_hidden_state
         m = attention_mask.unsqueeze(-1).to(h.dtype)
         if self.pooling == "mean":
             e = (h * m).sum(1) / m.sum(1).clamp(min=1.0)
@@ -292,8 +294,9 @@ def embed_sequences(
         return torch.zeros((0, encoder.dim), device=device)
     if not bucket:
         ids, mask = pad_batch(seqs, pad, device, left)
+        padded = len({len(x) for x in seqs}) > 1
         with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
-            return encoder(ids, mask).float()
+            return encoder(ids, mask, padded).float()
     lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=n)
     order = np.argsort(lens, kind="stable")
     out = torch.empty((n, encoder.dim), device=device, dtype=torch.float32)
@@ -305,8 +308,9 @@ def embed_sequences(
             stop = start + max(1, token_budget // int(lens[order[stop - 1]]))
         idx = order[start:stop]
         ids, mask = pad_batch([seqs[i] for i in idx], pad, device, left)
+        padded = bool(lens[idx[0]] != lens[idx[-1]])  # sorted slice: equal ends = no padding
         with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
-            e = encoder(ids, mask)
+            e = encoder(ids, mask, padded)
         out[torch.from_numpy(idx).to(device)] = e.float()
         start = stop
     return out

@@ -5,6 +5,11 @@ episode (greedy, or Plan Q-RAG beam search) is run and one JSON line appended to
 ``<run>/<stem>.jsonl``; ``<stem>.summary.json`` holds the means and ``<stem>.jsonl.meta.json``
 the settings the file was produced with. Re-running resumes: samples already in the file are
 skipped; a file made with other settings (checkpoint, T, stopping, planner, caps, ...) is refused.
+
+Under torchrun / accelerate launch (docs/DISTRIBUTED.md) the pending samples are dealt out over
+the ranks; rank r appends to ``<stem>.rank{r}.jsonl`` and rank 0 merges the part files into
+``<stem>.jsonl`` (sample order) after a barrier. Part files left by an interrupted run, of any
+world size, are merged in before anything else, so no record is lost or duplicated.
 """
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +29,7 @@ from tqdm.auto import tqdm
 from envs.data.registry import build_dataset
 from envs.feedback import build_feedback
 from envs.legacy import flag
+from rl import distributed as dist
 from rl.config import PROJECT_ROOT, pick_device, seed_everything, set_precision, without_hydra
 from rl.evaluate import greedy_episodes, summarize
 from rl.haystack_cache import CachedDataset, maybe_cached
@@ -206,6 +213,50 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+def part_path(out_path: Path, rank: int) -> Path:
+    """Records of one rank of a sharded evaluation, next to the final file."""
+    return out_path.with_name(f"{out_path.stem}.rank{rank}.jsonl")
+
+
+def part_files(out_path: Path) -> list[Path]:
+    pattern = re.compile(re.escape(out_path.stem) + r"\.rank\d+\.jsonl")
+    return sorted(p for p in out_path.parent.glob(f"{out_path.stem}.rank*.jsonl") if pattern.fullmatch(p.name))
+
+
+def merge_parts(out_path: Path) -> list[dict[str, Any]]:
+    """The records of ``out_path`` and of its part files, in sample order as a 1-process run
+    writes them (a sample index or id already present is skipped). The file is replaced
+    atomically before the parts are deleted: a crash in between leaves parts whose records are
+    all present, and they are skipped next time."""
+    records = read_records(out_path)
+    parts = part_files(out_path)
+    if not parts:
+        return records
+    new = sorted((r for p in parts for r in read_records(p)), key=lambda r: r.get("index", -1))
+    have_index = {r["index"] for r in records if "index" in r}
+    seen_ids = {str(r["id"]) for r in records}
+    added = []
+    for rec in new:
+        if rec.get("index") in have_index:
+            continue
+        if str(rec["id"]) in seen_ids:
+            log.warning("sample id %r already in %s; not appended again", rec["id"], out_path.name)
+            continue
+        have_index.add(rec.get("index"))
+        seen_ids.add(str(rec["id"]))
+        added.append(rec)
+    # an interrupted sharded run leaves gaps (rank 1 stopped early, rank 0 went on): sample order
+    merged = sorted(records + added, key=lambda r: r.get("index", -1))
+    if added:
+        tmp = out_path.with_name(f".{out_path.name}.tmp{os.getpid()}")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(rec, ensure_ascii=False) + "\n" for rec in merged)
+        os.replace(tmp, out_path)
+    for p in parts:
+        p.unlink()
+    return merged
+
+
 def _write_json(path: Path, obj: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -250,29 +301,38 @@ def load_agent(cfg: DictConfig, ckpt: Path, device: torch.device) -> Any:
     return agent
 
 
+def prepare_files(cfg: DictConfig, out_path: Path, meta_path: Path, summary_path: Path) -> tuple:
+    """(checkpoint, meta, records present). Only rank 0 touches the files before the episodes."""
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    if cfg.get("overwrite"):
+        for p in (out_path, meta_path, summary_path, *part_files(out_path)):
+            p.unlink(missing_ok=True)
+    ckpt = checkpoint_path(cfg)
+    meta = eval_meta(cfg, ckpt, file_fingerprint(ckpt))
+    for p in (out_path, *part_files(out_path)):  # before any expensive work: refuse stale files at once
+        check_meta(meta_path, p, meta)
+    records = merge_parts(out_path)  # records of an interrupted sharded run included
+    _write_json(meta_path, meta)
+    return ckpt, meta, records
+
+
 def run(cfg: DictConfig) -> dict[str, Any]:
+    dist.setup()
     cfg = merge_eval_config(cfg)
     seed = int(cfg.seed)
     seed_everything(seed)
     set_precision(str(cfg.get("precision", "tf32")))
-    device = pick_device(str(cfg.device))
+    device = dist.device(str(cfg.device)) if dist.enabled() else pick_device(str(cfg.device))
     out_dir = Path(cfg.get("output_dir") or cfg.pretrained_path)
-    out_dir.mkdir(parents=True, exist_ok=True)
     stem = eval_stem(cfg)
     out_path = out_dir / f"{stem}.jsonl"
     meta_path = out_dir / f"{stem}.jsonl.meta.json"
     summary_path = out_dir / f"{stem}.summary.json"
-    print(f"[eval] {cfg.envs.name}/{cfg.envs.get('task')}: {describe_length(cfg)}, T = {cfg.envs.max_steps}, "
-          f"planner {cfg.eval.planner} -> {out_path}", flush=True)
-
-    if cfg.get("overwrite"):
-        for p in (out_path, meta_path, summary_path):
-            p.unlink(missing_ok=True)
-    ckpt = checkpoint_path(cfg)
-    meta = eval_meta(cfg, ckpt, file_fingerprint(ckpt))
-    check_meta(meta_path, out_path, meta)  # before any expensive work: refuse stale files at once
-    records = read_records(out_path)
-    _write_json(meta_path, meta)
+    main = dist.is_main()
+    if main:
+        print(f"[eval] {cfg.envs.name}/{cfg.envs.get('task')}: {describe_length(cfg)}, T = {cfg.envs.max_steps}, "
+              f"planner {cfg.eval.planner} -> {out_path}", flush=True)
+    ckpt, meta, records = dist.run_on_main(prepare_files, cfg, out_path, meta_path, summary_path)
     agent = load_agent(cfg, ckpt, device)
 
     legacy = cfg.get("legacy")
@@ -285,11 +345,17 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     done_index = {r["index"] for r in records if "index" in r}
     seen_ids = {str(r["id"]) for r in records}
     todo = [i for i in indices if i not in done_index]
+    n_todo = len(todo)
 
     settings = eval_settings(cfg)
     group = cfg.eval.get("group_size")
     if group is not None:
         settings.group_size = int(group)
+    write_path = out_path
+    if dist.enabled():  # rank r takes every world-th group of pending samples and writes its own part file
+        g = max(1, settings.group_size)  # whole groups: each sample is batched with the same neighbours as in
+        todo = [i for k in range(dist.rank() * g, len(todo), dist.world() * g) for i in todo[k:k + g]]  # 1 process
+        write_path = part_path(out_path, dist.rank())
     feedback = build_feedback(cfg.feedback, cfg.envs, "test", legacy, str(cfg.envs.task))
     if str(cfg.eval.planner) == "beam":
         episodes = beam_episodes(agent, dataset, todo, feedback, settings, int(cfg.eval.beam_width),
@@ -299,11 +365,14 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     else:
         raise EvalError(f"eval.planner must be 'greedy' or 'beam', got {cfg.eval.planner!r}")
 
-    if records:
-        print(f"[eval] resuming {out_path.name}: {len(records)} records present, {len(todo)} samples to go", flush=True)
+    if records and main:
+        print(f"[eval] resuming {out_path.name}: {len(records)} records present, {n_todo} samples to go", flush=True)
+    if dist.enabled() and main:
+        print(f"[eval] {n_todo} samples over {dist.world()} ranks -> {part_path(out_path, 0).name} ...", flush=True)
     t0 = time.perf_counter()
-    bar = tqdm(total=len(todo), desc=f"eval {stem}", dynamic_ncols=True, disable=not cfg.get("progress_bar", True))
-    with open(out_path, "a", encoding="utf-8") as f:
+    bar = tqdm(total=len(todo), desc=f"eval {stem}", dynamic_ncols=True,
+               disable=not cfg.get("progress_bar", True) or not main)
+    with open(write_path, "a", encoding="utf-8") as f:
         for index, rec in zip(todo, episodes):
             rec["index"] = index
             if str(rec["id"]) in seen_ids:  # same sample under another index: never twice in the file
@@ -316,7 +385,22 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             bar.update(1)
             bar.set_postfix(f1=f"{rec['f1']:.3f}" if rec.get("f1") is not None else "n/a")
     bar.close()
+    cache = (dataset.hits, dataset.misses, dataset.writes) if isinstance(dataset, CachedDataset) else None
+    if dist.enabled():
+        caches = dist.gather_object(cache)
+        dist.barrier()  # every part file is complete
+        if not main:
+            return dist.broadcast_object(None)
+        records = merge_parts(out_path)
+        cache = None if cache is None else tuple(sum(c[k] for c in caches) for k in range(3))  # type: ignore
+        summary = _summarize(cfg, records, indices, out_path, summary_path, meta, n, t0, cache)
+        return dist.broadcast_object(summary)
+    return _summarize(cfg, records, indices, out_path, summary_path, meta, n, t0, cache)
 
+
+def _summarize(cfg: DictConfig, records: list[dict[str, Any]], indices: list[int], out_path: Path,
+               summary_path: Path, meta: dict[str, Any], n: int, t0: float, cache: tuple | None) -> dict[str, Any]:
+    stem = out_path.stem
     wanted = set(indices)
     chosen = [r for r in records if r.get("index") in wanted]
     summary = summarize(chosen)
@@ -329,8 +413,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         "num_samples": n,
         "run": str(cfg.pretrained_path),
     })
-    if isinstance(dataset, CachedDataset):
-        summary["haystack_cache"] = {"hits": dataset.hits, "misses": dataset.misses, "writes": dataset.writes}
+    if cache is not None:
+        summary["haystack_cache"] = dict(zip(("hits", "misses", "writes"), cache))
     _write_json(summary_path, summary)
     print(f"[eval] {stem}: n={summary['n']} fact_em={_fmt(summary['fact_em'])} fact_f1={_fmt(summary['fact_f1'])} "
           f"return={summary['return']:.3f}±{summary['return_std']:.3f} text_len={_fmt(summary['mean_text_len'], 0)} "

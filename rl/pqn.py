@@ -16,6 +16,7 @@ import torch
 from envs.env import Episode, VecRetrievalEnv
 from envs.legacy import flag
 from envs.seeding import derive_seed
+from rl import distributed as dist
 from rl.agent import QRAGAgent
 from rl.qfunc import sample_policy, soft_values, twin_heads
 from rl.returns import lambda_returns
@@ -94,7 +95,8 @@ class PQNLearner:
         self.scheduler = build_scheduler(self.optimizer, algo_cfg.pqn.scheduler)
         self.alpha = self.hp.alpha  # α = α₀ until the first optimiser step
         self.counters = Counters()
-        self.policy_gen = torch.Generator().manual_seed(derive_seed(int(cfg.seed), "policy") % 2**63)
+        # each data-parallel rank samples its own actions (rank 0 = the 1-process seed)
+        self.policy_gen = torch.Generator().manual_seed(derive_seed(dist.rank_seed(int(cfg.seed)), "policy") % 2**63)
         self._pending: dict[str, float] = {}
         self._n_pending = 0
         self.stats = RolloutStats()
@@ -220,6 +222,8 @@ class PQNLearner:
     def optimizer_step(self) -> dict[str, float]:
         """SPEC §5.5, in order: clip, AdamW, scheduler, zero, α, EMA, (acting alias), stale caches."""
         params = self.agent.trainable_parameters()
+        if dist.enabled():  # data parallel: same mean gradient on every rank -> same weights, EMA, α
+            dist.average_gradients(params)
         grad_norm = torch.nn.utils.clip_grad_norm_(params, self.hp.max_grad_norm)
         self.optimizer.step()
         self.scheduler.step()

@@ -2,6 +2,10 @@
 
 Run folder (SPEC §8.1): config.yaml (unresolved, for eval merging), config_resolved.yaml,
 .hydra/, tb_logs/, model_last.pt, model_best.pt, metrics.jsonl, summary.json.
+
+Data parallel under torchrun / accelerate launch (docs/DISTRIBUTED.md): every rank acts in its
+own environments and gradients are averaged in PQNLearner.optimizer_step; rank 0 alone writes the
+run folder and evaluates while the others wait at a barrier.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from envs.env import PositionSettings, VecRetrievalEnv
 from envs.feedback import build_feedback
 from envs.legacy import flag
 from envs.seeding import derive_rng
+from rl import distributed as dist
 from rl.agent import QRAGAgent
 from rl.config import (
     atomic_save,
@@ -35,6 +40,7 @@ from rl.config import (
 )
 from rl.evaluate import EvalSettings, greedy_episodes, summarize
 from rl.pqn import PQNLearner
+from rl.sft import SFTLearner
 
 log = logging.getLogger("qrag.train")
 RUN_FILES = ("model_last.pt", "model_best.pt", "metrics.jsonl", "summary.json")
@@ -80,14 +86,24 @@ def eval_settings(cfg: DictConfig) -> EvalSettings:
     )
 
 
+def build_learner(agent: QRAGAgent, env: VecRetrievalEnv, cfg: DictConfig, legacy: Any) -> PQNLearner | SFTLearner:
+    """``algo.objective``: pqn (Q-RAG) | sft (the "multi-step RAG w. SFT" baseline, SPEC §4.5)."""
+    learners = {"pqn": PQNLearner, "sft": SFTLearner}
+    objective = str(cfg.algo.get("objective", "pqn"))
+    if objective not in learners:
+        raise ValueError(f"algo.objective must be one of {sorted(learners)}, got {objective!r}")
+    return learners[objective](agent, env, cfg.algo, cfg, legacy)
+
+
 class Trainer:
     def __init__(self, cfg: DictConfig):
         self.cfg = cfg
-        self.run_dir = prepare_run_dir(cfg)
+        dist.setup()
+        self.run_dir = Path(dist.run_on_main(prepare_run_dir, cfg))  # rank 0's folder for all ranks
         seed = int(cfg.seed)
-        seed_everything(seed)
+        seed_everything(seed)  # the same on every rank until the agent exists: identical initial weights
         set_precision(str(cfg.precision))
-        self.device = pick_device(str(cfg.device))
+        self.device = dist.device(str(cfg.device)) if dist.enabled() else pick_device(str(cfg.device))
         self.legacy = cfg.get("legacy")
         task = str(cfg.envs.task)
         select_on_test = flag(self.legacy, "select_on_test") or str(cfg.eval_split) == "test"
@@ -98,10 +114,15 @@ class Trainer:
         self.eval_ds = build_dataset(cfg.envs, "validation" if vf > 0 else test_split, seed, vf, self.legacy)
         self.test_ds = build_dataset(cfg.envs, test_split, seed, 0.0, self.legacy)
         self.agent = agent_from_cfg(cfg, self.device)
+        self._rank_states: list[dict[str, Any]] | None = None
+        if dist.enabled():
+            dist.broadcast_tensors(self.agent.state_dict().values())
+            if not dist.is_main():  # own dropout masks etc.; rank 0 keeps the 1-process stream
+                seed_everything(dist.rank_seed(seed))
         env = VecRetrievalEnv(self.train_ds, build_feedback(cfg.feedback, cfg.envs, "train", self.legacy, task),
                               int(cfg.envs_parallel), int(cfg.envs.max_steps), PositionSettings.from_cfg(cfg.envs),
-                              bool(cfg.envs.sort_by_index), self.device, seed, "train")
-        self.learner = PQNLearner(self.agent, env, cfg.algo, cfg, self.legacy)
+                              bool(cfg.envs.sort_by_index), self.device, dist.rank_seed(seed), "train")
+        self.learner = build_learner(self.agent, env, cfg, self.legacy)
         self.settings = eval_settings(cfg)
         self.eval_rng = derive_rng(seed, "eval-subset")
         n_eval = min(int(cfg.eval_episodes), len(self.eval_ds))
@@ -109,7 +130,7 @@ class Trainer:
         self.best = float("-inf")
         self.untrained_test: dict[str, Any] | None = None
         self.writer = None
-        if cfg.logger.get("tensorboard", True):
+        if cfg.logger.get("tensorboard", True) and dist.is_main():
             from torch.utils.tensorboard import SummaryWriter
 
             self.writer = SummaryWriter(str(self.run_dir / "tb_logs"), comment=f"_QRAG_{task}")
@@ -135,8 +156,22 @@ class Trainer:
         return list(range(n))
 
     # -- checkpoints ----------------------------------------------------------------------
+    def rank_state(self) -> dict[str, Any]:
+        """What differs between data-parallel ranks: environments and random streams."""
+        return {"env": self.learner.env.state_dict(), "policy_gen": self.learner.policy_gen.get_state(),
+                "rng": rng_state()}
+
+    def load_rank_state(self, state: dict[str, Any]) -> None:
+        self.learner.env.load_state_dict(state["env"])
+        self.learner.policy_gen.set_state(state["policy_gen"])
+        set_rng_state(state["rng"])
+        if any(ep is None for ep in self.learner.env.episodes):
+            self.learner.env.reset_all()
+
     def checkpoint(self) -> dict[str, Any]:
+        extra = {} if self._rank_states is None else {"ranks": self._rank_states}
         return {
+            **extra,
             "learner": self.learner.state_dict(),
             "best": self.best,
             "rng": rng_state(),
@@ -153,13 +188,22 @@ class Trainer:
         state = torch.load(self.run_dir / "model_last.pt", map_location=self.device, weights_only=False)
         old = OmegaConf.create(state["config"])
         diffs = config_differences(old, OmegaConf.create(OmegaConf.to_container(without_hydra(self.cfg), resolve=True)))
-        if diffs:
+        if diffs and dist.is_main():
             log.warning("resuming with a config that differs from the checkpoint's:\n  %s", "\n  ".join(diffs))
+        own = self.rank_state() if dist.enabled() and not dist.is_main() else None
         self.learner.load_state_dict(state["learner"])
         self.best = float(state["best"])
         self.untrained_test = state.get("untrained_test")
         self.eval_rng.bit_generator.state = state["eval_rng"]
         set_rng_state(state["rng"])
+        if own is not None:  # rank r > 0 continues its own environments (rank 0's are the learner's)
+            saved = state.get("ranks") or []
+            if dist.rank() < len(saved):
+                self.load_rank_state(saved[dist.rank()])
+            else:
+                log.warning("rank %d: the checkpoint holds no state for this rank (saved by %d ranks); "
+                            "its environments start afresh", dist.rank(), len(saved) or 1)
+                self.load_rank_state(own)
         log.info("resumed %s at optimiser step %d", self.run_dir, self.learner.counters.optimizer_steps)
 
     # -- logging --------------------------------------------------------------------------
@@ -174,15 +218,28 @@ class Trainer:
         (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(plain))
         (self.run_dir / "config_resolved.yaml").write_text(OmegaConf.to_yaml(plain, resolve=True))
 
+    def env_steps(self) -> int:
+        """Environment steps of all ranks together (each rank steps the same number)."""
+        return self.learner.counters.env_steps * dist.world()
+
+    def eval_and_record(self, extra: dict[str, Any]) -> None:
+        """In-training evaluation: rank 0 evaluates and saves, the other ranks wait."""
+        if dist.enabled():
+            dist.check_in_sync(self.agent.state_dict().values(), "model weights")
+            self._rank_states = dist.gather_object(self.rank_state())
+        if dist.is_main():
+            self.record_eval(self.in_training_eval(), extra)
+        dist.barrier()
+
     def record_eval(self, summary: dict[str, Any], extra: dict[str, Any]) -> None:
         c = self.learner.counters
-        row = {"step": c.optimizer_steps, "env_steps": c.env_steps, "eval/return": summary["return"],
+        row = {"step": c.optimizer_steps, "env_steps": self.env_steps(), "eval/return": summary["return"],
                "eval/fact_em": summary["fact_em"], "eval/fact_f1": summary["fact_f1"],
                "eval/split": summary["split"], **extra}
         with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
         self.log_scalars({"eval r_sum": summary["return"], "eval/fact_em": summary["fact_em"],
-                          "eval/fact_f1": summary["fact_f1"]}, c.env_steps)
+                          "eval/fact_f1": summary["fact_f1"]}, self.env_steps())
         improved = summary["return"] > self.best
         if improved:
             self.best = summary["return"]
@@ -196,22 +253,24 @@ class Trainer:
     def train(self) -> dict[str, Any]:
         cfg, learner = self.cfg, self.learner
         total = int(cfg.steps_count)
+        self.log_batch()
         if cfg.resume:
             self.resume()
         else:
-            self.write_config()
-            if self.test_indices():
+            if dist.is_main():
+                self.write_config()
+            if self.test_indices() and dist.is_main():
                 self.untrained_test, _ = self.evaluate(self.test_ds, self.test_indices(), "test")
                 log.info("untrained retriever on %d test samples: fact_em %s fact_f1 %s", self.untrained_test["n"],
                          _fmt(self.untrained_test["fact_em"]), _fmt(self.untrained_test["fact_f1"]))
             learner.env.reset_all()
-            self.record_eval(self.in_training_eval(), {})
+            self.eval_and_record({})
         log_every = int(cfg.logger.get("log_interval", 50))
         acc: dict[str, float] = {}
         n_acc = 0
         t_last, env_last = time.perf_counter(), learner.counters.env_steps
         bar = tqdm(total=total, initial=learner.counters.optimizer_steps, desc="train", dynamic_ncols=True,
-                   disable=not cfg.logger.get("progress_bar", True))
+                   disable=not cfg.logger.get("progress_bar", True) or not dist.is_main())
         while learner.counters.optimizer_steps < total:
             before = learner.counters.optimizer_steps
             scalars = learner.micro_step()
@@ -225,31 +284,46 @@ class Trainer:
             if step % log_every == 0 or step == total:
                 now = time.perf_counter()
                 means = {k: v / n_acc for k, v in acc.items()}
-                means["sps"] = (learner.counters.env_steps - env_last) / max(now - t_last, 1e-9)
+                means["sps"] = (learner.counters.env_steps - env_last) * dist.world() / max(now - t_last, 1e-9)
                 means["state_truncations"] = float(self.agent.state_truncations)
                 fin = learner.stats.finished_returns
                 if fin:
                     means["train r_sum"] = sum(fin) / len(fin)
                     fin.clear()
-                self.log_scalars(means, learner.counters.env_steps)
+                self.log_scalars(means, self.env_steps())
                 bar.set_postfix(ret=f"{means.get('train r_sum', float('nan')):.3f}", loss=f"{means['qf_loss']:.4f}",
                                 sps=f"{means['sps']:.1f}")
                 log.info("step %d/%d env_steps %d loss %.4f q %.3f train_return %s alpha %.2e lr %.2e sps %.1f",
-                         step, total, learner.counters.env_steps, means["qf_loss"], means["q_mean"],
+                         step, total, self.env_steps(), means["qf_loss"], means["q_mean"],
                          _fmt(means.get("train r_sum")), means.get("alpha", learner.alpha),
                          means.get("lr", 0.0), means["sps"])
                 acc, n_acc = {}, 0
                 t_last, env_last = now, learner.counters.env_steps
             if step % int(cfg.eval_interval) == 0 or step == total:
-                self.record_eval(self.in_training_eval(), {"lr": learner.optimizer.param_groups[0]["lr"],
-                                                           "alpha": learner.alpha})
+                self.eval_and_record({"lr": learner.optimizer.param_groups[0]["lr"], "alpha": learner.alpha})
         bar.close()
-        return self.finish()
+        if not dist.enabled():
+            return self.finish()
+        summary = self.finish() if dist.is_main() else None
+        dist.barrier()
+        return dist.broadcast_object(summary)
+
+    def log_batch(self) -> None:
+        """Transitions per optimiser step: world × (L × E ≥ batch_size) × accumulate_grads."""
+        lrn, w = self.learner, dist.world()
+        per_rank = lrn.rollout_len * lrn.env.n_envs
+        log.info("effective batch: %d ranks × %d transitions (L=%d × E=%d, batch_size=%d) × accumulate_grads %d "
+                 "= %d transitions per optimiser step", w, per_rank, lrn.rollout_len, lrn.env.n_envs,
+                 lrn.batch_size, lrn.k_accum, w * per_rank * lrn.k_accum)
 
     def finish(self) -> dict[str, Any]:
         summary: dict[str, Any] = {"best/eval_return": self.best, "eval_split": self.eval_split,
                                    "optimizer_steps": self.learner.counters.optimizer_steps,
-                                   "env_steps": self.learner.counters.env_steps}
+                                   "env_steps": self.env_steps()}
+        if dist.enabled():
+            lrn = self.learner
+            summary.update({"world_size": dist.world(),
+                            "effective_batch": dist.world() * lrn.rollout_len * lrn.env.n_envs * lrn.k_accum})
         if self.untrained_test is not None:
             best = torch.load(self.run_dir / "model_best.pt", map_location=self.device, weights_only=False)
             self.agent.load_state_dict(best["learner"]["agent"])

@@ -84,13 +84,24 @@ def bench_train(args: argparse.Namespace, model: str) -> dict:
     learner = PQNLearner(agent, env, cfg.algo, cfg, None)
     env.reset_all()
     times = []
+    prof = None
     for i in range(args.warmup + args.iters):
+        if args.profile and i == args.warmup:
+            import cProfile
+
+            prof = cProfile.Profile()
+            prof.enable()
         sync(device)
         t0 = time.perf_counter()
         learner.micro_step()
         sync(device)
         if i >= args.warmup:
             times.append(time.perf_counter() - t0)
+    if prof is not None:
+        import pstats
+
+        prof.disable()
+        pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(25)
     return {"workload": "W1 train-babilong-100", "s_per_iter_mean": statistics.mean(times),
             "s_per_iter_median": statistics.median(times), "iters": len(times),
             "peak_gib": peak(device), **base_info(device, args)}
@@ -142,6 +153,7 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--episodes", type=int, default=3)
+    ap.add_argument("--profile", action="store_true", help="cProfile the timed W1 iterations (stderr)")
     args = ap.parse_args()
     args.random_init = args.encoder == "bert-base-random"
     model = bert_base_random_folder(args.tokenizer) if args.random_init else args.encoder

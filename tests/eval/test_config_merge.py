@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from envs.data.registry import build_dataset
 from rl.eval_run import EvalError, eval_stem, merge_eval_config
@@ -49,7 +50,8 @@ def test_eval_env_replaces_only_the_test_env(config_run: Path) -> None:
     assert cfg.envs.name == "babilong_hf"
     assert cfg.envs.max_steps == 2 and cfg.envs.positions_processor == "relative"  # the run's
     assert cfg.envs.task == "qa1_single-supporting-fact"   # BabiLong task kept
-    assert cfg.max_action_length == 64                      # encoder settings untouched
+    saved = OmegaConf.load(config_run / "config.yaml")
+    assert cfg.max_action_length == saved.max_action_length  # encoder settings untouched
     assert eval_stem(cfg) == "eval_seed42_hf4k"
     cli = merge_eval_config(eval_cfg(config_run, "eval_env=niah", "envs.max_steps=5"))
     assert (cli.envs.name, cli.envs.max_steps, cli.envs.test_split) == ("niah", 5, "test4k")

@@ -44,9 +44,11 @@ def test_mean_pooling_scaled_and_padding_invariant():
     with torch.no_grad():
         a = emb(ids, mask)
         b = emb(ids[:, :4], mask[:, :4])
+        c = emb(ids[:, :4], mask[:, :4], padded=False)
         h = bb(input_ids=ids[:, :4], attention_mask=mask[:, :4]).last_hidden_state
     torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(b, h.mean(1) / 10, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(c, b, atol=1e-5, rtol=1e-5)
     assert a.shape == (2, 384)
 
 
@@ -62,7 +64,7 @@ def test_pad_batch_and_bucketed_embedding_keep_order():
     class Toy(torch.nn.Module):  # embedding = (sum of ids, length): exposes order and padding mistakes
         dim = 2
 
-        def forward(self, ids, mask):
+        def forward(self, ids, mask, padded=True):
             return torch.stack(((ids * mask).sum(1), mask.sum(1)), 1).float()
 
     rng = torch.Generator().manual_seed(0)

@@ -1,0 +1,158 @@
+"""Supervised baseline "multi-step RAG w. SFT" (paper Table 3; SPEC §4.5), ``algo.objective: sft``.
+
+The paper names only "the Beam-Retriever trajectory-supervision loss on gold facts"; the rebuild's
+definition (the exact loss is [unspecified]): for every training sample take the teacher-forced gold
+trajectory (gold chunks in document order, at most T of them). At step t the state is the question
+plus the first t gold chunks, the available chunks are all others, and the loss is the softmax
+cross-entropy of Q(s_t, ·) over the available chunks with the next gold chunk as the target.
+
+Same agent (encoders E_s, E_a, state layout, rotation by the chunk position codes of s_t) and the
+same greedy evaluation as Q-RAG; only the learning signal differs. No rollouts, no target values:
+the target encoders and α are unused (α is kept as a constant attribute for the trainer's logs).
+Interface as :class:`rl.pqn.PQNLearner`: ``micro_step() -> scalars``, ``optimizer_step``,
+``state_dict``/``load_state_dict``, ``counters``, ``stats``, ``env``, ``alpha``, ``optimizer``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from envs.env import Episode, VecRetrievalEnv
+from envs.seeding import derive_seed
+from envs.types import sf_known
+from rl import distributed as dist
+from rl.agent import QRAGAgent
+from rl.pqn import Counters, RolloutStats
+from rl.schedules import build_scheduler
+
+MAX_DRAWS_PER_TRANSITION = 100  # give up when the training set has (almost) no gold facts
+
+
+def teacher_trajectory(sample: dict[str, Any], max_steps: int) -> list[int]:
+    """Gold chunk indices in document order, truncated to the step budget T."""
+    if not sf_known(sample):
+        return []
+    return sorted(set(int(i) for i in sample["sf_idx"]))[:max_steps]
+
+
+class SFTLearner:
+    def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, algo_cfg: Any, cfg: Any, legacy: Any = None):
+        self.agent, self.env = agent, env
+        hp = algo_cfg.pqn.hyperparams
+        self.max_grad_norm = float(hp.get("max_grad_norm", 2.0))
+        self.k_accum = int(cfg.accumulate_grads)
+        self.batch_size = int(cfg.batch_size)  # minimum teacher-forced transitions per micro-step
+        self.rollout_len = math.ceil(self.batch_size / env.n_envs)  # nominal, for the trainer's batch log
+        opt = algo_cfg.pqn.optimizer
+        self.optimizer = torch.optim.AdamW(
+            agent.trainable_parameters(), lr=float(opt.lr), betas=tuple(opt.get("betas", (0.9, 0.98))),
+            eps=float(opt.get("eps", 1e-6)), weight_decay=float(opt.get("weight_decay", 0.01)))
+        self.scheduler = build_scheduler(self.optimizer, algo_cfg.pqn.scheduler)
+        self.alpha = float(hp.get("alpha", 0.01))  # unused by the objective
+        self.counters = Counters()
+        self.stats = RolloutStats()  # no rollouts: finished_returns stays empty
+        # unused (no sampled actions); kept so per-rank trainer state matches PQNLearner's
+        self.policy_gen = torch.Generator().manual_seed(derive_seed(dist.rank_seed(int(cfg.seed)), "policy") % 2**63)
+
+    # -- data -----------------------------------------------------------------------------
+    def draw_episodes(self) -> list[Episode]:
+        """Training samples drawn by the env's reset generator (checkpointed with the env) until
+        they hold at least ``batch_size`` teacher-forced transitions."""
+        eps: list[Episode] = []
+        n, draws = 0, 0
+        while n < self.batch_size:
+            draws += 1
+            if draws > MAX_DRAWS_PER_TRANSITION * self.batch_size:
+                raise RuntimeError("algo.objective=sft needs training samples with gold chunks (sf_idx); "
+                                   f"none found in {draws - 1} draws from the {self.env.name} set")
+            ep = self.env.reset_random(0)
+            steps = len(teacher_trajectory(ep.sample, self.env.max_steps))
+            if steps:
+                eps.append(ep)
+                n += steps
+        return eps
+
+    # -- loss -----------------------------------------------------------------------------
+    def trajectory_logits(self, ep: Episode) -> tuple[torch.Tensor, torch.Tensor]:
+        """Q(s_t, ·) over the chunks of ``ep``'s sample for every teacher-forced state (unavailable
+        chunks at −inf), with gradient, encoders in train mode: (logits [T′, N], targets [T′])."""
+        agent, gold = self.agent, teacher_trajectory(ep.sample, self.env.max_steps)
+        chunks = agent.embed(agent.action_enc, [agent.action_ids(ep, j) for j in range(ep.n_chunks)],
+                             train=True, grad=True)  # [N, d], un-rotated
+        states = agent.embed(agent.state_enc, [agent.state_ids_for(ep, gold[:t], self.env.sort_by_index)
+                                               for t in range(len(gold))], train=True, grad=True)  # [T′, d]
+        avail = torch.ones((len(gold), ep.n_chunks), dtype=torch.bool, device=agent.device)
+        rows = []
+        for t in range(len(gold)):
+            avail[t, gold[:t]] = False
+            # the env's own position codes for "gold[:t] selected" (SPEC §3), one sample pass
+            codes = dataclasses.replace(ep, available=avail[t], selected=gold[:t]).codes(self.env.pos)
+            rows.append(agent.rotate(chunks, codes) @ states[t].float())
+        logits = torch.stack(rows).masked_fill(~avail, float("-inf"))
+        return logits, torch.tensor(gold, device=agent.device)
+
+    def loss_on(self, eps: Sequence[Episode], scale: float = 1.0) -> dict[str, float]:
+        """Backpropagate ``scale`` × mean cross-entropy over all teacher-forced transitions of
+        ``eps``, one sample at a time (activations of one haystack in memory). Returns scalars."""
+        n_total = sum(len(teacher_trajectory(ep.sample, self.env.max_steps)) for ep in eps)
+        ce_sum, q_sum, correct = 0.0, 0.0, 0
+        for ep in eps:
+            logits, target = self.trajectory_logits(ep)
+            ce = F.cross_entropy(logits, target, reduction="sum")
+            (ce * (scale / n_total)).backward()
+            with torch.no_grad():
+                ce_sum += float(ce)
+                q_sum += float(logits.gather(1, target[:, None]).sum())
+                correct += int((logits.argmax(1) == target).sum())
+        return {"qf_loss": ce_sum / n_total, "q_mean": q_sum / n_total, "sft_acc": correct / n_total,
+                "transitions": float(n_total)}
+
+    # -- one micro-step -------------------------------------------------------------------
+    def micro_step(self) -> dict[str, float]:
+        eps = self.draw_episodes()
+        scalars = self.loss_on(eps, 1.0 / self.k_accum)
+        self.counters.micro_steps += 1
+        self.counters.env_steps += int(scalars["transitions"])
+        self.counters.episodes += len(eps)
+        if self.counters.micro_steps % self.k_accum == 0:
+            scalars.update(self.optimizer_step())
+        return scalars
+
+    def optimizer_step(self) -> dict[str, float]:
+        """SPEC §5.5 steps 1-4 and 8 (clip, AdamW, scheduler, zero, stale caches); no α, no EMA."""
+        params = self.agent.trainable_parameters()
+        if dist.enabled():  # data parallel: same mean gradient on every rank
+            dist.average_gradients(params)
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.agent.weights_version += 1
+        self.counters.optimizer_steps += 1
+        return {"grad_norm": float(grad_norm), "lr": self.optimizer.param_groups[0]["lr"]}
+
+    # -- checkpointing --------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "objective": "sft",
+            "agent": self.agent.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "alpha": self.alpha,
+            "counters": vars(self.counters).copy(),
+            "env": self.env.state_dict(),
+            "weights_version": self.agent.weights_version,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.agent.load_state_dict(state["agent"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.alpha = float(state["alpha"])
+        self.counters = Counters(**state["counters"])
+        self.env.load_state_dict(state["env"])
+        self.agent.weights_version = int(state["weights_version"]) + 1  # recompute every cache

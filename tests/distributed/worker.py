@@ -1,0 +1,65 @@
+"""A torchrun worker for the distributed tests (not a test module itself).
+
+``worker.py train <run_dir> <hash_dir> [override ...]``: a tiny training run; every rank writes
+the sha256 of its final agent state (online and target encoders) and α to <hash_dir>.
+``worker.py eval <out_dir> <fail_after> [override ...]``: eval_retriever's run(cfg); with
+fail_after >= 0 the last rank raises after writing that many records (an interrupted run).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import torch
+from omegaconf import open_dict
+
+from rl import distributed as dist
+from tests.conftest import TINY, compose_cfg
+
+
+def state_hash(agent: torch.nn.Module, alpha: float) -> str:
+    h = hashlib.sha256(repr(alpha).encode())
+    for k, v in sorted(agent.state_dict().items()):
+        h.update(k.encode())
+        h.update(v.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def train(run_dir: str, hash_dir: str, overrides: list[str]) -> None:
+    from rl.trainer import Trainer
+
+    cfg = compose_cfg(TINY + overrides)
+    with open_dict(cfg):
+        cfg.run_dir = run_dir
+    trainer = Trainer(cfg)
+    trainer.train()
+    out = {"hash": state_hash(trainer.agent, trainer.learner.alpha), "alpha": trainer.learner.alpha,
+           "steps": trainer.learner.counters.optimizer_steps, "env_steps": trainer.learner.counters.env_steps}
+    Path(hash_dir, f"rank{dist.rank()}.json").write_text(json.dumps(out))
+
+
+def evaluate(out_dir: str, fail_after: int, overrides: list[str]) -> None:
+    import rl.eval_run as eval_run
+
+    if fail_after >= 0 and dist.requested_world() - 1 == int(__import__("os").environ["RANK"]):
+        original = eval_run.greedy_episodes
+
+        def interrupted(*args, **kwargs):
+            for i, rec in enumerate(original(*args, **kwargs)):
+                if i == fail_after:
+                    raise KeyboardInterrupt("simulated crash")
+                yield rec
+
+        eval_run.greedy_episodes = interrupted
+    cfg = compose_cfg(["progress_bar=false", "device=cpu", f"output_dir={out_dir}", *overrides], "testing")
+    eval_run.run(cfg)
+
+
+if __name__ == "__main__":
+    mode, a, b, *rest = sys.argv[1:]
+    if mode == "train":
+        train(a, b, rest)
+    else:
+        evaluate(a, int(b), rest)

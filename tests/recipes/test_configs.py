@@ -1,0 +1,80 @@
+"""Every experiment preset and algo preset composes and resolves (hub models are not loaded)."""
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from tests.conftest import CONFIGS, compose_cfg
+
+EXPERIMENTS = sorted(p.stem for p in (Path(CONFIGS) / "experiment").glob("*.yaml"))
+REQUIRED = (
+    [f"ref_babilong_qa{i}" for i in range(1, 6)] + [f"paper_babilong_qa{i}" for i in range(1, 6)]
+    + ["ref_niah", "ref_hotpotqa_e5", "ref_musique_e5", "ref_gte_combined", "ref_gte_combined3",
+       "paper_ruler_niah", "paper_hotpotqa", "paper_musique", "paper_hotpotqa_gte",
+       "ablation_no_soft_q", "ablation_no_target", "ablation_sft", "demo"]
+)
+
+
+def test_every_paper_result_has_a_preset():
+    assert sorted(REQUIRED) == EXPERIMENTS
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_experiment_composes_and_resolves(name):
+    cfg = compose_cfg([f"experiment={name}"])
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    assert plain["envs"]["env"]["max_steps"] == plain["envs"]["max_steps"]
+    assert plain["algo"]["pqn"]["scheduler"]["total"] == plain["steps_count"]
+    header = (Path(CONFIGS) / "experiment" / f"{name}.yaml").read_text().splitlines()
+    assert header[0] == "# @package _global_"
+    if name != "demo":  # ARCHITECTURE habit 2: launch command, hardware, expected metric
+        text = "\n".join(line for line in header if line.startswith("#"))
+        for word in ("Train:", "Eval:", "Reader:", "Hardware:", "Published"):
+            assert word in text, f"{name}: header lacks {word!r}"
+        assert f"experiment={name}" in text
+
+
+@pytest.mark.parametrize("algo,name,d,alpha,lam,tau,lr,wd,sched,ratio", [
+    ("pqn", "facebook/contriever", 768, 0.01, 0.65, 0.1, 5e-5, 0.01, "WarmupLinear", 0.0),
+    ("pqn_e5_hotpotqa", "intfloat/multilingual-e5-large", 1024, 0.05, 0.5, 0.02, 1.5e-5, 5e-4, "Cosine", 0.1),
+    ("pqn_e5_musique", "intfloat/multilingual-e5-large", 1024, 0.005, 0.6, 0.02, 1e-5, 1e-3, "WarmupLinear", 0.1),
+    ("pqn_gte", "Alibaba-NLP/gte-multilingual-base", 768, 0.005, 0.6, 0.02, 5e-6, 1e-3, "WarmupLinear", 0.1),
+    ("pqn_qwen3", "Qwen/Qwen3-Embedding-0.6B", 1024, 0.005, 0.65, 0.02, 5e-5, 0.01, "WarmupLinear", 0.0),
+])
+def test_algo_presets_match_spec_table(algo, name, d, alpha, lam, tau, lr, wd, sched, ratio):
+    a = compose_cfg([f"algo={algo}"]).algo  # SPEC §8.4
+    hp, opt = a.pqn.hyperparams, a.pqn.optimizer
+    assert (a.model.name, a.model.predictor.input_dim) == (name, d)
+    assert (hp.gamma, hp.alpha, hp.Lambda, hp.tau) == pytest.approx((0.99, alpha, lam, tau))
+    assert (opt.lr, opt.weight_decay) == pytest.approx((lr, wd))
+    assert (a.pqn.scheduler.name, a.pqn.scheduler.ratio) == (sched, pytest.approx(ratio))
+    assert (hp.top_k_actions, hp.max_grad_norm, tuple(opt.betas), a.pqn.scheduler.warmup) == (5, 2.0, (0.9, 0.98), 1000)
+    assert a.objective == "pqn" and hp.soft_target and hp.use_target_networks
+    if algo == "pqn_gte":
+        assert a.model.trust_remote_code
+    if algo == "pqn_qwen3":
+        assert (a.model.pooling, a.model.pool_scale, a.model.normalize) == ("last", 1.0, True)
+
+
+def test_preset_values():
+    ref3 = compose_cfg(["experiment=ref_babilong_qa3"])
+    assert (ref3.envs.task, ref3.batch_size, ref3.accumulate_grads, ref3.envs.max_steps) == (
+        "qa3_three-supporting-facts", 64, 1, 6)
+    e5 = compose_cfg(["experiment=ref_hotpotqa_e5"])
+    assert (e5.batch_size, e5.accumulate_grads, e5.steps_count, e5.eval_max_action_length_in_memory) == (12, 8, 10000, 128)
+    p = compose_cfg(["experiment=paper_babilong_qa2"])
+    assert (p.envs.max_steps, p.envs.step_size, p.max_action_length, p.max_action_length_in_memory) == (4, 10, 64, 64)
+    assert p.algo.pqn.scheduler.smooth_warmup and p.algo.pqn.scheduler.ratio == pytest.approx(0.1)
+    assert p.algo.pqn.optimizer.lr == pytest.approx(1.5e-5) and p.algo.pqn.hyperparams.alpha == pytest.approx(0.05)
+    hq = compose_cfg(["experiment=paper_hotpotqa"])
+    assert (hq.envs.max_steps, hq.max_action_length, hq.envs.sort_by_index) == (2, 220, True)
+    assert hq.algo.model.name == "intfloat/multilingual-e5-large"
+    gte = compose_cfg(["experiment=paper_hotpotqa_gte"])
+    assert gte.envs.max_steps == 5 and gte.feedback.ground_truth.never_terminate
+    assert not compose_cfg(["experiment=ablation_no_soft_q"]).algo.pqn.hyperparams.soft_target
+    assert not compose_cfg(["experiment=ablation_no_target"]).algo.pqn.hyperparams.use_target_networks
+    sft = compose_cfg(["experiment=ablation_sft"])
+    assert sft.algo.objective == "sft" and sft.envs.task == "qa3_three-supporting-facts"
+    # the offline driver swaps the encoder and the data on the command line: the CLI wins
+    off = compose_cfg(["experiment=ablation_sft", "algo=minilm", "paths=embedded"])
+    assert off.algo.model.name == "offline:minilm" and off.algo.objective == "sft"
