@@ -18,7 +18,7 @@ from prompts_and_metrics.filters import FILTERS, FilterSpec, apply_filter
 from prompts_and_metrics.metrics import qa_scores
 from prompts_and_metrics.prompts import extract_final_answer, openqa_messages
 from prompts_and_metrics.reader_io import (
-    REQUIRED_FIELDS, LogFormatError, append_jsonl, mean, read_jsonl, read_output, write_json_atomic,
+    REQUIRED_FIELDS, append_jsonl, parse_reader_args, run_reader_cli, mean, read_jsonl, read_output, write_json_atomic,
 )
 
 
@@ -128,20 +128,11 @@ READER_PRESETS: dict[str, dict[str, Any]] = {"paper": {}, "ref": {"max_tokens": 
 
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
-    parser = build_parser()
-    parser.add_argument("--reader", default="paper", choices=sorted(READER_PRESETS),
-                        help="defaults preset: paper (App. G) or ref (the reference scripts' values)")
-    known, _ = parser.parse_known_args(argv)
-    parser.set_defaults(**READER_PRESETS[known.reader])
-    return parser.parse_args(argv)
+    return parse_reader_args(build_parser(), READER_PRESETS, argv)
 
 
 def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
-    args = parse_args(argv)
-    try:
-        return run(args)
-    except (FileNotFoundError, LogFormatError, ValueError) as exc:
-        raise SystemExit(f"error: {exc}") from None
+    return run_reader_cli(run, parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ from prompts_and_metrics.filters import FILTERS, FilterSpec, apply_filter
 from prompts_and_metrics.metrics import NIAH_TASKS, synthetic_scores, task_key
 from prompts_and_metrics.prompts import babilong_messages
 from prompts_and_metrics.reader_io import (
-    REQUIRED_FIELDS, LogFormatError, append_jsonl, context_key, mean, model_basename, read_jsonl,
-    read_output, write_json_atomic,
+    REQUIRED_FIELDS, LogFormatError, append_jsonl, context_key, mean, model_basename, parse_reader_args, read_jsonl,
+    read_output, run_reader_cli, write_json_atomic,
 )
 
 # Reader settings stored in every output line; a resume with other values is refused.
@@ -168,20 +168,11 @@ READER_PRESETS: dict[str, dict[str, Any]] = {"paper": {}, "ref": {"max_tokens": 
 
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
-    parser = build_parser()
-    parser.add_argument("--reader", default="paper", choices=sorted(READER_PRESETS),
-                        help="defaults preset: paper (App. G) or ref (the reference scripts' values)")
-    known, _ = parser.parse_known_args(argv)
-    parser.set_defaults(**READER_PRESETS[known.reader])
-    return parser.parse_args(argv)
+    return parse_reader_args(build_parser(), READER_PRESETS, argv)
 
 
 def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
-    args = parse_args(argv)
-    try:
-        return run(args)
-    except (FileNotFoundError, LogFormatError, ValueError) as exc:
-        raise SystemExit(f"error: {exc}") from None
+    return run_reader_cli(run, parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Iterable
+import argparse
+from typing import Any, Callable, Iterable, Optional
 
 REQUIRED_FIELDS = ("id", "question", "answer", "sf_idx", "pred_idx", "sf_texts", "pred_texts")
 
@@ -100,3 +101,24 @@ def model_basename(llm_name: str) -> str:
 
 def mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
+
+
+def parse_reader_args(
+    parser: argparse.ArgumentParser, presets: dict[str, dict[str, Any]], argv: Optional[list[str]] = None
+) -> argparse.Namespace:
+    """Parse a reader CLI whose ``--reader`` preset (paper | ref, SPEC §9.6) sets the defaults of
+    other flags; flags given explicitly still win."""
+    parser.add_argument("--reader", default="paper", choices=sorted(presets),
+                        help="defaults preset: paper (App. G) or ref (the reference scripts' values)")
+    known, _ = parser.parse_known_args(argv)
+    parser.set_defaults(**presets[known.reader])
+    return parser.parse_args(argv)
+
+
+def run_reader_cli(run: Callable[[argparse.Namespace], dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    """Run a reader script, turning user errors (missing or malformed log, bad flag) into a
+    one-line ``error: ...`` exit instead of a traceback."""
+    try:
+        return run(args)
+    except (FileNotFoundError, LogFormatError, ValueError) as exc:
+        raise SystemExit(f"error: {exc}") from None

@@ -7,20 +7,17 @@ optimiser steps, never inside a rollout, and run deterministically in eval mode 
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from envs.env import Episode, VecRetrievalEnv
 from envs.legacy import flag
-from envs.seeding import derive_seed
-from rl import distributed as dist
 from rl.agent import QRAGAgent
+from rl.learner_base import LearnerBase
 from rl.qfunc import sample_policy, soft_values, twin_heads
 from rl.returns import lambda_returns
-from rl.schedules import build_scheduler
 
 
 @dataclass
@@ -61,45 +58,16 @@ class Transition:
     done: bool = False
 
 
-@dataclass
-class Counters:
-    micro_steps: int = 0
-    optimizer_steps: int = 0
-    env_steps: int = 0
-    episodes: int = 0
-
-
-@dataclass
-class RolloutStats:
-    finished_returns: list[float] = field(default_factory=list)
-
-
-class PQNLearner:
+class PQNLearner(LearnerBase):
     def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, algo_cfg: Any, cfg: Any, legacy: Any):
-        self.agent, self.env = agent, env
+        super().__init__(agent, env, algo_cfg, cfg)
         self.hp = Hyper.from_cfg(algo_cfg.pqn.hyperparams)
-        self.k_accum = int(cfg.accumulate_grads)
-        self.batch_size = int(cfg.batch_size)
-        self.rollout_len = math.ceil(self.batch_size / env.n_envs)  # L = ceil(B / E)
         self.learning_start = int(cfg.learning_start)
         self.sort_by_index = env.sort_by_index
         self.legacy_off_by_one = flag(legacy, "lambda_return_off_by_one")
         self.legacy_drop_last = flag(legacy, "drop_last_transition")
         self.legacy_topk = flag(legacy, "target_topk_before_mask")
         self.target_train_mode = flag(legacy, "dropout_in_targets")
-        opt = algo_cfg.pqn.optimizer
-        self.optimizer = torch.optim.AdamW(
-            agent.trainable_parameters(), lr=float(opt.lr), betas=tuple(opt.get("betas", (0.9, 0.98))),
-            eps=float(opt.get("eps", 1e-6)), weight_decay=float(opt.get("weight_decay", 0.01)))
-        self.base_lr = float(opt.lr)
-        self.scheduler = build_scheduler(self.optimizer, algo_cfg.pqn.scheduler)
-        self.alpha = self.hp.alpha  # α = α₀ until the first optimiser step
-        self.counters = Counters()
-        # each data-parallel rank samples its own actions (rank 0 = the 1-process seed)
-        self.policy_gen = torch.Generator().manual_seed(derive_seed(dist.rank_seed(int(cfg.seed)), "policy") % 2**63)
-        self._pending: dict[str, float] = {}
-        self._n_pending = 0
-        self.stats = RolloutStats()
 
     # -- acting ---------------------------------------------------------------------------
     @property
@@ -221,40 +189,9 @@ class PQNLearner:
 
     def optimizer_step(self) -> dict[str, float]:
         """SPEC §5.5, in order: clip, AdamW, scheduler, zero, α, EMA, (acting alias), stale caches."""
-        params = self.agent.trainable_parameters()
-        if dist.enabled():  # data parallel: same mean gradient on every rank -> same weights, EMA, α
-            dist.average_gradients(params)
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.hp.max_grad_norm)
-        self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        lr = self.optimizer.param_groups[0]["lr"]
-        self.alpha = max(self.hp.alpha * lr / self.base_lr, self.hp.alpha_min)
+        scalars = self.gradient_step()
+        self.alpha = max(self.hp.alpha * scalars["lr"] / self.base_lr, self.hp.alpha_min)
         tau = self.hp.tau if self.hp.use_target_networks else 1.0  # "w/o Target": E′ ≡ E
         self.agent.update_targets(tau)
-        self.agent.weights_version += 1
-        self.counters.optimizer_steps += 1
-        return {"grad_norm": float(grad_norm), "lr": lr, "alpha": self.alpha}
-
-    # -- checkpointing --------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "agent": self.agent.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "alpha": self.alpha,
-            "counters": vars(self.counters).copy(),
-            "policy_gen": self.policy_gen.get_state(),
-            "env": self.env.state_dict(),
-            "weights_version": self.agent.weights_version,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.agent.load_state_dict(state["agent"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.alpha = float(state["alpha"])
-        self.counters = Counters(**state["counters"])
-        self.policy_gen.set_state(state["policy_gen"])
-        self.env.load_state_dict(state["env"])
-        self.agent.weights_version = int(state["weights_version"]) + 1  # recompute every cache
+        self.finish_step()
+        return {**scalars, "alpha": self.alpha}

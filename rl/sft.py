@@ -15,19 +15,15 @@ Interface as :class:`rl.pqn.PQNLearner`: ``micro_step() -> scalars``, ``optimize
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Sequence
 
 import torch
 import torch.nn.functional as F
 
 from envs.env import Episode, VecRetrievalEnv
-from envs.seeding import derive_seed
 from envs.types import sf_known
-from rl import distributed as dist
 from rl.agent import QRAGAgent
-from rl.pqn import Counters, RolloutStats
-from rl.schedules import build_scheduler
+from rl.learner_base import LearnerBase
 
 MAX_DRAWS_PER_TRANSITION = 100  # give up when the training set has (almost) no gold facts
 
@@ -39,24 +35,11 @@ def teacher_trajectory(sample: dict[str, Any], max_steps: int) -> list[int]:
     return sorted(set(int(i) for i in sample["sf_idx"]))[:max_steps]
 
 
-class SFTLearner:
+class SFTLearner(LearnerBase):
     def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, algo_cfg: Any, cfg: Any, legacy: Any = None):
-        self.agent, self.env = agent, env
-        hp = algo_cfg.pqn.hyperparams
-        self.max_grad_norm = float(hp.get("max_grad_norm", 2.0))
-        self.k_accum = int(cfg.accumulate_grads)
-        self.batch_size = int(cfg.batch_size)  # minimum teacher-forced transitions per micro-step
-        self.rollout_len = math.ceil(self.batch_size / env.n_envs)  # nominal, for the trainer's batch log
-        opt = algo_cfg.pqn.optimizer
-        self.optimizer = torch.optim.AdamW(
-            agent.trainable_parameters(), lr=float(opt.lr), betas=tuple(opt.get("betas", (0.9, 0.98))),
-            eps=float(opt.get("eps", 1e-6)), weight_decay=float(opt.get("weight_decay", 0.01)))
-        self.scheduler = build_scheduler(self.optimizer, algo_cfg.pqn.scheduler)
-        self.alpha = float(hp.get("alpha", 0.01))  # unused by the objective
-        self.counters = Counters()
-        self.stats = RolloutStats()  # no rollouts: finished_returns stays empty
-        # unused (no sampled actions); kept so per-rank trainer state matches PQNLearner's
-        self.policy_gen = torch.Generator().manual_seed(derive_seed(dist.rank_seed(int(cfg.seed)), "policy") % 2**63)
+        # batch_size = minimum teacher-forced transitions per micro-step; rollout_len is nominal
+        # (for the trainer's batch log); α and the policy generator are unused by this objective.
+        super().__init__(agent, env, algo_cfg, cfg)
 
     # -- data -----------------------------------------------------------------------------
     def draw_episodes(self) -> list[Episode]:
@@ -124,35 +107,9 @@ class SFTLearner:
 
     def optimizer_step(self) -> dict[str, float]:
         """SPEC §5.5 steps 1-4 and 8 (clip, AdamW, scheduler, zero, stale caches); no α, no EMA."""
-        params = self.agent.trainable_parameters()
-        if dist.enabled():  # data parallel: same mean gradient on every rank
-            dist.average_gradients(params)
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
-        self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.agent.weights_version += 1
-        self.counters.optimizer_steps += 1
-        return {"grad_norm": float(grad_norm), "lr": self.optimizer.param_groups[0]["lr"]}
+        scalars = self.gradient_step()
+        self.finish_step()
+        return scalars
 
-    # -- checkpointing --------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "objective": "sft",
-            "agent": self.agent.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "alpha": self.alpha,
-            "counters": vars(self.counters).copy(),
-            "env": self.env.state_dict(),
-            "weights_version": self.agent.weights_version,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.agent.load_state_dict(state["agent"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.alpha = float(state["alpha"])
-        self.counters = Counters(**state["counters"])
-        self.env.load_state_dict(state["env"])
-        self.agent.weights_version = int(state["weights_version"]) + 1  # recompute every cache
+        return {"objective": "sft", **super().state_dict()}
