@@ -43,7 +43,7 @@ def autocast_dtype(precision: str) -> torch.dtype | None:
 
 class QRAGAgent(nn.Module):
     def __init__(self, model_cfg: Any, layout_cfg: dict[str, Any], device: torch.device, precision: str = "tf32",
-                 embed_batch_size: int = 10000, dropout_in_targets: bool = False):
+                 embed_batch_size: int = 10000, compile_encoders: bool = False):
         super().__init__()
         predictor = model_cfg.get("predictor", {}) or {}
         if any(predictor.get(k) is not None for k in _IGNORED_MODEL_KEYS):
@@ -73,7 +73,6 @@ class QRAGAgent(nn.Module):
         self.device = device
         self.amp = autocast_dtype(precision)
         self.embed_batch_size = int(embed_batch_size)
-        self.dropout_in_targets = dropout_in_targets
         self.to(device)
         # from_pretrained returns the backbone in eval mode inside a wrapper that says "train":
         # make every encoder's flag true for all its submodules, since set_mode trusts it.
@@ -81,6 +80,13 @@ class QRAGAgent(nn.Module):
         self.action_enc.train()
         self.target_state.eval()
         self.target_action.eval()
+        # Gradient-free passes (acting, chunk and target embeddings) may run through
+        # torch.compile (dynamic shapes): less Python and launch overhead per forward. Kept in a
+        # plain dict so the compiled wrappers stay out of state_dict; they share the weights.
+        self._compiled: dict[int, Any] = {}
+        if compile_encoders:
+            for enc in (self.state_enc, self.action_enc, self.target_state, self.target_action):
+                self._compiled[id(enc)] = torch.compile(enc, dynamic=True)
         self.weights_version = 0  # bumped at every optimiser step: cached embeddings go stale
         self.state_truncations = 0
 
@@ -122,8 +128,9 @@ class QRAGAgent(nn.Module):
 
     def embed(self, encoder: Embedder, seqs: Sequence[Sequence[int]], train: bool, grad: bool = False) -> torch.Tensor:
         self.set_mode(encoder, train)
+        fn = encoder if grad else self._compiled.get(id(encoder), encoder)
         with torch.set_grad_enabled(grad):
-            return embed_sequences(encoder, seqs, self.layout.pad, self.device,
+            return embed_sequences(fn, seqs, self.layout.pad, self.device,
                                    self.embed_batch_size, self.amp, left=self.left_pad, bucket=not grad)
 
     def chunk_embeddings(self, ep: Episode, which: str, train: bool) -> torch.Tensor:

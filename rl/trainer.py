@@ -72,7 +72,8 @@ def agent_from_cfg(cfg: DictConfig, device: torch.device) -> QRAGAgent:
         "eval_max_action_length_in_memory": cfg.get("eval_max_action_length_in_memory"),
         "max_state_length": cfg.get("max_state_length"),
     }
-    return QRAGAgent(cfg.algo.model, layout, device, str(cfg.precision), int(cfg.embed_batch_size))
+    return QRAGAgent(cfg.algo.model, layout, device, str(cfg.precision), int(cfg.embed_batch_size),
+                     compile_encoders=bool(cfg.get("compile_encoders", False)))
 
 
 def eval_settings(cfg: DictConfig) -> EvalSettings:

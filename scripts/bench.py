@@ -53,7 +53,7 @@ def compose_cfg(args: argparse.Namespace, model: str, extra: list[str]):
         "max_action_length=64", "max_action_length_in_memory=64", "envs_parallel=1",
         "envs.positions_processor=relative", f"precision={args.precision}", f"device={args.device}",
         "feedback.ground_truth.penalize_extra_steps=true", "feedback.ground_truth.never_terminate=true",
-        "steps_count=100000", "learning_start=0", *extra,
+        "steps_count=100000", "learning_start=0", f"compile_encoders={str(args.compile).lower()}", *extra,
     ]
     with initialize_config_dir(config_dir=str(PROJECT_ROOT / "configs"), version_base="1.3"):
         return compose("training", overrides=overrides)
@@ -67,7 +67,7 @@ def sync(device: torch.device) -> None:
 def base_info(device: torch.device, args: argparse.Namespace) -> dict:
     card = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     return {"card": card, "torch": torch.__version__, "encoder": args.encoder,
-            "switches": {"precision": args.precision, "chunk_cache": True, "post_hoc_batched_targets": True,
+            "switches": {"precision": args.precision, "compile_encoders": args.compile, "chunk_cache": True, "post_hoc_batched_targets": True,
                          "skip_masked_targets": True, "length_bucketing": True, "single_encoder_eval": True,
                          "pinned_transfers": device.type == "cuda"}}
 
@@ -153,6 +153,7 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--episodes", type=int, default=3)
+    ap.add_argument("--compile", action="store_true", help="compile_encoders=true (torch.compile, dynamic shapes)")
     ap.add_argument("--profile", action="store_true", help="cProfile the timed W1 iterations (stderr)")
     args = ap.parse_args()
     args.random_init = args.encoder == "bert-base-random"
