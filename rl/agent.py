@@ -26,6 +26,7 @@ from rl.encoders import (
     token_layout,
     tokenize_sample,
 )
+from rl.qfunc import q_all
 from rl.rotary import HalfRotary
 
 log = logging.getLogger(__name__)
@@ -167,7 +168,7 @@ class QRAGAgent(nn.Module):
     def q_values(self, ep: Episode, state_emb: torch.Tensor, pos: PositionSettings, train: bool) -> torch.Tensor:
         """Q(s_t, ·) for every chunk of the episode: one matrix-vector product."""
         u = self.chunk_embeddings(ep, "online", train)
-        return self.rotate(u, ep.codes(pos)) @ state_emb.float()
+        return q_all(state_emb, self.rotate(u, ep.codes(pos)))
 
     # -- target updates -------------------------------------------------------------------
     @torch.no_grad()
@@ -181,6 +182,3 @@ class QRAGAgent(nn.Module):
 
     def trainable_parameters(self) -> list[nn.Parameter]:
         return [*self.state_enc.parameters(), *self.action_enc.parameters()]
-
-    def encoder_state(self) -> dict[str, Any]:
-        return {k: v for k, v in self.state_dict().items()}

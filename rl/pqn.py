@@ -16,7 +16,7 @@ from envs.env import Episode, VecRetrievalEnv
 from envs.legacy import flag
 from rl.agent import QRAGAgent
 from rl.learner_base import LearnerBase
-from rl.qfunc import sample_policy, soft_values, twin_heads
+from rl.qfunc import q_all, sample_policy, soft_values, twin_heads
 from rl.returns import lambda_returns
 
 
@@ -27,7 +27,6 @@ class Hyper:
     lam: float = 0.65
     tau: float = 0.1
     top_k_actions: int | None = 5
-    max_grad_norm: float = 2.0
     alpha_min: float = 1e-6
     soft_target: bool = True
     use_target_networks: bool = True
@@ -40,7 +39,7 @@ class Hyper:
         return cls(
             gamma=float(hp.get("gamma", 0.99)), alpha=float(hp.get("alpha", 0.01)), lam=float(lam),
             tau=float(hp.get("tau", 0.1)), top_k_actions=None if k is None else int(k),
-            max_grad_norm=float(hp.get("max_grad_norm", 2.0)), alpha_min=float(hp.get("alpha_min", 1e-6)),
+            alpha_min=float(hp.get("alpha_min", 1e-6)),
             soft_target=bool(hp.get("soft_target", True)),
             use_target_networks=bool(hp.get("use_target_networks", True)),
             acting_dropout=bool(hp.get("acting_dropout", True)),
@@ -93,7 +92,7 @@ class PQNLearner(LearnerBase):
             agent.ensure_chunk_embeddings(eps, "online", train)
             for i, ep in enumerate(eps):
                 u = agent.chunk_embeddings(ep, "online", train)
-                q = agent.rotate(u, codes[i]) @ s_emb[i]
+                q = q_all(s_emb[i], agent.rotate(u, codes[i]))
                 actions.append(sample_policy(q, ep.available, self.hp.top_k_actions, self.alpha, self.policy_gen))
         trans = [
             Transition(ep, list(ep.selected), st, a, -1 if c is None else int(c[a]))

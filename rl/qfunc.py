@@ -49,13 +49,6 @@ def sample_policy(
     return int(idx[pick])
 
 
-def greedy_action(q: torch.Tensor, available: torch.Tensor) -> tuple[int, float]:
-    """argmax over available chunks; ties go to the lowest index (torch.argmax's rule)."""
-    masked = q.masked_fill(~available, NEG_INF)
-    a = int(torch.argmax(masked))
-    return a, float(masked[a])
-
-
 def soft_values(
     state_embs: torch.Tensor,
     action_emb: torch.Tensor,
