@@ -10,13 +10,22 @@ import hydra
 from omegaconf import DictConfig
 
 import rl.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
+from envs.errors import DatasetFormatError, DatasetNotFoundError
+from envs.types import SampleError
 from rl.distributed import hydra_worker_argv
-from rl.trainer import run
+from rl.encoders import ModelLoadError
+from rl.trainer import RunFolderError, run
+
+# Mistakes in the command line or the data: one "error: ..." line saying what to do, no traceback.
+USER_ERRORS = (DatasetNotFoundError, DatasetFormatError, SampleError, ModelLoadError, RunFolderError)
 
 
 @hydra.main(config_path="configs", config_name="training", version_base="1.3")
 def main(cfg: DictConfig) -> float:
-    summary = run(cfg)
+    try:
+        summary = run(cfg)
+    except USER_ERRORS as exc:
+        raise SystemExit(f"error: {exc}") from None
     return float(summary.get("best/eval_return", 0.0))  # a sweeper can optimise this
 
 

@@ -1,6 +1,7 @@
 """Errors raised by dataset loaders: they always name the file (and line or record)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
@@ -18,7 +19,8 @@ class DatasetNotFoundError(FileNotFoundError):
     """A dataset file/folder is missing: says what format it should be and how to get it."""
 
     def __init__(self, path: str | Path, what: str, how_to_get: str):
+        path = os.path.normpath(str(path))  # show ".../datasets", not "<repo>/../datasets"
         super().__init__(
             f"Dataset not found: {path}\n  expected: {what}\n  how to get it: {how_to_get}"
         )
-        self.path = str(path)
+        self.path = path

