@@ -30,3 +30,27 @@ def test_two_ranks_stay_identical(tmp_path: Path) -> None:
     envs = [r["env"] for r in state["ranks"]]
     assert len(envs) == 2 and envs[0]["rng"] != envs[1]["rng"]  # each rank owns its environments
     assert envs[0]["episodes"] == state["learner"]["env"]["episodes"]
+
+
+def test_two_rank_resume_equals_uninterrupted(tmp_path: Path, monkeypatch) -> None:
+    """Kill both ranks after the step-2 checkpoint, resume with resume=true: every rank ends with
+    the weights, α and counters of an uninterrupted 2-rank run (each rank restores its own envs)."""
+    common = ["steps_count=4", "eval_interval=2", "final_eval_episodes=0", "logger.tensorboard=false"]
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    for d in ("h_full", "h_cut"):
+        (tmp_path / d).mkdir()
+    res = torchrun([WORKER, "train", str(full), str(tmp_path / "h_full"), *common], tmp_path / "cwd1")
+    assert res.returncode == 0, res.stderr[-3000:]
+    monkeypatch.setenv("QRAG_TEST_STOP_AFTER", "2")
+    res = torchrun([WORKER, "train", str(cut), str(tmp_path / "h_cut"), *common], tmp_path / "cwd2")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert not (cut / "summary.json").exists() and (cut / "model_last.pt").exists()
+    monkeypatch.delenv("QRAG_TEST_STOP_AFTER")
+    res = torchrun([WORKER, "train", str(cut), str(tmp_path / "h_cut"), *common, "resume=true"], tmp_path / "cwd3")
+    assert res.returncode == 0, res.stderr[-3000:]
+    for r in range(2):
+        a = json.loads((tmp_path / "h_full" / f"rank{r}.json").read_text())
+        b = json.loads((tmp_path / "h_cut" / f"rank{r}.json").read_text())
+        assert a == b, f"rank {r}"
+    rows = lambda d: [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
+    assert rows(cut) == rows(full)

@@ -1,7 +1,9 @@
 """A torchrun worker for the distributed tests (not a test module itself).
 
 ``worker.py train <run_dir> <hash_dir> [override ...]``: a tiny training run; every rank writes
-the sha256 of its final agent state (online and target encoders) and α to <hash_dir>.
+the sha256 of its final agent state (online and target encoders) and α to <hash_dir>. With the
+environment variable QRAG_TEST_STOP_AFTER=N every rank stops (KeyboardInterrupt) once N optimiser
+steps are done, like a killed job: the run folder then holds the step-N checkpoint.
 ``worker.py eval <out_dir> <fail_after> [override ...]``: eval_retriever's run(cfg); with
 fail_after >= 0 the last rank raises after writing that many records (an interrupted run).
 """
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -34,6 +37,20 @@ def train(run_dir: str, hash_dir: str, overrides: list[str]) -> None:
     with open_dict(cfg):
         cfg.run_dir = run_dir
     trainer = Trainer(cfg)
+    stop_after = int(os.environ.get("QRAG_TEST_STOP_AFTER", "-1"))
+    if stop_after >= 0:
+        original = trainer.learner.micro_step
+
+        def interrupted():
+            if trainer.learner.counters.optimizer_steps >= stop_after:
+                raise KeyboardInterrupt("simulated kill")
+            return original()
+
+        trainer.learner.micro_step = interrupted
+        try:
+            trainer.train()
+        except KeyboardInterrupt:
+            return
     trainer.train()
     out = {"hash": state_hash(trainer.agent, trainer.learner.alpha), "alpha": trainer.learner.alpha,
            "steps": trainer.learner.counters.optimizer_steps, "env_steps": trainer.learner.counters.env_steps}
@@ -43,7 +60,7 @@ def train(run_dir: str, hash_dir: str, overrides: list[str]) -> None:
 def evaluate(out_dir: str, fail_after: int, overrides: list[str]) -> None:
     import rl.eval_run as eval_run
 
-    if fail_after >= 0 and dist.requested_world() - 1 == int(__import__("os").environ["RANK"]):
+    if fail_after >= 0 and dist.requested_world() - 1 == int(os.environ["RANK"]):
         original = eval_run.greedy_episodes
 
         def interrupted(*args, **kwargs):
