@@ -61,9 +61,6 @@ class Episode:
     def t(self) -> int:
         return len(self.selected)
 
-    def state_order(self, sort_by_index: bool) -> list[int]:
-        return sorted(self.selected) if sort_by_index else list(self.selected)
-
     def codes(self, pos: PositionSettings) -> torch.Tensor | None:
         """p̂_t(i) for every chunk, or None for processor 'none'."""
         if pos.processor == "none":

@@ -104,15 +104,14 @@ class QRAGAgent(nn.Module):
             ep._tokens = cached  # type: ignore[attr-defined]
         return cached
 
-    def state_ids(self, ep: Episode, sort_by_index: bool, evaluation: bool = False) -> list[int]:
+    def state_ids(self, ep: Episode, sort_by_index: bool, evaluation: bool = False,
+                  selected: Sequence[int] | None = None) -> list[int]:
+        """Token ids of the state holding ``selected`` (default: the episode's current selection),
+        with the evaluation or the rollout segment cap."""
+        sel = ep.selected if selected is None else selected
+        order = sorted(sel) if sort_by_index else list(sel)
         mem = self.eval_memory_content if evaluation else self.layout.memory_content
-        ids, truncated = state_ids(self.tokens(ep), ep.state_order(sort_by_index), self.layout, mem)
-        self.state_truncations += int(truncated)
-        return ids
-
-    def state_ids_for(self, ep: Episode, selected: Sequence[int], sort_by_index: bool) -> list[int]:
-        order = sorted(selected) if sort_by_index else list(selected)
-        ids, truncated = state_ids(self.tokens(ep), order, self.layout, self.layout.memory_content)
+        ids, truncated = state_ids(self.tokens(ep), order, self.layout, mem)
         self.state_truncations += int(truncated)
         return ids
 

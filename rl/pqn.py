@@ -113,7 +113,7 @@ class PQNLearner(LearnerBase):
     def _target_values(self, items: list[tuple[Episode, list[int]]]) -> torch.Tensor:
         """V(s) for (episode, selected-chunks) pairs, batched over all states (SPEC §4.4)."""
         agent = self.agent
-        states = [agent.state_ids_for(ep, sel, self.sort_by_index) for ep, sel in items]
+        states = [agent.state_ids(ep, self.sort_by_index, selected=sel) for ep, sel in items]
         s_emb = agent.embed(agent.target_state, states, train=self.target_train_mode)
         out = torch.zeros(len(items), device=agent.device)
         groups: dict[int, list[int]] = {}

@@ -66,7 +66,7 @@ class SFTLearner(LearnerBase):
         agent, gold = self.agent, teacher_trajectory(ep.sample, self.env.max_steps)
         chunks = agent.embed(agent.action_enc, [agent.action_ids(ep, j) for j in range(ep.n_chunks)],
                              train=True, grad=True)  # [N, d], un-rotated
-        states = agent.embed(agent.state_enc, [agent.state_ids_for(ep, gold[:t], self.env.sort_by_index)
+        states = agent.embed(agent.state_enc, [agent.state_ids(ep, self.env.sort_by_index, selected=gold[:t])
                                                for t in range(len(gold))], train=True, grad=True)  # [T′, d]
         avail = torch.ones((len(gold), ep.n_chunks), dtype=torch.bool, device=agent.device)
         rows = []

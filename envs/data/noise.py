@@ -9,13 +9,12 @@ A corpus is a list of books, each a list of pre-split sentences. Accepted on dis
 """
 from __future__ import annotations
 
-import gzip
-import json
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
+from envs.data.common import iter_jsonl
 from envs.errors import DatasetFormatError, DatasetNotFoundError
 
 Corpus = list[list[str]]
@@ -53,19 +52,11 @@ def _check_book(book: object, path: Path, where: str | int) -> list[str]:
 
 
 def _read_jsonl(path: Path) -> Corpus:
-    opener = gzip.open if path.name.endswith(".gz") else open
     books: Corpus = []
-    with opener(path, "rt", encoding="utf-8") as f:
-        for ln, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DatasetFormatError(path, ln, f"expected one JSON object per line ({e})") from None
-            if not isinstance(rec, dict) or "sentences" not in rec:
-                raise DatasetFormatError(path, ln, "expected an object with a 'sentences' list")
-            books.append(_check_book(rec["sentences"], path, ln))
+    for ln, rec in iter_jsonl(path):
+        if "sentences" not in rec:
+            raise DatasetFormatError(path, ln, "expected an object with a 'sentences' list")
+        books.append(_check_book(rec["sentences"], path, ln))
     return books
 
 

@@ -15,7 +15,7 @@ FAST = ["final_eval_episodes=0", "eval_episodes=2"]
 def hard_value(learner, ep, selected):
     """V = Σ_h max_{a ∈ A} q′_h(s, a), written out from the target encoders (SPEC §4.5)."""
     agent = learner.agent
-    s = agent.embed(agent.target_state, [agent.state_ids_for(ep, selected, learner.sort_by_index)], train=False)[0]
+    s = agent.embed(agent.target_state, [agent.state_ids(ep, learner.sort_by_index, selected=selected)], train=False)[0]
     avail = torch.ones(ep.n_chunks, dtype=torch.bool)
     avail[selected] = False
     u = agent.chunk_embeddings(ep, "target", False)
