@@ -16,9 +16,11 @@ from typing import Any, Sequence
 import torch
 
 from envs.feedback import Feedback
-from envs.positions import PROCESSORS, random_codes, relative_codes
+from envs.positions import PROCESSORS, random_codes, relative_codes, relative_codes_host
 from envs.seeding import derive_rng
 from envs.types import Sample
+
+HOST_CODES_MAX_CHUNKS = 4096  # smaller samples get their acting codes from numpy (fewer GPU launches)
 
 
 @dataclass
@@ -61,15 +63,21 @@ class Episode:
     def t(self) -> int:
         return len(self.selected)
 
-    def codes(self, pos: PositionSettings) -> torch.Tensor | None:
-        """p̂_t(i) for every chunk, or None for processor 'none'."""
+    def codes(self, pos: PositionSettings, available: torch.Tensor | None = None) -> torch.Tensor | None:
+        """p̂_t(i) for every chunk, or None for processor 'none'. ``available`` ([N] or [S, N])
+        gives the codes of other states of this sample (only relative codes depend on it);
+        without it the episode's own state, whose unavailable chunks are ``selected``."""
         if pos.processor == "none":
             return None
+        avail = self.available if available is None else available
         if pos.processor == "absolute":
-            return torch.arange(self.n_chunks, device=self.available.device)
+            return torch.arange(self.n_chunks, device=avail.device).expand_as(avail)
         if pos.processor == "random":
-            return self.random_positions
-        return relative_codes(~self.available, pos.step_size, pos.formula)
+            return self.random_positions.expand_as(avail)
+        if available is None and self.n_chunks <= HOST_CODES_MAX_CHUNKS:
+            codes = relative_codes_host(self.n_chunks, self.selected, pos.step_size, pos.formula)
+            return torch.from_numpy(codes).to(avail.device, non_blocking=True)
+        return relative_codes(~avail, pos.step_size, pos.formula)
 
 
 class VecRetrievalEnv:

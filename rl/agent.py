@@ -8,26 +8,34 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
 from envs.env import Episode, PositionSettings
+from rl.cuda_graphs import GraphedEncoder
 from rl.encoders import (
     Embedder,
     SampleTokens,
     TokenLayout,
+    encode_texts,
     action_ids,
+    assemble_tokens,
     embed_sequences,
     load_backbone,
     load_tokenizer,
     state_ids,
+    stream_chunk_tokens,
     token_layout,
     tokenize_sample,
 )
 from rl.qfunc import q_all
+from rl.ragged import FramedIds, RaggedIds
 from rl.rotary import HalfRotary
+from rl.speed import SpeedSwitches
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +52,7 @@ def autocast_dtype(precision: str) -> torch.dtype | None:
 
 class QRAGAgent(nn.Module):
     def __init__(self, model_cfg: Any, layout_cfg: dict[str, Any], device: torch.device, precision: str = "tf32",
-                 embed_batch_size: int = 10000, compile_encoders: bool = False):
+                 embed_batch_size: int = 10000, speed: SpeedSwitches | None = None):
         super().__init__()
         predictor = model_cfg.get("predictor", {}) or {}
         if any(predictor.get(k) is not None for k in _IGNORED_MODEL_KEYS):
@@ -84,24 +92,59 @@ class QRAGAgent(nn.Module):
         # Gradient-free passes (acting, chunk and target embeddings) may run through
         # torch.compile (dynamic shapes): less Python and launch overhead per forward. Kept in a
         # plain dict so the compiled wrappers stay out of state_dict; they share the weights.
+        self.speed = speed or SpeedSwitches()
+        if device.type == "cuda":
+            # cuDNN's attention builds a plan for every new shape (~10 ms each); bucketed
+            # haystack slices have many shapes. Flash / memory-efficient kernels need no plan.
+            torch.backends.cuda.enable_cudnn_sdp(False)
+        encoders = (self.state_enc, self.action_enc, self.target_state, self.target_action)
         self._compiled: dict[int, Any] = {}
-        if compile_encoders:
-            for enc in (self.state_enc, self.action_enc, self.target_state, self.target_action):
+        if self.speed.compile:
+            for enc in encoders:
                 self._compiled[id(enc)] = torch.compile(enc, dynamic=True)
+        self._graphed: dict[int, GraphedEncoder] = {}
+        if self.speed.cuda_graphs and device.type == "cuda" and not self.speed.compile:
+            pool = torch.cuda.graph_pool_handle()
+            for enc in encoders:
+                self._graphed[id(enc)] = GraphedEncoder(enc, self.layout.pad, self.left_pad, self.amp, pool,
+                                                        pin=self.speed.pinned_transfers)
         self.weights_version = 0  # bumped at every optimiser step: cached embeddings go stale
+        self.tick = 0  # bumped at every rollout start; keys the chunk cache when it is off
         self.state_truncations = 0
 
     # -- tokens ---------------------------------------------------------------------------
     def tokens(self, ep: Episode) -> SampleTokens:
-        """Content ids of the episode's sample, tokenised once per episode and cached on it."""
+        """Content ids of the episode's sample, tokenised once per episode and cached on it
+        (``speed.token_cache=false``: the question and each chunk are tokenised again at every
+        use, as the reference re-tokenises every state; the ids are the same)."""
         cached = getattr(ep, "_tokens", None)
         if cached is None:
             s = ep.sample
             cached = s.get("_tokens")  # pre-tokenised by the evaluation haystack cache
+            if cached is None and not self.speed.token_cache:
+                return self._retokenizing(ep)
             if cached is None:
                 cached = tokenize_sample(self.tokenizer, s["question"], s["chunks"], self.layout,
                                          self.query_prefix, self.passage_prefix)
             ep._tokens = cached  # type: ignore[attr-defined]
+        return cached
+
+    def _retokenizing(self, ep: Episode) -> SampleTokens:
+        s, cut = ep.sample, max(self.layout.action_content, self.layout.memory_content)
+        one = lambda text: encode_texts(self.tokenizer, [text], cut)[0][0]  # noqa: E731  (a list)
+        chunks = _Retokenized(lambda j: one(s["chunks"][j]), len(s["chunks"]))
+        actions = _Retokenized(lambda j: one(self.passage_prefix + s["chunks"][j]), len(s["chunks"])) if self.passage_prefix else chunks
+        q_ids, q_len = encode_texts(self.tokenizer, [self.query_prefix + s["question"]], cut)
+        return SampleTokens(q_ids[0], chunks, actions, self._text_len(ep, q_len))  # type: ignore[arg-type]
+
+    def _text_len(self, ep: Episode, q_len: int) -> int:
+        """SPEC §2.7 text length from uncut counts (token_cache=false), computed once per episode."""
+        cached = getattr(ep, "_text_len", None)
+        if cached is None:
+            n_special = 2 if self.layout.bos is not None else 1
+            chunk_len = encode_texts(self.tokenizer, ep.sample["chunks"], 1)[1] if ep.sample["chunks"] else 0
+            cached = q_len + chunk_len + n_special * (len(ep.sample["chunks"]) + 1)
+            ep._text_len = cached  # type: ignore[attr-defined]
         return cached
 
     def state_ids(self, ep: Episode, sort_by_index: bool, evaluation: bool = False,
@@ -126,40 +169,79 @@ class QRAGAgent(nn.Module):
         if module.training != train:
             module.train(train)
 
-    def embed(self, encoder: Embedder, seqs: Sequence[Sequence[int]], train: bool, grad: bool = False) -> torch.Tensor:
+    def embed(self, encoder: Embedder, seqs: Any, train: bool, grad: bool = False,
+              out: torch.Tensor | None = None, chunks: bool = False) -> torch.Tensor:
+        """Embeddings [len(seqs), d] fp32. Gradient-free calls may replay a CUDA graph or run
+        compiled; ``chunks`` marks action sequences (padded to max_action_length when
+        ``speed.length_bucketing`` is off, as the reference does)."""
         self.set_mode(encoder, train)
+        if not grad and seqs:
+            graphed = self._graphed.get(id(encoder))
+            e = graphed(seqs) if graphed is not None else None
+            if e is not None:
+                return e if out is None else out.copy_(e)
         fn = encoder if grad else self._compiled.get(id(encoder), encoder)
+        bucket = self.speed.length_bucketing and not grad
+        pad_to = self.layout.action_cap if chunks and not self.speed.length_bucketing else None
         with torch.set_grad_enabled(grad):
-            return embed_sequences(fn, seqs, self.layout.pad, self.device,
-                                   self.embed_batch_size, self.amp, left=self.left_pad, bucket=not grad)
+            return embed_sequences(fn, seqs, self.layout.pad, self.device, self.embed_batch_size, self.amp,
+                                   left=self.left_pad, bucket=bucket, pad_to=pad_to,
+                                   pin=self.speed.pinned_transfers, out=out)
 
     def chunk_embeddings(self, ep: Episode, which: str, train: bool) -> torch.Tensor:
         """Un-rotated embeddings of every chunk of the episode's sample, cached on the episode
         until the weights change (SPEC §3.4). ``which`` is 'online' or 'target'."""
         self.ensure_chunk_embeddings([ep], which, train)
-        return getattr(ep, f"_emb_{which}")[2]
+        return getattr(ep, f"_emb_{which}")[1]
 
     def ensure_chunk_embeddings(self, eps: Sequence[Episode], which: str, train: bool) -> None:
         """Fill the caches of several episodes with one encoder pass over all their chunks."""
         key = f"_emb_{which}"
+        stamp = (self.weights_version, train, 0 if self.speed.chunk_cache else self.tick)
         todo, seen = [], set()
         for ep in eps:
             hit = getattr(ep, key, None)
-            if (hit is None or hit[0] != self.weights_version or hit[1] != train) and id(ep) not in seen:
+            if (hit is None or hit[0] != stamp) and id(ep) not in seen:
                 todo.append(ep)
                 seen.add(id(ep))
         if not todo:
             return
-        seqs: list[list[int]] = []
-        bounds = [0]
-        for ep in todo:
-            toks = self.tokens(ep)
-            seqs += [action_ids(toks, j, self.layout) for j in range(len(toks.chunks))]
-            bounds.append(len(seqs))
         enc = self.action_enc if which == "online" else self.target_action
-        emb = self.embed(enc, seqs, train)
+        if not self.speed.batch_envs and len(todo) > 1:
+            for ep in todo:
+                self.ensure_chunk_embeddings([ep], which, train)
+            return
+        if len(todo) == 1 and self._stream_haystack(todo[0]):
+            setattr(todo[0], key, (stamp, self._tokenize_and_embed(todo[0], enc, train)))
+            return
+        content = RaggedIds.concat([RaggedIds.from_lists(self.tokens(ep).action_chunks) for ep in todo])
+        bounds = np.concatenate(([0], np.cumsum([ep.n_chunks for ep in todo]))).tolist()
+        seqs = FramedIds(content, self.layout.bos, self.layout.sep, self.layout.action_content)
+        emb = self.embed(enc, seqs, train, chunks=True)
         for k, ep in enumerate(todo):
-            setattr(ep, key, (self.weights_version, train, emb[bounds[k]:bounds[k + 1]]))
+            setattr(ep, key, (stamp, emb[bounds[k]:bounds[k + 1]]))
+
+    # haystacks this large are tokenised on a CPU thread while the GPU embeds what is ready
+    STREAM_MIN_CHUNKS = 8192
+
+    def _stream_haystack(self, ep: Episode) -> bool:
+        return (self.speed.overlap_tokenization and self.speed.token_cache and self.device.type == "cuda"
+                and ep.n_chunks >= self.STREAM_MIN_CHUNKS and getattr(ep, "_tokens", None) is None
+                and ep.sample.get("_tokens") is None)
+
+    def _tokenize_and_embed(self, ep: Episode, enc: Embedder, train: bool) -> torch.Tensor:
+        """Tokenise and embed a large haystack in overlapping slices; caches the tokens on ``ep``
+        (the same ids as :meth:`tokens`)."""
+        s = ep.sample
+        emb = torch.empty((ep.n_chunks, self.dim), device=self.device)
+        parts = []
+        for part in stream_chunk_tokens(self.tokenizer, s["chunks"], self.layout, self.passage_prefix):
+            start, ids, act = part[0], part[1], part[2] if part[2] is not None else part[1]
+            seqs = FramedIds(act, self.layout.bos, self.layout.sep, self.layout.action_content)
+            self.embed(enc, seqs, train, out=emb[start:start + len(ids)], chunks=True)
+            parts.append(part)
+        ep._tokens = assemble_tokens(self.tokenizer, s["question"], parts, self.layout, self.query_prefix)  # type: ignore[attr-defined]
+        return emb
 
     def rotate(self, emb: torch.Tensor, codes: torch.Tensor | None) -> torch.Tensor:
         return emb.float() if codes is None else self.rope(emb, codes)
@@ -174,10 +256,25 @@ class QRAGAgent(nn.Module):
     def update_targets(self, tau: float) -> None:
         """θ′ ← τ·θ + (1 − τ)·θ′ for both target encoders; buffers copied (SPEC §5.5 step 6)."""
         for online, target in ((self.state_enc, self.target_state), (self.action_enc, self.target_action)):
-            for p, tp in zip(online.parameters(), target.parameters()):
-                tp.lerp_(p.detach(), tau)
+            # one multi-tensor kernel per encoder instead of ~200 lerp_ launches (same formula)
+            torch._foreach_lerp_(list(target.parameters()), [p.detach() for p in online.parameters()], tau)
             for b, tb in zip(online.buffers(), target.buffers()):
                 tb.copy_(b)
 
     def trainable_parameters(self) -> list[nn.Parameter]:
         return [*self.state_enc.parameters(), *self.action_enc.parameters()]
+
+
+class _Retokenized(Sequence):
+    """Content ids computed again at every access (``speed.token_cache=false``)."""
+
+    def __init__(self, fn: Any, n: int):
+        self.fn, self.n = fn, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, j: Any) -> Any:
+        if isinstance(j, slice):
+            return [self.fn(i) for i in range(*j.indices(self.n))]
+        return self.fn(j)

@@ -13,11 +13,14 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
 from torch import nn
+
+from rl.ragged import RaggedIds, as_seq_set
 
 log = logging.getLogger(__name__)
 
@@ -114,9 +117,15 @@ class Embedder(nn.Module):
         return int(self.backbone.config.hidden_size)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, padded: bool = True) -> torch.Tensor:
-        # Without padding the backbone gets no mask: identical output, and it skips the mask
-        # inspection (a host-device sync per call in the acting loop).
-        h = self.backbone(input_ids=input_ids, attention_mask=attention_mask if padded else None).last_hidden_state
+        # Without padding the backbone gets no mask: identical output. With padding and SDPA
+        # attention it gets the 4-D boolean mask SDPA takes, which transformers passes through
+        # as is; a 2-D mask makes it test `mask.all()` first, a host-device sync per call that
+        # stalled the CPU while it should be queueing the next slice.
+        mask = None
+        if padded:
+            sdpa = getattr(self.backbone.config, "_attn_implementation", None) == "sdpa"
+            mask = attention_mask[:, None, None, :].bool() if sdpa else attention_mask
+        h = self.backbone(input_ids=input_ids, attention_mask=mask).last_hidden_state
         m = attention_mask.unsqueeze(-1).to(h.dtype)
         if self.pooling == "mean":
             e = (h * m).sum(1) / m.sum(1).clamp(min=1.0)
@@ -163,7 +172,8 @@ def token_layout(tokenizer: Any, action_cap: int, memory_cap: int, state_cap: in
 
 
 class SampleTokens:
-    """Content token ids (no specials) of one sample's question and chunks, cut once.
+    """Content token ids (no specials) of one sample's question and chunks, cut once. Chunks are
+    a RaggedIds (flat arrays) or any sequence of id lists.
 
     ``text_len`` is the exact encoder-token length of question + chunks with their special
     tokens (SPEC §2.7), counted before the cut; None when unknown (then recomputed from the cut ids).
@@ -171,14 +181,14 @@ class SampleTokens:
 
     __slots__ = ("question", "chunks", "action_chunks", "text_len")
 
-    def __init__(self, question: list[int], chunks: list[list[int]], action_chunks: list[list[int]] | None = None,
+    def __init__(self, question: list[int], chunks: Sequence[list[int]], action_chunks: Sequence[list[int]] | None = None,
                  text_len: int | None = None):
         self.question, self.chunks = question, chunks
         self.action_chunks = action_chunks if action_chunks is not None else chunks
         self.text_len = text_len
 
 
-def _batch_encoder(tokenizer: Any) -> Callable[[list[str]], tuple[list[list[int]], list[int]]] | None:
+def _batch_encoder(tokenizer: Any) -> Callable[[list[str]], RaggedIds] | None:
     """Encode texts with the Rust backend of a fast tokenizer directly (no truncation, no
     padding, no offsets): several times faster than the Python wrapper at 10^5 chunks."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -194,12 +204,25 @@ def _batch_encoder(tokenizer: Any) -> Callable[[list[str]], tuple[list[list[int]
     raw.no_padding()
     encode = getattr(raw, "encode_batch_fast", raw.encode_batch)
 
-    def run(texts: list[str]) -> tuple[list[list[int]], list[int]]:
+    def run(texts: list[str]) -> RaggedIds:
         encs = encode(texts, add_special_tokens=False)
-        return [e.ids for e in encs], [len(e) for e in encs]
+        lens = np.fromiter((len(e) for e in encs), dtype=np.int64, count=len(encs))
+        flat = np.fromiter(itertools.chain.from_iterable(e.ids for e in encs), dtype=np.int32, count=int(lens.sum()))
+        return RaggedIds(flat, np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64), lens)
 
     tokenizer._qrag_encoder = run
     return run
+
+
+def encode_texts(tokenizer: Any, texts: Sequence[str], cut: int) -> tuple[RaggedIds, int]:
+    """Content ids of ``texts`` cut at ``cut`` tokens, and their total length before the cut."""
+    fast = _batch_encoder(tokenizer)
+    if fast is not None:
+        ids = fast(list(texts))
+    else:
+        ids = RaggedIds.from_lists(
+            tokenizer(list(texts), add_special_tokens=False, truncation=False, verbose=False)["input_ids"])
+    return ids.cut(cut), int(ids.lens.sum())
 
 
 def tokenize_sample(
@@ -212,30 +235,51 @@ def tokenize_sample(
     batch: int = 50000,
 ) -> SampleTokens:
     """Tokenise a sample once: question + every chunk, content ids cut at the largest cap."""
+    parts = list(stream_chunk_tokens(tokenizer, chunks, layout, passage_prefix, first=batch, largest=batch, ahead=False))
+    return assemble_tokens(tokenizer, question, parts, layout, query_prefix)
+
+
+def stream_chunk_tokens(tokenizer: Any, chunks: Sequence[str], layout: TokenLayout, passage_prefix: str = "",
+                        first: int = 2048, largest: int = 65536, ahead: bool = True) -> Iterator[tuple]:
+    """Yield ``(start, chunk_ids, action_chunk_ids | None, token_count)`` for slices of the
+    chunks that double from ``first`` to ``largest``. With ``ahead`` the next slice is tokenised
+    on a worker thread while the caller works on this one (the Rust tokenizer releases the GIL),
+    so a GPU can embed slice k while the CPU tokenises slice k + 1."""
     cut = max(layout.action_content, layout.memory_content)
-    fast = _batch_encoder(tokenizer)
-    total = 0
 
-    def run(texts: Sequence[str], count: bool) -> list[list[int]]:
-        nonlocal total
-        out: list[list[int]] = []
-        for i in range(0, len(texts), batch):
-            part = list(texts[i : i + batch])
-            if fast is not None:
-                ids, lens = fast(part)
-            else:
-                ids = tokenizer(part, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
-                lens = [len(x) for x in ids]
-            if count:
-                total += sum(lens)
-            out.extend(x[:cut] for x in ids)
-        return out
+    def work(lo: int, hi: int) -> tuple:
+        ids, count = encode_texts(tokenizer, chunks[lo:hi], cut)
+        act = encode_texts(tokenizer, [passage_prefix + c for c in chunks[lo:hi]], cut)[0] if passage_prefix else None
+        return lo, ids, act, count
 
-    q = run([query_prefix + question], True)[0]
-    chunk_ids = run(chunks, True)
-    action_ids = run([passage_prefix + c for c in chunks], False) if passage_prefix else None
+    bounds, lo, size = [], 0, max(1, first)
+    while lo < len(chunks):
+        bounds.append((lo, min(len(chunks), lo + size)))
+        lo, size = lo + size, min(size * 2, max(first, largest))
+    if not ahead:
+        yield from (work(lo, hi) for lo, hi in bounds)
+        return
+    pending = _TOKENIZE_POOL.submit(work, *bounds[0]) if bounds else None
+    for k in range(len(bounds)):
+        part = pending.result()
+        pending = _TOKENIZE_POOL.submit(work, *bounds[k + 1]) if k + 1 < len(bounds) else None
+        yield part
+
+
+# one long-lived worker (joining a fresh pool's thread at the end of every haystack cost time)
+_TOKENIZE_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qrag-tokenize")
+
+
+def assemble_tokens(tokenizer: Any, question: str, parts: Sequence[tuple], layout: TokenLayout,
+                    query_prefix: str = "") -> SampleTokens:
+    """A SampleTokens from the question and the slices of :func:`stream_chunk_tokens`."""
+    cut = max(layout.action_content, layout.memory_content)
+    q, q_count = encode_texts(tokenizer, [query_prefix + question], cut)
+    chunk_ids = RaggedIds.concat([part[1] for part in parts]) if parts else RaggedIds.from_lists([])
+    action = RaggedIds.concat([part[2] for part in parts]) if parts and parts[0][2] is not None else None
     n_special = 2 if layout.bos is not None else 1
-    return SampleTokens(q, chunk_ids, action_ids, total + n_special * (len(chunks) + 1))
+    total = q_count + sum(part[3] for part in parts)
+    return SampleTokens(q[0], chunk_ids, action, total + n_special * (len(chunk_ids) + 1))
 
 
 def state_ids(tokens: SampleTokens, selected: Sequence[int], layout: TokenLayout, memory_content: int) -> tuple[list[int], bool]:
@@ -260,27 +304,60 @@ def action_ids(tokens: SampleTokens, j: int, layout: TokenLayout) -> list[int]:
     return ([] if layout.bos is None else [layout.bos]) + body + [layout.sep]
 
 
-def pad_batch(seqs: Sequence[Sequence[int]], pad: int, device: torch.device, left: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pad id lists into (input_ids, attention_mask) tensors on ``device`` (vectorised: one
-    flat copy, no per-sequence tensors)."""
-    lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
-    width = int(lens.max())
-    flat = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64, count=int(lens.sum()))
-    cols = np.arange(width)
-    mask = cols >= (width - lens)[:, None] if left else cols < lens[:, None]
-    ids = np.full((len(seqs), width), pad, dtype=np.int64)
-    ids[mask] = flat  # row-major fill keeps every sequence's order
-    ids_t, mask_t = torch.from_numpy(ids), torch.from_numpy(mask.astype(np.int64))
-    if device.type == "cuda":
-        if ids.size >= 1 << 16:  # pinning pays off only for large transfers
-            ids_t, mask_t = ids_t.pin_memory(), mask_t.pin_memory()
-        return ids_t.to(device, non_blocking=True), mask_t.to(device, non_blocking=True)
-    return ids_t, mask_t
+def pad_batch(seqs: Any, pad: int, device: torch.device, left: bool = False,
+              width: int | None = None, pin: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad id lists (or an IdLists/FramedIds set) into (input_ids, attention_mask) tensors on
+    ``device``, to the longest sequence or to ``width`` if larger. ``pin``: copy from pinned
+    memory without waiting for the GPU (pageable copies sync)."""
+    seqs = as_seq_set(seqs)
+    idx = np.arange(len(seqs))
+    ids, mask = seqs.rows(idx, max(int(seqs.lens.max()), width or 0), pad, left)
+    return to_device(torch.from_numpy(ids), device, pin), to_device(torch.from_numpy(mask.astype(np.int64)), device, pin)
+
+
+def to_device(t: torch.Tensor, device: torch.device, pin: bool) -> torch.Tensor:
+    if device.type != "cuda":
+        return t
+    return t.pin_memory().to(device, non_blocking=True) if pin else t.to(device)
+
+
+def plan_slices(sorted_lens: np.ndarray, max_batch: int, token_budget: int, call_cost: int = 4096) -> list[tuple[int, int]]:
+    """Cut length-sorted sequences into encoder calls [start, stop) minimising padded tokens plus
+    ``call_cost`` token-equivalents per call (launch overhead), with at most ``max_batch`` rows
+    and ``token_budget`` padded tokens per call. A DP over cuts between distinct lengths (optimal
+    among those cuts; cutting inside a run of equal lengths can save a little when the row limit
+    binds): a call padding a few short sequences up is cheaper than a call of its own, and a
+    large haystack splits into equal-length calls (no mask at all)."""
+    widths, counts = np.unique(sorted_lens, return_counts=True)
+    ends = np.cumsum(counts)  # end (exclusive) of each length group in the sorted order
+    k_groups = len(widths)
+    best = np.full(k_groups + 1, np.inf)
+    best[0] = 0.0
+    choice = np.zeros(k_groups + 1, dtype=np.int64)
+    starts = np.concatenate(([0], ends[:-1]))
+    for k in range(1, k_groups + 1):  # groups [j, k) padded to widths[k-1]
+        w = int(widths[k - 1])
+        per_call = max(1, min(max_batch, token_budget // w))
+        rows = ends[k - 1] - starts[:k]
+        cost = best[:k] + np.ceil(rows / per_call) * call_cost + rows * w
+        choice[k] = int(np.argmin(cost))
+        best[k] = cost[choice[k]]
+    cuts: list[tuple[int, int]] = []
+    k = k_groups
+    while k > 0:
+        j = choice[k]
+        lo, hi = int(starts[j]), int(ends[k - 1])
+        per_call = max(1, min(max_batch, token_budget // int(widths[k - 1])))
+        n_calls = -(-(hi - lo) // per_call)
+        bounds = np.linspace(lo, hi, n_calls + 1).round().astype(int)  # even split
+        cuts[:0] = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+        k = j
+    return cuts
 
 
 def embed_sequences(
     encoder: Embedder,
-    seqs: Sequence[Sequence[int]],
+    seqs: Any,
     pad: int,
     device: torch.device,
     max_batch: int,
@@ -288,35 +365,48 @@ def embed_sequences(
     left: bool = False,
     bucket: bool = True,
     token_budget: int = 1 << 17,
+    pad_to: int | None = None,
+    pin: bool = True,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Embed many id sequences. With ``bucket`` they are sorted by length and cut into slices of
-    at most ``max_batch`` sequences and ``token_budget`` padded tokens, so each slice pads only to
-    its own longest member and peak activation memory stays bounded whatever the haystack size.
-    Returns [len(seqs), d] fp32 in input order."""
+    """Embed many id sequences (lists, or an IdLists/FramedIds set); returns [len(seqs), d] fp32
+    in input order (written into ``out`` if given).
+
+    ``bucket``: sorted by length and cut by :func:`plan_slices`, so each call pads only to its
+    own longest member and peak activation memory stays bounded whatever the haystack size;
+    results land in sorted order and are put back with one scatter (no per-call sync).
+    Without it (the reference's schedule): input order, ``max_batch`` rows per call, every
+    sequence padded to ``pad_to`` (or the call's longest)."""
+    seqs = as_seq_set(seqs)
     n = len(seqs)
+    if out is None:
+        out = torch.empty((n, encoder.dim), device=device, dtype=torch.float32)
     if n == 0:
-        return torch.zeros((0, encoder.dim), device=device)
+        return out
+    amp = dict(device_type=device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None)
+    lens = seqs.lens
+
+    def run(idx: np.ndarray, width: int, padded: bool) -> torch.Tensor:
+        ids, mask = seqs.rows(idx, width, pad, left)
+        ids_t = to_device(torch.from_numpy(ids), device, pin)
+        mask_t = to_device(torch.from_numpy(mask.astype(np.int64)), device, pin)
+        with torch.autocast(**amp):
+            return encoder(ids_t, mask_t, padded).float()
+
     if not bucket:
-        ids, mask = pad_batch(seqs, pad, device, left)
-        padded = len({len(x) for x in seqs}) > 1
-        with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
-            return encoder(ids, mask, padded).float()
-    lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=n)
+        for start in range(0, n, max_batch):
+            idx = np.arange(start, min(n, start + max_batch))
+            longest = int(lens[idx].max())
+            padded = pad_to is not None or bool((lens[idx] != longest).any())
+            out[start:start + len(idx)] = run(idx, max(longest, pad_to or 0), padded)
+        return out
     order = np.argsort(lens, kind="stable")
-    out = torch.empty((n, encoder.dim), device=device, dtype=torch.float32)
-    start = 0
-    while start < n:
-        # sorted ascending: the slice's last member is its longest
-        stop = min(n, start + max_batch)
-        while stop - start > 1 and (stop - start) * int(lens[order[stop - 1]]) > token_budget:
-            stop = start + max(1, token_budget // int(lens[order[stop - 1]]))
+    sorted_out = torch.empty_like(out)
+    for start, stop in plan_slices(lens[order], max_batch, token_budget):
         idx = order[start:stop]
-        ids, mask = pad_batch([seqs[i] for i in idx], pad, device, left)
-        padded = bool(lens[idx[0]] != lens[idx[-1]])  # sorted slice: equal ends = no padding
-        with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
-            e = encoder(ids, mask, padded)
-        out[torch.from_numpy(idx).to(device)] = e.float()
-        start = stop
+        # sorted slice: its last member is the longest; equal ends = no padding
+        sorted_out[start:stop] = run(idx, int(lens[idx[-1]]), bool(lens[idx[0]] != lens[idx[-1]]))
+    out.index_copy_(0, to_device(torch.from_numpy(order), device, pin), sorted_out)
     return out
 
 

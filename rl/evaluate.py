@@ -49,6 +49,8 @@ def greedy_episodes(
         chunk = list(indices[start:start + group])
         eps = [env.start(slot, int(i)) for slot, i in enumerate(chunk)]
         _prefetch(agent, eps)
+        if not agent.speed.single_encoder_eval:  # the reference also embeds with the target encoder
+            agent.ensure_chunk_embeddings(eps, "target", train=False)
         q_log: list[list[float]] = [[] for _ in eps]
         active = list(range(len(eps)))
         while active:
@@ -76,10 +78,14 @@ def greedy_episodes(
 
 
 def _prefetch(agent: QRAGAgent, eps: list[Episode]) -> None:
-    """Embed the chunks of several small samples in one pass (large ones embed alone)."""
+    """Embed the chunks of several small samples in one pass; large ones alone, before their
+    first state is built (so a haystack can be tokenised while it is embedded)."""
     small = [ep for ep in eps if ep.n_chunks < agent.embed_batch_size]
     if len(small) > 1:
         agent.ensure_chunk_embeddings(small, "online", train=False)
+    for ep in eps:
+        if ep.n_chunks >= agent.embed_batch_size:
+            agent.ensure_chunk_embeddings([ep], "online", train=False)
 
 
 def _record(ep: Episode, q_values: list[float], text_len: int, seconds: float) -> dict[str, Any]:

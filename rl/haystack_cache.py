@@ -28,6 +28,7 @@ import numpy as np
 
 from envs.legacy import flag
 from rl.encoders import SampleTokens
+from rl.ragged import RaggedIds
 
 log = logging.getLogger(__name__)
 
@@ -93,15 +94,15 @@ def sample_key(dataset_id: dict[str, Any], tokenizer_id: dict[str, Any], split: 
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def _pack(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    offsets = np.zeros(len(lists) + 1, dtype=np.int64)
-    np.cumsum([len(x) for x in lists], out=offsets[1:])
-    flat = np.fromiter((t for x in lists for t in x), dtype=np.int32, count=int(offsets[-1]))
-    return flat, offsets
+def _pack(ids: Any) -> tuple[np.ndarray, np.ndarray]:
+    r = RaggedIds.from_lists(ids).compact()
+    offsets = np.zeros(len(r) + 1, dtype=np.int64)
+    np.cumsum(r.lens, out=offsets[1:])
+    return r.flat.astype(np.int32, copy=False), offsets
 
 
-def _unpack(flat: np.ndarray, offsets: np.ndarray) -> list[list[int]]:
-    return [x.tolist() for x in np.split(flat, offsets[1:-1])] if len(offsets) > 1 else []
+def _unpack(flat: np.ndarray, offsets: np.ndarray) -> RaggedIds:
+    return RaggedIds(flat.astype(np.int32, copy=False), offsets[:-1].astype(np.int64), np.diff(offsets).astype(np.int64))
 
 
 def save_entry(path: Path, sample: dict[str, Any], tokens: SampleTokens) -> None:

@@ -81,7 +81,7 @@ def agent_q_function(agent: QRAGAgent, ep: Episode, pos: PositionSettings, sort_
             if sel:
                 available[torch.as_tensor(list(sel), device=available.device)] = False
             view = Episode(ep.index, ep.sample, available, random_positions=ep.random_positions)
-            rows.append(agent.rotate(u, view.codes(pos)) @ e.float())
+            rows.append(agent.rotate(u, view.codes(pos, available)) @ e.float())
         return torch.stack(rows)
 
     return q_fn

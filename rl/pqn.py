@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from envs.env import Episode, VecRetrievalEnv
@@ -88,7 +89,10 @@ class PQNLearner(LearnerBase):
                 actions.append(int(avail[pick]))
         else:
             train = self.hp.acting_dropout
-            s_emb = agent.embed(agent.state_enc, states, train=train)
+            if agent.speed.batch_envs:
+                s_emb = agent.embed(agent.state_enc, states, train=train)
+            else:  # one encoder call per env, as the reference
+                s_emb = torch.cat([agent.embed(agent.state_enc, [st], train=train) for st in states])
             agent.ensure_chunk_embeddings(eps, "online", train)
             for i, ep in enumerate(eps):
                 u = agent.chunk_embeddings(ep, "online", train)
@@ -123,32 +127,24 @@ class PQNLearner(LearnerBase):
         for idx in groups.values():
             ep = items[idx[0]][0]
             u_t = agent.chunk_embeddings(ep, "target", self.target_train_mode)
-            avail = torch.ones((len(idx), ep.n_chunks), dtype=torch.bool, device=agent.device)
-            rotated = []
+            # availability of every state of this sample built on the host, one copy
+            avail_np = np.ones((len(idx), ep.n_chunks), dtype=bool)
             for row, i in enumerate(idx):
-                sel = items[i][1]
-                if sel:
-                    avail[row, sel] = False
-                codes = self._codes_for(ep, avail[row])
-                rotated.append(agent.rotate(u_t, codes))
-            v = soft_values(s_emb[idx], torch.stack(rotated), avail, self.hp.top_k_actions, self.alpha,
+                avail_np[row, items[i][1]] = False
+            avail = torch.from_numpy(avail_np).to(agent.device, non_blocking=True)
+            codes = ep.codes(self.env.pos, avail)  # [S, N], one batched computation
+            rotated = agent.rotate(u_t.expand(len(idx), -1, -1), codes)
+            v = soft_values(s_emb[idx], rotated, avail, self.hp.top_k_actions, self.alpha,
                             soft=self.hp.soft_target, legacy_topk_before_mask=self.legacy_topk)
             out[torch.tensor(idx, device=agent.device)] = v
         return out
-
-    def _codes_for(self, ep: Episode, available: torch.Tensor) -> torch.Tensor | None:
-        saved = ep.available
-        ep.available = available
-        try:
-            return ep.codes(self.env.pos)
-        finally:
-            ep.available = saved
 
     # -- one micro-step -------------------------------------------------------------------
     def micro_step(self) -> dict[str, float]:
         """Roll out L steps in every env, compute λ-returns and accumulate one backward pass;
         every K micro-steps take an optimiser step. Returns this micro-step's scalars."""
         agent, L, E = self.agent, self.rollout_len, self.env.n_envs
+        agent.tick += 1  # speed.chunk_cache=false: chunks are embedded again at every rollout start
         steps = [self._act() for _ in range(L)]  # [L][E]
         bootstrap_items = [(ep, list(ep.selected)) for ep in self.env.episodes]
         if self.legacy_drop_last:
@@ -159,8 +155,11 @@ class PQNLearner(LearnerBase):
         items = [(tr.ep, tr.selected) for tr in flat] + bootstrap_items
         needed = [i for i in range(E, len(items)) if not flat[i - E].done]
         values = torch.zeros(len(items), device=agent.device)
-        if needed:
-            values[torch.tensor(needed, device=agent.device)] = self._target_values([items[i] for i in needed])
+        # speed.batched_targets=false: one pass per step, as computed at acting time by the reference
+        batches = [needed] if agent.speed.batched_targets else [[i for i in needed if i // E == t] for t in range(1, L + 1)]
+        for part in batches:
+            if part:
+                values[torch.tensor(part, device=agent.device)] = self._target_values([items[i] for i in part])
         v = values[: L * E].view(L, E)
         boot = values[L * E:]
         rewards = torch.tensor([[tr.reward for tr in s] for s in steps], device=agent.device)

@@ -41,6 +41,7 @@ from rl.config import (
 from rl.evaluate import EvalSettings, greedy_episodes, summarize
 from rl.pqn import PQNLearner
 from rl.sft import SFTLearner
+from rl.speed import SpeedSwitches
 
 log = logging.getLogger("qrag.train")
 RUN_FILES = ("model_last.pt", "model_best.pt", "metrics.jsonl", "summary.json")
@@ -73,7 +74,7 @@ def agent_from_cfg(cfg: DictConfig, device: torch.device) -> QRAGAgent:
         "max_state_length": cfg.get("max_state_length"),
     }
     return QRAGAgent(cfg.algo.model, layout, device, str(cfg.precision), int(cfg.embed_batch_size),
-                     compile_encoders=bool(cfg.get("compile_encoders", False)))
+                     speed=SpeedSwitches.from_cfg(cfg))
 
 
 def eval_settings(cfg: DictConfig) -> EvalSettings:

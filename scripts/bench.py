@@ -1,9 +1,12 @@
 """Speed benchmark (BENCH.md workloads W1-W4) through the project's real training/eval code.
 
     python scripts/bench.py [--workloads W1,W2,W3,W4] [--precision tf32|bf16] [--encoder bert-base-random]
+                            [--set speed.cuda_graphs=false ...] [--ablate]
 
 Prints one JSON line per workload: seconds (mean/median), peak GPU memory, card, torch version
-and every speed switch in force. ``--encoder bert-base-random`` builds a randomly initialised
+and every speed switch in force (the ``speed`` block of the config, rl/speed.py). ``--ablate``
+runs each workload with all switches as configured, then with each switch that is on turned off
+alone, then with all of them off (the reference's schedule). ``--encoder bert-base-random`` builds a randomly initialised
 BERT-base (contriever's shape) with the MiniLM package's uncased WordPiece tokenizer, so no
 download is needed (weights do not change speed); any local model folder works too.
 """
@@ -28,6 +31,7 @@ from envs.feedback import build_feedback
 from rl.config import PROJECT_ROOT, pick_device, seed_everything, set_precision
 from rl.evaluate import greedy_episodes
 from rl.pqn import PQNLearner
+from rl.speed import SpeedSwitches
 from rl.trainer import agent_from_cfg, eval_settings
 
 SIZES = {"W2": 1200, "W3": 40000, "W4": 400000}
@@ -46,6 +50,7 @@ def bert_base_random_folder(tokenizer: str) -> str:
 
 
 def compose_cfg(args: argparse.Namespace, model: str, extra: list[str]):
+    """The reference W1 settings (BENCH.md) + --set overrides + the workload's extras."""
     overrides = [
         f"paths.data_root={args.data_root}", f"envs.task={args.task}", f"algo.model.name={model}",
         f"algo.model.random_init={str(args.random_init).lower()}", f"algo.model.predictor.num_layers={args.layers}",
@@ -53,7 +58,7 @@ def compose_cfg(args: argparse.Namespace, model: str, extra: list[str]):
         "max_action_length=64", "max_action_length_in_memory=64", "envs_parallel=1",
         "envs.positions_processor=relative", f"precision={args.precision}", f"device={args.device}",
         "feedback.ground_truth.penalize_extra_steps=true", "feedback.ground_truth.never_terminate=true",
-        "steps_count=100000", "learning_start=0", f"compile_encoders={str(args.compile).lower()}", *extra,
+        "steps_count=100000", "learning_start=0", *args.set, *extra,
     ]
     with initialize_config_dir(config_dir=str(PROJECT_ROOT / "configs"), version_base="1.3"):
         return compose("training", overrides=overrides)
@@ -64,16 +69,14 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def base_info(device: torch.device, args: argparse.Namespace) -> dict:
+def base_info(device: torch.device, args: argparse.Namespace, cfg, label: str) -> dict:
     card = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    return {"card": card, "torch": torch.__version__, "encoder": args.encoder,
-            "switches": {"precision": args.precision, "compile_encoders": args.compile, "chunk_cache": True, "post_hoc_batched_targets": True,
-                         "skip_masked_targets": True, "length_bucketing": True, "single_encoder_eval": True,
-                         "pinned_transfers": device.type == "cuda"}}
+    return {"run": label, "card": card, "torch": torch.__version__, "encoder": args.encoder,
+            "precision": str(cfg.precision), "switches": SpeedSwitches.from_cfg(cfg).as_dict()}
 
 
-def bench_train(args: argparse.Namespace, model: str) -> dict:
-    cfg = compose_cfg(args, model, [])
+def bench_train(args: argparse.Namespace, model: str, extra: list[str], label: str) -> dict:
+    cfg = compose_cfg(args, model, extra)
     seed_everything(0)
     set_precision(args.precision)
     device = pick_device(args.device)
@@ -83,33 +86,27 @@ def bench_train(args: argparse.Namespace, model: str) -> dict:
                           PositionSettings.from_cfg(cfg.envs), True, device, 0)
     learner = PQNLearner(agent, env, cfg.algo, cfg, None)
     env.reset_all()
-    times = []
-    prof = None
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    times, prof = [], None
     for i in range(args.warmup + args.iters):
-        if args.profile and i == args.warmup:
-            import cProfile
-
-            prof = cProfile.Profile()
-            prof.enable()
+        if i == args.warmup:
+            prof = start_profile(args)
         sync(device)
         t0 = time.perf_counter()
         learner.micro_step()
         sync(device)
         if i >= args.warmup:
             times.append(time.perf_counter() - t0)
-    if prof is not None:
-        import pstats
-
-        prof.disable()
-        pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(25)
+    stop_profile(prof)
     return {"workload": "W1 train-babilong-100", "s_per_iter_mean": statistics.mean(times),
             "s_per_iter_median": statistics.median(times), "iters": len(times),
-            "peak_gib": peak(device), **base_info(device, args)}
+            "peak_gib": peak(device), **base_info(device, args, cfg, label)}
 
 
-def bench_eval(args: argparse.Namespace, model: str, wid: str) -> dict:
+def bench_eval(args: argparse.Namespace, model: str, wid: str, extra: list[str], label: str) -> dict:
     n = SIZES[wid]
-    cfg = compose_cfg(args, model, [f"envs.num_sentences={n}"])
+    cfg = compose_cfg(args, model, [*extra, f"envs.num_sentences={n}"])
     seed_everything(0)
     set_precision(args.precision)
     device = pick_device(args.device)
@@ -120,20 +117,56 @@ def bench_eval(args: argparse.Namespace, model: str, wid: str) -> dict:
     fb = build_feedback(cfg.feedback, cfg.envs, "test")
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    times, build = [], []
+    times, build, tokens = [], [], []
+    prof = None
     for i in range(1 + args.episodes):  # the first episode is warm-up
+        if i == 1:
+            prof = start_profile(args)
         t0 = time.perf_counter()
         ds[i]  # haystack assembly, timed separately (cacheable on disk)
         build.append(time.perf_counter() - t0)
         sync(device)
         t0 = time.perf_counter()
-        list(greedy_episodes(agent, ds, [i], fb, settings))
+        rec = list(greedy_episodes(agent, ds, [i], fb, settings))[0]
         sync(device)
         if i:
             times.append(time.perf_counter() - t0)
+            tokens.append(rec["text_len"])
+    stop_profile(prof)
     return {"workload": f"{wid} eval-{n}", "num_sentences": n, "s_per_episode_mean": statistics.mean(times),
-            "episodes": len(times), "haystack_build_s": statistics.mean(build[1:]), "peak_gib": peak(device),
-            **base_info(device, args)}
+            "episodes": len(times), "tokens_per_episode": statistics.mean(tokens),
+            "haystack_build_s": statistics.mean(build[1:]), "peak_gib": peak(device),
+            **base_info(device, args, cfg, label)}
+
+
+def variants(args: argparse.Namespace, model: str) -> list[tuple[str, list[str]]]:
+    """(label, overrides): as configured; with --ablate also each switch that is on turned off,
+    then every switch off."""
+    runs = [("as configured", [])]
+    if args.ablate:
+        on = [k for k, v in SpeedSwitches.from_cfg(compose_cfg(args, model, [])).as_dict().items() if v]
+        runs += [(f"speed.{k}=false", [f"speed.{k}=false"]) for k in on]
+        runs.append(("all off", [f"speed.{k}=false" for k in SpeedSwitches().as_dict()]))
+    return runs
+
+
+def start_profile(args: argparse.Namespace):
+    if not args.profile:
+        return None
+    import cProfile
+
+    prof = cProfile.Profile()
+    prof.enable()
+    return prof
+
+
+def stop_profile(prof) -> None:
+    """cProfile of the timed part, top functions by own time, on stderr."""
+    if prof is not None:
+        import pstats
+
+        prof.disable()
+        pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(25)
 
 
 def peak(device: torch.device) -> float | None:
@@ -153,15 +186,20 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--episodes", type=int, default=3)
-    ap.add_argument("--compile", action="store_true", help="compile_encoders=true (torch.compile, dynamic shapes)")
-    ap.add_argument("--profile", action="store_true", help="cProfile the timed W1 iterations (stderr)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config override, e.g. speed.cuda_graphs=false (repeatable)")
+    ap.add_argument("--ablate", action="store_true", help="also each switch off alone, then all off")
+    ap.add_argument("--profile", action="store_true", help="cProfile the timed iterations/episodes (stderr)")
     args = ap.parse_args()
     args.random_init = args.encoder == "bert-base-random"
     model = bert_base_random_folder(args.tokenizer) if args.random_init else args.encoder
     try:
         for wid in [w.strip() for w in args.workloads.split(",") if w.strip()]:
-            result = bench_train(args, model) if wid == "W1" else bench_eval(args, model, wid)
-            print(json.dumps(result), flush=True)
+            for label, extra in variants(args, model):
+                result = bench_train(args, model, extra, label) if wid == "W1" else bench_eval(args, model, wid, extra, label)
+                print(json.dumps(result), flush=True)
+                if args.device != "cpu" and torch.cuda.is_available():
+                    torch.cuda.empty_cache()
     finally:
         if args.random_init:
             shutil.rmtree(model, ignore_errors=True)

@@ -19,7 +19,7 @@ def hard_value(learner, ep, selected):
     avail = torch.ones(ep.n_chunks, dtype=torch.bool)
     avail[selected] = False
     u = agent.chunk_embeddings(ep, "target", False)
-    heads = head_scores(s, agent.rotate(u, learner._codes_for(ep, avail)))
+    heads = head_scores(s, agent.rotate(u, ep.codes(learner.env.pos, avail)))
     return float(heads[:, avail].amax(-1).sum())
 
 

@@ -39,6 +39,7 @@ def test_whole_state_cap(tok):
 def test_mean_pooling_scaled_and_padding_invariant():
     bb = load_backbone(MODEL)
     emb = Embedder(bb, "mean", 0.1).eval()
+    assert bb.config._attn_implementation == "sdpa"  # padded calls take the 4-D boolean mask path
     ids = torch.tensor([[101, 2000, 2003, 102, 0, 0], [101, 2000, 2003, 102, 0, 0]])
     mask = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 0, 0]])
     with torch.no_grad():

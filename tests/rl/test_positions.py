@@ -74,3 +74,26 @@ def test_random_codes():
         random_codes(5, rng)
     with pytest.raises(ValueError):
         random_codes(2000, rng, 2000)
+
+
+def test_host_and_batched_relative_codes_equal_the_single_state_codes():
+    """The numpy path (acting on small samples) and the [S, N] batched path (target values)
+    give exactly the per-state torch codes."""
+    import numpy as np
+    import torch
+
+    from envs.positions import relative_codes, relative_codes_host
+
+    rng = np.random.default_rng(0)
+    for formula in ("linspace", "paper"):
+        for n in (1, 2, 7, 100, 333):
+            masks = []
+            for _ in range(6):
+                sel = sorted(rng.choice(n, size=int(rng.integers(0, min(n, 8) + 1)), replace=False).tolist())
+                mask = torch.zeros(n, dtype=torch.bool)
+                mask[sel] = True
+                want = relative_codes(mask, 50, formula)
+                assert torch.equal(torch.from_numpy(relative_codes_host(n, sel, 50, formula)), want)
+                masks.append((mask, want))
+            batched = relative_codes(torch.stack([m for m, _ in masks]), 50, formula)
+            assert torch.equal(batched, torch.stack([w for _, w in masks]))

@@ -1,0 +1,131 @@
+"""Token ids of many chunks stored flat, and padded encoder batches cut from them with numpy.
+
+A 1M-token haystack is 40 000 chunks: as Python lists, building, cutting, framing and padding
+them cost more CPU time than the GPU takes to embed them. Here the ids live in one int32 array
+with per-chunk starts and lengths; a padded batch for any subset of chunks is a few vectorised
+gathers. Item access still returns a plain list (states are spliced from a handful of chunks).
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+class RaggedIds(Sequence):
+    """Id lists ``flat[starts[j] : starts[j] + lens[j]]``, j < n."""
+
+    __slots__ = ("flat", "starts", "lens")
+
+    def __init__(self, flat: np.ndarray, starts: np.ndarray, lens: np.ndarray):
+        self.flat, self.starts, self.lens = flat, starts, lens
+
+    @classmethod
+    def from_lists(cls, lists: Sequence[Sequence[int]]) -> "RaggedIds":
+        if isinstance(lists, RaggedIds):
+            return lists
+        lens = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
+        flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int32, count=int(lens.sum()))
+        return cls(flat, _starts(lens), lens)
+
+    @classmethod
+    def concat(cls, parts: Sequence["RaggedIds"]) -> "RaggedIds":
+        if len(parts) == 1:
+            return parts[0]
+        dense = [p.compact() for p in parts]
+        lens = np.concatenate([p.lens for p in dense]) if dense else np.zeros(0, np.int64)
+        flat = np.concatenate([p.flat for p in dense]) if dense else np.zeros(0, np.int32)
+        return cls(flat, _starts(lens), lens)
+
+    def compact(self) -> "RaggedIds":
+        """The same items tiling a fresh ``flat`` in order (one vectorised gather)."""
+        starts = _starts(self.lens)
+        if len(self.flat) == int(self.lens.sum()) and np.array_equal(starts, self.starts):
+            return self
+        pos = np.arange(int(self.lens.sum())) + np.repeat(self.starts - starts, self.lens)
+        return RaggedIds(self.flat[pos], starts, self.lens.copy())
+
+    def cut(self, n: int) -> "RaggedIds":
+        """Every item cut to its first ``n`` ids (shares ``flat``)."""
+        return RaggedIds(self.flat, self.starts, np.minimum(self.lens, n))
+
+    def __len__(self) -> int:
+        return len(self.lens)
+
+    def __getitem__(self, j: Any) -> Any:
+        if isinstance(j, slice):
+            return [self[i] for i in range(*j.indices(len(self)))]
+        s = int(self.starts[j])
+        return self.flat[s:s + int(self.lens[j])].tolist()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or len(other) != len(self):
+            return False
+        return all(list(self[i]) == list(other[i]) for i in range(len(self)))
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _starts(lens: np.ndarray) -> np.ndarray:
+    starts = np.zeros(len(lens), dtype=np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    return starts
+
+
+class IdLists:
+    """A set of id lists to embed (states, or chunks already framed)."""
+
+    def __init__(self, seqs: Sequence[Sequence[int]]):
+        self.seqs = seqs
+        self.lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    def rows(self, idx: np.ndarray, width: int, pad: int, left: bool) -> tuple[np.ndarray, np.ndarray]:
+        lens = self.lens[idx]
+        mask = _mask(lens, width, left)
+        ids = np.full((len(idx), width), pad, dtype=np.int64)
+        ids[mask] = np.fromiter(itertools.chain.from_iterable(self.seqs[i] for i in idx), dtype=np.int64,
+                                count=int(lens.sum()))  # row-major fill keeps each sequence's order
+        return ids, mask
+
+
+class FramedIds:
+    """Chunks framed as ``[bos] content[:cap] [sep]`` on the fly from a RaggedIds."""
+
+    def __init__(self, content: RaggedIds, bos: int | None, sep: int, cap: int):
+        self.content, self.bos, self.sep = content, bos, sep
+        self.body = np.minimum(content.lens, cap)
+        self.lens = self.body + (2 if bos is not None else 1)
+
+    def __len__(self) -> int:
+        return len(self.body)
+
+    def rows(self, idx: np.ndarray, width: int, pad: int, left: bool) -> tuple[np.ndarray, np.ndarray]:
+        lens, body = self.lens[idx], self.body[idx]
+        mask = _mask(lens, width, left)
+        ids = np.full((len(idx), width), pad, dtype=np.int64)
+        first = (width - lens if left else np.zeros_like(lens))[:, None]  # column of each row's first token
+        off = first + (1 if self.bos is not None else 0)
+        cols = np.arange(width)[None, :]
+        inside = (cols >= off) & (cols < off + body[:, None])
+        src = self.content.starts[idx][:, None] + (cols - off)
+        ids[inside] = self.content.flat[src[inside]]
+        rows = np.arange(len(idx))
+        if self.bos is not None:
+            ids[rows, first[:, 0]] = self.bos
+        ids[rows, (off + body[:, None])[:, 0]] = self.sep
+        return ids, mask
+
+
+def _mask(lens: np.ndarray, width: int, left: bool) -> np.ndarray:
+    cols = np.arange(width)
+    return cols >= (width - lens)[:, None] if left else cols < lens[:, None]
+
+
+def as_seq_set(seqs: Any) -> Any:
+    """IdLists / FramedIds pass through; anything else is a sequence of id lists."""
+    return seqs if isinstance(seqs, (IdLists, FramedIds)) else IdLists(seqs)

@@ -1,0 +1,352 @@
+"""Speed switches (rl/speed.py) change only the schedule, never the results.
+
+Covers: the length-bucketing planner against a brute-force optimum, bucketed vs reference
+embedding, streamed vs one-shot tokenisation, the config parsing of the ``speed`` block, the
+token cache, and a learner/evaluation run with every switch on vs ``SpeedSwitches.all_off()``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from envs.env import Episode
+from rl.encoders import (
+    assemble_tokens,
+    embed_sequences,
+    load_tokenizer,
+    plan_slices,
+    stream_chunk_tokens,
+    text_length,
+    token_layout,
+    tokenize_sample,
+)
+from rl.speed import SpeedSwitches
+
+MODEL = OmegaConf.create({"name": "offline:minilm"})
+CPU = torch.device("cpu")
+
+
+# -- plan_slices -------------------------------------------------------------------------
+def _call_cost(lens, slices, call_cost):
+    """What the slices really cost: one launch each plus its rows padded to its longest member."""
+    return sum(call_cost + (b - a) * int(lens[b - 1]) for a, b in slices)
+
+
+def _valid(lens, slices, max_batch, budget):
+    return all(b - a <= max_batch and ((b - a) * int(lens[b - 1]) <= budget or b - a == 1) for a, b in slices)
+
+
+def _segment_cost(lens, cuts, max_batch, budget, call_cost):
+    """The planner's model: a segment padded to its max length, split into ceil(rows/per_call) calls."""
+    total = 0
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        w = int(lens[b - 1])
+        per_call = max(1, min(max_batch, budget // w))
+        total += math.ceil((b - a) / per_call) * call_cost + (b - a) * w
+    return total
+
+
+def _brute(lens, max_batch, budget, call_cost, allowed_cuts):
+    """Minimum of the segment model over every subset of ``allowed_cuts`` (interior positions)."""
+    n, best = len(lens), None
+    for mask in range(1 << len(allowed_cuts)):
+        cuts = [0] + [c for i, c in enumerate(allowed_cuts) if mask >> i & 1] + [n]
+        c = _segment_cost(lens, cuts, max_batch, budget, call_cost)
+        best = c if best is None or c < best else best
+    return best
+
+
+def _random_case(rng):
+    n = int(rng.integers(1, 11))
+    lens = np.sort(rng.integers(1, int(rng.integers(2, 30)), n))
+    return lens, int(rng.integers(1, 8)), int(rng.integers(1, 120)), int(rng.integers(0, 40))
+
+
+def _check_slices(lens, slices, max_batch, budget):
+    assert slices[0][0] == 0 and slices[-1][1] == len(lens)
+    assert all(a < b for a, b in slices)
+    assert all(slices[i][1] == slices[i + 1][0] for i in range(len(slices) - 1))  # contiguous, in order
+    assert _valid(lens, slices, max_batch, budget), slices
+
+
+def test_plan_slices_is_optimal_without_row_limits():
+    """No per-call limit binds: the plan's cost equals the optimum over all contiguous partitions."""
+    rng = np.random.default_rng(0)
+    for _ in range(400):
+        lens, _, _, call_cost = _random_case(rng)
+        slices = plan_slices(lens, 100, 10**6, call_cost)
+        _check_slices(lens, slices, 100, 10**6)
+        best = _brute(lens, 100, 10**6, call_cost, list(range(1, len(lens))))
+        assert _call_cost(lens, slices, call_cost) == best, (lens.tolist(), call_cost, slices)
+
+
+def test_plan_slices_with_row_and_token_limits():
+    """With binding limits: valid calls, and the plan is at least as good as the best partition
+    cut at length-group boundaries under the planner's own model (ceil(rows/per_call) calls)."""
+    rng = np.random.default_rng(1)
+    for _ in range(600):
+        lens, max_batch, budget, call_cost = _random_case(rng)
+        slices = plan_slices(lens, max_batch, budget, call_cost)
+        _check_slices(lens, slices, max_batch, budget)
+        group_cuts = [i for i in range(1, len(lens)) if lens[i] != lens[i - 1]]
+        group_opt = _brute(lens, max_batch, budget, call_cost, group_cuts)
+        global_opt = _brute(lens, max_batch, budget, call_cost, list(range(1, len(lens))))
+        got = _call_cost(lens, slices, call_cost)
+        assert global_opt <= got <= group_opt, (lens.tolist(), max_batch, budget, call_cost, slices)
+
+
+# -- embed_sequences ---------------------------------------------------------------------
+class Toy(torch.nn.Module):
+    """Mask-aware, padding-invariant and exact: (Σ id, length, Σ id·position) over real tokens.
+    Like the real Embedder, ``padded=False`` ignores the mask, so a call that wrongly claims
+    'no padding' gives wrong rows."""
+
+    dim = 3
+
+    def __init__(self):
+        super().__init__()
+        self.calls: list[tuple[int, int]] = []
+
+    def forward(self, ids, mask, padded=True):
+        self.calls.append(tuple(ids.shape))
+        m = mask if padded else torch.ones_like(mask)
+        pos = (m.cumsum(1) - 1) * m
+        return torch.stack(((ids * m).sum(1), m.sum(1), (ids * pos * m).sum(1)), 1).double()
+
+
+def _want(seqs):
+    return torch.tensor([[sum(s), len(s), sum(i * x for i, x in enumerate(s))] for s in seqs], dtype=torch.float32)
+
+
+@pytest.mark.parametrize("left", [False, True])
+def test_embed_sequences_bucketed_equals_reference(left):
+    rng = np.random.default_rng(2)
+    seqs = [rng.integers(1, 50, int(rng.integers(1, 25))).tolist() for _ in range(157)]
+    seqs += [[7] * 5] * 6  # a run of equal lengths (an unpadded call)
+    want = _want(seqs)
+    toy = Toy()
+    bucketed = embed_sequences(toy, seqs, 0, CPU, max_batch=16, left=left, bucket=True, token_budget=120)
+    assert all(r <= 16 and (r * w <= 120 or r == 1) for r, w in toy.calls)
+    assert len({w for _, w in toy.calls}) > 1  # several widths: bucketing really happened
+    ref = embed_sequences(Toy(), seqs, 0, CPU, max_batch=16, left=left, bucket=False)
+    toy_pad = Toy()
+    padded = embed_sequences(toy_pad, seqs, 0, CPU, max_batch=16, left=left, bucket=False, pad_to=40)
+    assert {w for _, w in toy_pad.calls} == {40}
+    assert bucketed.dtype == torch.float32
+    for got in (bucketed, ref, padded):
+        assert torch.equal(got, want)
+    for bucket in (True, False):  # out= a slice of a bigger tensor: written in place, nothing else touched
+        big = torch.full((len(seqs) + 7, Toy.dim), float("nan"))
+        ret = embed_sequences(Toy(), seqs, 0, CPU, max_batch=16, left=left, bucket=bucket, token_budget=120,
+                              pad_to=None if bucket else 30, out=big[3:3 + len(seqs)])
+        assert ret.data_ptr() == big[3].data_ptr()
+        assert torch.equal(big[3:3 + len(seqs)], want)
+        assert torch.isnan(big[:3]).all() and torch.isnan(big[3 + len(seqs):]).all()
+
+
+# -- streamed tokenisation -----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tok():
+    return load_tokenizer(MODEL)
+
+
+def test_streamed_tokens_equal_one_shot(tok):
+    layout = token_layout(tok, action_cap=12, memory_cap=8, state_cap=None, model_max=512)
+    cut = max(layout.action_content, layout.memory_content)
+    rng = np.random.default_rng(3)
+    words = "Mary John went to the kitchen garden office hallway bathroom moved journeyed back".split()
+    chunks = [" ".join(rng.choice(words, int(rng.integers(1, 14)))) + "." for _ in range(41)]
+    chunks[5] = ""  # an empty chunk
+    q, qp, pp = "Where is Mary?", "query: ", "passage: "
+    parts = list(stream_chunk_tokens(tok, chunks, layout, pp, first=3, largest=8, ahead=True))
+    assert [p[0] for p in parts] == [0, 3, 9, 17, 25, 33]  # doubling slices, capped at `largest`
+    streamed = assemble_tokens(tok, q, parts, layout, qp)
+    one_shot = tokenize_sample(tok, q, chunks, layout, qp, pp)
+    for a in (streamed, one_shot):
+        assert a.question == tok(qp + q, add_special_tokens=False)["input_ids"][:cut]
+        assert a.chunks == [tok(c, add_special_tokens=False)["input_ids"][:cut] for c in chunks]
+        assert a.action_chunks == [tok(pp + c, add_special_tokens=False)["input_ids"][:cut] for c in chunks]
+        assert a.text_len == len(tok(qp + q)["input_ids"]) + sum(len(tok(c)["input_ids"]) for c in chunks)
+    assert any(len(tok(c, add_special_tokens=False)["input_ids"]) > cut for c in chunks)  # the cut matters
+    no_prefix = assemble_tokens(tok, q, list(stream_chunk_tokens(tok, chunks, layout, "", first=2, largest=4)), layout)
+    assert no_prefix.action_chunks is no_prefix.chunks and no_prefix.chunks == one_shot.chunks
+
+
+# -- SpeedSwitches.from_cfg ------------------------------------------------------------------
+def test_speed_switches_from_cfg():
+    from tests.conftest import compose_cfg
+
+    default = SpeedSwitches()
+    assert default.as_dict() == {f.name: f.name != "compile" for f in dataclasses.fields(SpeedSwitches)}
+    assert SpeedSwitches.from_cfg(None) == default
+    assert SpeedSwitches.from_cfg(OmegaConf.create({})) == default
+    assert SpeedSwitches.from_cfg(OmegaConf.create({"speed": None})) == default
+    assert SpeedSwitches.from_cfg(compose_cfg(["experiment=demo"])) == default  # training.yaml = the defaults
+    nulls = OmegaConf.create({"speed": {f.name: None for f in dataclasses.fields(SpeedSwitches)}})
+    assert SpeedSwitches.from_cfg(nulls) == default
+    some = SpeedSwitches.from_cfg(OmegaConf.create({"speed": {"chunk_cache": False, "token_cache": None, "compile": True}}))
+    assert some == dataclasses.replace(default, chunk_cache=False, compile=True)
+    with pytest.raises(ValueError, match="chunk_cahce"):
+        SpeedSwitches.from_cfg(OmegaConf.create({"speed": {"chunk_cahce": False}}))
+    assert SpeedSwitches.from_cfg(OmegaConf.create({"compile_encoders": True})).compile
+    assert SpeedSwitches.from_cfg(OmegaConf.create({"compile_encoders": True, "speed": {"compile": None}})).compile
+    assert not SpeedSwitches.from_cfg(OmegaConf.create({"compile_encoders": True, "speed": {"compile": False}})).compile
+    assert not SpeedSwitches.from_cfg(OmegaConf.create({"compile_encoders": False})).compile
+    off = SpeedSwitches.all_off()
+    assert not any(off.as_dict().values()) and set(off.as_dict()) == set(default.as_dict())
+
+
+def test_speed_block_through_the_eval_merge(tmp_path):
+    """testing.yaml's all-null block keeps the run's switches; the command line overrides them;
+    a run folder from before the block (top-level compile_encoders) gets the defaults + compile."""
+    from rl.eval_run import merge_eval_config
+    from tests.eval.conftest import TRAIN_OVERRIDES, eval_cfg, write_run_config
+
+    run_dir = tmp_path / "run"
+    write_run_config(run_dir, TRAIN_OVERRIDES + ["speed.chunk_cache=false", "speed.compile=true"])
+    merged = merge_eval_config(eval_cfg(run_dir))
+    assert SpeedSwitches.from_cfg(merged) == dataclasses.replace(SpeedSwitches(), chunk_cache=False, compile=True)
+    merged = merge_eval_config(eval_cfg(run_dir, "speed.batch_envs=false", "speed.compile=false"))
+    assert SpeedSwitches.from_cfg(merged) == dataclasses.replace(SpeedSwitches(), chunk_cache=False, batch_envs=False)
+    old = OmegaConf.load(run_dir / "config.yaml")
+    del old["speed"]
+    old.compile_encoders = True
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(old))
+    merged = merge_eval_config(eval_cfg(run_dir))
+    assert SpeedSwitches.from_cfg(merged) == dataclasses.replace(SpeedSwitches(), compile=True)
+
+
+# -- token cache -------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def small_agent():
+    from rl.agent import QRAGAgent
+
+    model = OmegaConf.create({"name": "offline:minilm", "predictor": {"num_layers": 1},
+                              "query_prefix": "query: ", "passage_prefix": "passage: "})
+    layout = {"max_action_length": 12, "max_action_length_in_memory": 8, "eval_max_action_length_in_memory": 6,
+              "max_state_length": 40}
+    return QRAGAgent(model, layout, CPU, "fp32", 64)
+
+
+SAMPLE = {"id": "s0", "question": "Where is Mary after she went to the garden?",
+          "chunks": ["Mary went to the kitchen.", "John moved to the hallway and then went back to the office "
+                     "before journeying to the garden again.", "", "Sandra journeyed to the bathroom.",
+                     "Mary travelled to the garden."]}
+
+
+def _episode(sample=SAMPLE):
+    return Episode(0, dict(sample), torch.ones(len(sample["chunks"]), dtype=torch.bool))
+
+
+def _agent_with(agent, **switches):
+    agent.speed = dataclasses.replace(agent.speed, **switches)
+    return agent
+
+
+def test_token_cache_off_gives_the_same_ids(small_agent):
+    agent = small_agent
+    try:
+        cached_ep, fresh_ep = _episode(), _episode()
+        _agent_with(agent, token_cache=True)
+        cached = agent.tokens(cached_ep)
+        assert agent.tokens(cached_ep) is cached  # tokenised once per episode
+        _agent_with(agent, token_cache=False)
+        fresh = agent.tokens(fresh_ep)
+        assert getattr(fresh_ep, "_tokens", None) is None  # nothing cached
+        assert fresh.question == cached.question
+        assert list(fresh.chunks) == cached.chunks and list(fresh.action_chunks) == cached.action_chunks
+        assert cached.action_chunks != cached.chunks  # the passage prefix is in the action ids
+        for sel in ([], [1], [3, 0], [4, 1, 2], [0, 1, 2, 3, 4]):
+            for sort in (False, True):
+                for evaluation in (False, True):
+                    _agent_with(agent, token_cache=True)
+                    a = agent.state_ids(cached_ep, sort, evaluation, selected=sel)
+                    _agent_with(agent, token_cache=False)
+                    b = agent.state_ids(fresh_ep, sort, evaluation, selected=sel)
+                    assert a == b, (sel, sort, evaluation)
+        for j in range(len(SAMPLE["chunks"])):
+            _agent_with(agent, token_cache=True)
+            a = agent.action_ids(cached_ep, j)
+            _agent_with(agent, token_cache=False)
+            assert agent.action_ids(fresh_ep, j) == a
+        # the pre-tokenised sample of the evaluation haystack cache wins over both paths
+        pre = dict(SAMPLE, _tokens=cached)
+        assert agent.tokens(_episode(pre)) is cached
+    finally:
+        _agent_with(agent, token_cache=True)
+
+
+def test_token_cache_off_keeps_text_len(small_agent):
+    agent = small_agent
+    n_special = 2
+    try:
+        _agent_with(agent, token_cache=True)
+        a = text_length(agent.tokens(_episode()), n_special)
+        _agent_with(agent, token_cache=False)
+        b = text_length(agent.tokens(_episode()), n_special)
+    finally:
+        _agent_with(agent, token_cache=True)
+    assert a == b
+
+
+# -- learner and evaluation: all switches on vs all off -------------------------------------------
+ALL_OFF = [f"speed.{f.name}=false" for f in dataclasses.fields(SpeedSwitches)]
+RUN = [
+    "envs.task=qa1_single-supporting-fact", "envs.num_sentences=20", "envs.max_steps=3",
+    "batch_size=8", "envs_parallel=2", "accumulate_grads=2", "learning_start=2",
+    "algo.pqn.hyperparams.acting_dropout=false", "algo.pqn.scheduler.warmup=0", "algo.pqn.optimizer.lr=1e-3",
+    "logger.tensorboard=false", "eval_episodes=4", "embed_batch_size=16",
+]
+
+
+def _no_dropout(agent):
+    for m in agent.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+
+
+def test_learner_and_eval_all_on_equals_all_off(tiny_cfg, tmp_path):
+    from rl.trainer import Trainer
+
+    trainers = {}
+    for name, extra in (("on", []), ("off", ALL_OFF)):
+        trainers[name] = Trainer(tiny_cfg(*RUN, *extra, run_dir=tmp_path / name))
+        _no_dropout(trainers[name].agent)
+    on, off = trainers["on"], trainers["off"]
+    assert on.agent.speed == SpeedSwitches() and off.agent.speed == SpeedSwitches.all_off()
+    init = {k: v.clone() for k, v in on.agent.state_dict().items()}
+    for t in (on, off):
+        t.learner.env.reset_all()
+    logs = {"on": [], "off": []}
+    for name, t in trainers.items():
+        for _ in range(4):  # 2 optimiser steps (no warm-up): micro-steps 3-4 run on changed weights
+            logs[name].append(t.learner.micro_step())
+    assert on.learner.counters == off.learner.counters and on.learner.counters.optimizer_steps == 2
+    assert on.agent.tick == 4 and on.agent.weights_version == 2
+    for a, b in zip(logs["on"], logs["off"]):
+        assert set(a) == set(b)
+        for k in a:
+            assert a[k] == pytest.approx(b[k], rel=1e-5, abs=1e-6), k
+    assert on.learner.stats.finished_returns == off.learner.stats.finished_returns
+    assert on.learner.stats.finished_returns  # some episodes ended (returns compared, not vacuous)
+    assert [ep.index for ep in on.learner.env.episodes] == [ep.index for ep in off.learner.env.episodes]
+    assert [ep.selected for ep in on.learner.env.episodes] == [ep.selected for ep in off.learner.env.episodes]
+    sd_on, sd_off = on.agent.state_dict(), off.agent.state_dict()
+    assert any(not torch.equal(sd_on[k], init[k]) for k in sd_on if k.startswith("state_enc."))  # weights moved
+    for k in sd_on:
+        torch.testing.assert_close(sd_on[k], sd_off[k], rtol=1e-5, atol=1e-6, msg=k)
+
+    # greedy evaluation of the trained agents, with the run's settings
+    idx = on.eval_indices
+    _, rec_on = on.evaluate(on.eval_ds, idx, "validation")
+    _, rec_off = off.evaluate(off.eval_ds, idx, "validation")
+    assert len(rec_on) == len(rec_off) == len(idx) == 4
+    for a, b in zip(rec_on, rec_off):
+        assert a["id"] == b["id"] and a["pred_idx"] == b["pred_idx"] and a["steps"] == b["steps"] == 3
+        assert a["return"] == b["return"]  # text_len: see test_token_cache_off_keeps_text_len
+        torch.testing.assert_close(torch.tensor(a["q_values"]), torch.tensor(b["q_values"]), rtol=1e-5, atol=1e-6)
