@@ -42,12 +42,16 @@ log = logging.getLogger(__name__)
 _IGNORED_MODEL_KEYS = ("hidden_dim", "output_dim")
 
 
-def autocast_dtype(precision: str) -> torch.dtype | None:
+def autocast_dtype(precision: str, device: torch.device | None = None) -> torch.dtype | None:
+    """bf16 autocast in the encoders, or None (fp32 weights and activations; tf32 matmuls).
+    ``auto`` = bf16 on a GPU (shown not to change learning: docs/BENCH.md, parity), tf32 on CPU."""
+    if precision == "auto":
+        precision = "bf16" if device is not None and device.type == "cuda" else "tf32"
     if precision == "bf16":
         return torch.bfloat16
     if precision in ("tf32", "fp32"):
         return None
-    raise ValueError(f"precision must be tf32, fp32 or bf16, got {precision!r}")
+    raise ValueError(f"precision must be auto, tf32, fp32 or bf16, got {precision!r}")
 
 
 class QRAGAgent(nn.Module):
@@ -80,7 +84,7 @@ class QRAGAgent(nn.Module):
         self.passage_prefix = str(model_cfg.get("passage_prefix", "") or "")
         self.left_pad = pooling == "last" and self.layout.padding_side == "left"
         self.device = device
-        self.amp = autocast_dtype(precision)
+        self.amp = autocast_dtype(precision, device)
         self.embed_batch_size = int(embed_batch_size)
         self.to(device)
         # from_pretrained returns the backbone in eval mode inside a wrapper that says "train":

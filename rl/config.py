@@ -47,7 +47,8 @@ def seed_everything(seed: int, deterministic: bool = True) -> None:
 
 
 def set_precision(precision: str) -> None:
-    """tf32 (ref: matmul precision "high"), fp32 (highest), bf16 (autocast in the encoders)."""
+    """tf32 (ref: matmul precision "high"), fp32 (highest), bf16 / auto (autocast in the encoders
+    on top of tf32 matmuls for what stays fp32)."""
     torch.set_float32_matmul_precision("highest" if precision == "fp32" else "high")
 
 

@@ -1,6 +1,6 @@
 """Speed benchmark (BENCH.md workloads W1-W4) through the project's real training/eval code.
 
-    python scripts/bench.py [--workloads W1,W2,W3,W4] [--precision tf32|bf16] [--encoder bert-base-random]
+    python scripts/bench.py [--workloads W1,W2,W3,W4] [--precision auto|tf32|bf16] [--encoder bert-base-random]
                             [--set speed.cuda_graphs=false ...] [--ablate]
 
 Prints one JSON line per workload: seconds (mean/median), peak GPU memory, card, torch version
@@ -30,6 +30,7 @@ from envs.env import PositionSettings, VecRetrievalEnv
 from envs.feedback import build_feedback
 from rl.config import PROJECT_ROOT, pick_device, seed_everything, set_precision
 from rl.evaluate import greedy_episodes
+from rl.agent import autocast_dtype
 from rl.pqn import PQNLearner
 from rl.speed import SpeedSwitches
 from rl.trainer import agent_from_cfg, eval_settings
@@ -72,7 +73,8 @@ def sync(device: torch.device) -> None:
 def base_info(device: torch.device, args: argparse.Namespace, cfg, label: str) -> dict:
     card = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     return {"run": label, "card": card, "torch": torch.__version__, "encoder": args.encoder,
-            "precision": str(cfg.precision), "switches": SpeedSwitches.from_cfg(cfg).as_dict()}
+            "precision": str(cfg.precision), "autocast": str(autocast_dtype(str(cfg.precision), device)),
+            "switches": SpeedSwitches.from_cfg(cfg).as_dict()}
 
 
 def bench_train(args: argparse.Namespace, model: str, extra: list[str], label: str) -> dict:
@@ -142,7 +144,7 @@ def bench_eval(args: argparse.Namespace, model: str, wid: str, extra: list[str],
 def variants(args: argparse.Namespace, model: str) -> list[tuple[str, list[str]]]:
     """(label, overrides): as configured; with --ablate also each switch that is on turned off,
     then every switch off."""
-    runs = [("as configured", [])]
+    runs = [("as configured" + "".join(f" + {kv}" for kv in args.set), [])]
     if args.ablate:
         on = [k for k, v in SpeedSwitches.from_cfg(compose_cfg(args, model, [])).as_dict().items() if v]
         runs += [(f"speed.{k}=false", [f"speed.{k}=false"]) for k in on]
@@ -179,7 +181,7 @@ def main() -> None:
     ap.add_argument("--encoder", default="bert-base-random", help="bert-base-random or a model folder")
     ap.add_argument("--tokenizer", default="offline:minilm", help="tokenizer for bert-base-random")
     ap.add_argument("--layers", type=int, default=12)
-    ap.add_argument("--precision", default="bf16", choices=["tf32", "fp32", "bf16"])
+    ap.add_argument("--precision", default="auto", choices=["auto", "tf32", "fp32", "bf16"])
     ap.add_argument("--device", default="auto")
     ap.add_argument("--data-root", default=str(PROJECT_ROOT / "data"), help="folder holding babilong/...")
     ap.add_argument("--task", default="qa2_two-supporting-facts")
