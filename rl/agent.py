@@ -225,8 +225,11 @@ class QRAGAgent(nn.Module):
         for k, ep in enumerate(todo):
             setattr(ep, key, (stamp, emb[bounds[k]:bounds[k + 1]]))
 
-    # haystacks this large are tokenised on a CPU thread while the GPU embeds what is ready
+    # haystacks this large are tokenised on a CPU thread while the GPU embeds what is ready,
+    # in slices doubling from STREAM_FIRST_SLICE chunks. Smaller values were measured slower
+    # (H200: W2 0.12 s vs 0.066 s with 1024 / 256): more, smaller eager encoder calls.
     STREAM_MIN_CHUNKS = 8192
+    STREAM_FIRST_SLICE = 2048
 
     def _stream_haystack(self, ep: Episode) -> bool:
         return (self.speed.overlap_tokenization and self.speed.token_cache and self.device.type == "cuda"
@@ -239,7 +242,8 @@ class QRAGAgent(nn.Module):
         s = ep.sample
         emb = torch.empty((ep.n_chunks, self.dim), device=self.device)
         parts = []
-        for part in stream_chunk_tokens(self.tokenizer, s["chunks"], self.layout, self.passage_prefix):
+        for part in stream_chunk_tokens(self.tokenizer, s["chunks"], self.layout, self.passage_prefix,
+                                        first=self.STREAM_FIRST_SLICE):
             start, ids, act = part[0], part[1], part[2] if part[2] is not None else part[1]
             seqs = FramedIds(act, self.layout.bos, self.layout.sep, self.layout.action_content)
             self.embed(enc, seqs, train, out=emb[start:start + len(ids)], chunks=True)

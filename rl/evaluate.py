@@ -83,9 +83,8 @@ def _prefetch(agent: QRAGAgent, eps: list[Episode]) -> None:
     small = [ep for ep in eps if ep.n_chunks < agent.embed_batch_size]
     if len(small) > 1:
         agent.ensure_chunk_embeddings(small, "online", train=False)
-    for ep in eps:
-        if ep.n_chunks >= agent.embed_batch_size:
-            agent.ensure_chunk_embeddings([ep], "online", train=False)
+    for ep in eps:  # cache hits for the small ones
+        agent.ensure_chunk_embeddings([ep], "online", train=False)
 
 
 def _record(ep: Episode, q_values: list[float], text_len: int, seconds: float) -> dict[str, Any]:
