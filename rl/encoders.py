@@ -208,7 +208,7 @@ def _batch_encoder(tokenizer: Any) -> Callable[[list[str]], RaggedIds] | None:
         encs = encode(texts, add_special_tokens=False)
         lens = np.fromiter((len(e) for e in encs), dtype=np.int64, count=len(encs))
         flat = np.fromiter(itertools.chain.from_iterable(e.ids for e in encs), dtype=np.int32, count=int(lens.sum()))
-        return RaggedIds(flat, np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64), lens)
+        return RaggedIds.tiling(flat, lens)
 
     tokenizer._qrag_encoder = run
     return run
@@ -305,13 +305,13 @@ def action_ids(tokens: SampleTokens, j: int, layout: TokenLayout) -> list[int]:
 
 
 def pad_batch(seqs: Any, pad: int, device: torch.device, left: bool = False,
-              width: int | None = None, pin: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pad id lists (or an IdLists/FramedIds set) into (input_ids, attention_mask) tensors on
-    ``device``, to the longest sequence or to ``width`` if larger. ``pin``: copy from pinned
-    memory without waiting for the GPU (pageable copies sync)."""
+              width: int | None = None, pin: bool = True, idx: np.ndarray | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad id lists (or an IdLists/FramedIds set; only rows ``idx`` if given) into (input_ids,
+    attention_mask) tensors on ``device``, to the longest sequence or to ``width`` if larger.
+    ``pin``: copy from pinned memory without waiting for the GPU (pageable copies sync)."""
     seqs = as_seq_set(seqs)
-    idx = np.arange(len(seqs))
-    ids, mask = seqs.rows(idx, max(int(seqs.lens.max()), width or 0), pad, left)
+    idx = np.arange(len(seqs)) if idx is None else idx
+    ids, mask = seqs.rows(idx, max(int(seqs.lens[idx].max()), width or 0), pad, left)
     return to_device(torch.from_numpy(ids), device, pin), to_device(torch.from_numpy(mask.astype(np.int64)), device, pin)
 
 
@@ -335,11 +335,10 @@ def plan_slices(sorted_lens: np.ndarray, max_batch: int, token_budget: int, call
     best[0] = 0.0
     choice = np.zeros(k_groups + 1, dtype=np.int64)
     starts = np.concatenate(([0], ends[:-1]))
+    per_call = np.maximum(1, np.minimum(max_batch, token_budget // widths))  # rows per call at each width
     for k in range(1, k_groups + 1):  # groups [j, k) padded to widths[k-1]
-        w = int(widths[k - 1])
-        per_call = max(1, min(max_batch, token_budget // w))
         rows = ends[k - 1] - starts[:k]
-        cost = best[:k] + np.ceil(rows / per_call) * call_cost + rows * w
+        cost = best[:k] + np.ceil(rows / per_call[k - 1]) * call_cost + rows * int(widths[k - 1])
         choice[k] = int(np.argmin(cost))
         best[k] = cost[choice[k]]
     cuts: list[tuple[int, int]] = []
@@ -347,8 +346,7 @@ def plan_slices(sorted_lens: np.ndarray, max_batch: int, token_budget: int, call
     while k > 0:
         j = choice[k]
         lo, hi = int(starts[j]), int(ends[k - 1])
-        per_call = max(1, min(max_batch, token_budget // int(widths[k - 1])))
-        n_calls = -(-(hi - lo) // per_call)
+        n_calls = -(-(hi - lo) // int(per_call[k - 1]))
         bounds = np.linspace(lo, hi, n_calls + 1).round().astype(int)  # even split
         cuts[:0] = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
         k = j
@@ -385,20 +383,13 @@ def embed_sequences(
         return out
     amp = dict(device_type=device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None)
     lens = seqs.lens
-
-    def run(idx: np.ndarray, width: int, padded: bool) -> torch.Tensor:
-        ids, mask = seqs.rows(idx, width, pad, left)
-        ids_t = to_device(torch.from_numpy(ids), device, pin)
-        mask_t = to_device(torch.from_numpy(mask.astype(np.int64)), device, pin)
-        with torch.autocast(**amp):
-            return encoder(ids_t, mask_t, padded).float()
-
     if not bucket:
         for start in range(0, n, max_batch):
             idx = np.arange(start, min(n, start + max_batch))
-            longest = int(lens[idx].max())
-            padded = pad_to is not None or bool((lens[idx] != longest).any())
-            out[start:start + len(idx)] = run(idx, max(longest, pad_to or 0), padded)
+            padded = pad_to is not None or bool((lens[idx] != lens[idx].max()).any())
+            ids_t, mask_t = pad_batch(seqs, pad, device, left, width=pad_to, pin=pin, idx=idx)
+            with torch.autocast(**amp):
+                out[start:start + len(idx)] = encoder(ids_t, mask_t, padded).float()
         return out
     order = np.argsort(lens, kind="stable")
     sorted_out = torch.empty_like(out)
@@ -406,9 +397,10 @@ def embed_sequences(
     # Calls are staged in groups of ~1M padded tokens: one pinned buffer and one copy per group
     # (pinning a buffer per call cost ~1 ms each), small enough that the GPU starts early.
     group: list[tuple[int, int]] = []
+    staged = 0  # padded tokens in the group
     for k, (start, stop) in enumerate(calls):
         group.append((start, stop))
-        staged = sum((b - a) * int(lens[order[b - 1]]) for a, b in group)
+        staged += (stop - start) * int(lens[order[stop - 1]])
         if staged >= 1 << 20 or k == len(calls) - 1:
             hosts = [seqs.rows(order[a:b], int(lens[order[b - 1]]), pad, left) for a, b in group]
             flat = np.concatenate([x.ravel() for ids, mask in hosts for x in (ids, mask.astype(np.int64))])
@@ -420,7 +412,7 @@ def embed_sequences(
                 pos += 2 * ids.size
                 with torch.autocast(**amp):  # equal first and last length (sorted) = no padding
                     sorted_out[a:b] = encoder(ids_t, mask_t, bool(lens[order[a]] != lens[order[b - 1]])).float()
-            group = []
+            group, staged = [], 0
     out.index_copy_(0, to_device(torch.from_numpy(order), device, pin), sorted_out)
     return out
 

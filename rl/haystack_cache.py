@@ -96,13 +96,11 @@ def sample_key(dataset_id: dict[str, Any], tokenizer_id: dict[str, Any], split: 
 
 def _pack(ids: Any) -> tuple[np.ndarray, np.ndarray]:
     r = RaggedIds.from_lists(ids).compact()
-    offsets = np.zeros(len(r) + 1, dtype=np.int64)
-    np.cumsum(r.lens, out=offsets[1:])
-    return r.flat.astype(np.int32, copy=False), offsets
+    return r.flat.astype(np.int32, copy=False), np.append(r.starts, int(r.lens.sum()))
 
 
 def _unpack(flat: np.ndarray, offsets: np.ndarray) -> RaggedIds:
-    return RaggedIds(flat.astype(np.int32, copy=False), offsets[:-1].astype(np.int64), np.diff(offsets).astype(np.int64))
+    return RaggedIds.tiling(flat.astype(np.int32, copy=False), np.diff(offsets).astype(np.int64))
 
 
 def save_entry(path: Path, sample: dict[str, Any], tokens: SampleTokens) -> None:

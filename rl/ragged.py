@@ -23,12 +23,19 @@ class RaggedIds(Sequence):
         self.flat, self.starts, self.lens = flat, starts, lens
 
     @classmethod
+    def tiling(cls, flat: np.ndarray, lens: np.ndarray) -> "RaggedIds":
+        """Items of lengths ``lens`` laid end to end in ``flat``."""
+        starts = np.zeros(len(lens), dtype=np.int64)
+        np.cumsum(lens[:-1], out=starts[1:])
+        return cls(flat, starts, lens)
+
+    @classmethod
     def from_lists(cls, lists: Sequence[Sequence[int]]) -> "RaggedIds":
         if isinstance(lists, RaggedIds):
             return lists
         lens = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
         flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int32, count=int(lens.sum()))
-        return cls(flat, _starts(lens), lens)
+        return cls.tiling(flat, lens)
 
     @classmethod
     def concat(cls, parts: Sequence["RaggedIds"]) -> "RaggedIds":
@@ -37,15 +44,15 @@ class RaggedIds(Sequence):
         dense = [p.compact() for p in parts]
         lens = np.concatenate([p.lens for p in dense]) if dense else np.zeros(0, np.int64)
         flat = np.concatenate([p.flat for p in dense]) if dense else np.zeros(0, np.int32)
-        return cls(flat, _starts(lens), lens)
+        return cls.tiling(flat, lens)
 
     def compact(self) -> "RaggedIds":
         """The same items tiling a fresh ``flat`` in order (one vectorised gather)."""
-        starts = _starts(self.lens)
-        if len(self.flat) == int(self.lens.sum()) and np.array_equal(starts, self.starts):
+        tiled = RaggedIds.tiling(self.flat, self.lens)
+        if len(self.flat) == int(self.lens.sum()) and np.array_equal(tiled.starts, self.starts):
             return self
-        pos = np.arange(int(self.lens.sum())) + np.repeat(self.starts - starts, self.lens)
-        return RaggedIds(self.flat[pos], starts, self.lens.copy())
+        pos = np.arange(int(self.lens.sum())) + np.repeat(self.starts - tiled.starts, self.lens)
+        return RaggedIds.tiling(self.flat[pos], self.lens.copy())
 
     def cut(self, n: int) -> "RaggedIds":
         """Every item cut to its first ``n`` ids (shares ``flat``)."""
@@ -66,12 +73,6 @@ class RaggedIds(Sequence):
         return all(list(self[i]) == list(other[i]) for i in range(len(self)))
 
     __hash__ = None  # type: ignore[assignment]
-
-
-def _starts(lens: np.ndarray) -> np.ndarray:
-    starts = np.zeros(len(lens), dtype=np.int64)
-    np.cumsum(lens[:-1], out=starts[1:])
-    return starts
 
 
 class IdLists:
