@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Launch retriever evaluations side by side, each line a background chain over context lengths
+# (the evaluation half of scripts/launch_plan.sh).
+#
+#   scripts/launch_evals.sh <eval plan> <runs dir> [extra eval_retriever.py overrides...]
+#
+# Eval plan: one chain per line, `<run name> <gpu> <num_samples> <N1,N2,...> [override ...]`;
+# `#` starts a comment. Each chain runs `python eval_retriever.py pretrained_path=<runs dir>/<run>
+# envs.num_sentences=<N> num_samples=<num_samples> progress_bar=false <extra> <overrides>` for each
+# N in turn under CUDA_VISIBLE_DEVICES=<gpu>, logging to <runs dir>/logs/eval_<run>_<line>.log. The
+# evaluation files resume by sample id, so relaunching a plan finishes what a stop interrupted.
+# Env: PYTHON (python), THREADS (2).
+set -euo pipefail
+if [ $# -lt 2 ]; then
+  echo "usage: $0 <eval plan> <runs dir> [key=value ...]" >&2
+  exit 2
+fi
+PLAN="$1"; RUNS="$2"; shift 2
+PYTHON="${PYTHON:-python}"
+THREADS="${THREADS:-2}"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+[ -f "$PLAN" ] || { echo "error: eval plan $PLAN not found" >&2; exit 2; }
+mkdir -p "$RUNS/logs"
+n=0
+while read -r name gpu samples lengths overrides; do
+  case "$name" in ''|'#'*) continue ;; esac
+  n=$((n + 1))
+  [ -f "$RUNS/$name/config.yaml" ] || { echo "skip $name: no run folder $RUNS/$name" >&2; continue; }
+  log="$RUNS/logs/eval_${name}_$n.log"
+  cmd=""
+  for N in ${lengths//,/ }; do
+    cmd+="\"$PYTHON\" \"$HERE/eval_retriever.py\" pretrained_path=\"$RUNS/$name\" envs.num_sentences=$N"
+    cmd+=" num_samples=$samples progress_bar=false $* $overrides || echo \"FAILED N=$N\"; "
+  done
+  CUDA_VISIBLE_DEVICES="$gpu" OMP_NUM_THREADS="$THREADS" RAYON_NUM_THREADS="$THREADS" \
+    setsid nohup bash -c "$cmd" > "$log" 2>&1 < /dev/null &
+done < "$PLAN"
+echo "launched $n evaluation chains from $PLAN"

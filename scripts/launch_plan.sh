@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Launch many training runs side by side on one machine, each in the background with a wall-clock
+# limit, from a plan file (how docs/RESULTS.md's GPU rounds were run: one run keeps a GPU only
+# 15-25 % busy, so several share each card).
+#
+#   scripts/launch_plan.sh <plan file> <out dir> [extra overrides applied to every run...]
+#
+# Plan file: one run per line, `<name> <gpu> <override> [<override> ...]`; `#` starts a comment.
+# Each run trains with `python train_q_rag.py <extra> <overrides> hydra.run.dir=<out dir>/<name>`
+# (a plan line's own value wins over the extra one for the same key)
+# under CUDA_VISIBLE_DEVICES=<gpu>, logs to <out dir>/logs/<name>.log and is stopped after
+# TIME_LIMIT seconds (default 780) by SIGTERM; its model_best.pt / metrics.jsonl stay usable (the
+# best model is written at each evaluation). A run folder that already holds metrics.jsonl is
+# resumed (resume=true). The script returns at once; `scripts/plan_status.sh <out dir>` reports
+# progress.
+# Env: PYTHON (python), TIME_LIMIT (780), THREADS (2: torch/tokenizer threads per run).
+set -euo pipefail
+if [ $# -lt 2 ]; then
+  echo "usage: $0 <plan file> <out dir> [key=value ...]" >&2
+  exit 2
+fi
+PLAN="$1"; OUTDIR="$2"; shift 2
+PYTHON="${PYTHON:-python}"
+TIME_LIMIT="${TIME_LIMIT:-780}"
+THREADS="${THREADS:-2}"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+[ -f "$PLAN" ] || { echo "error: plan file $PLAN not found" >&2; exit 2; }
+mkdir -p "$OUTDIR/logs"
+n=0
+while read -r name gpu overrides; do
+  case "$name" in ''|'#'*) continue ;; esac
+  read -r -a ov <<< "$overrides"
+  dir="$OUTDIR/$name"
+  resume=()
+  [ -f "$dir/metrics.jsonl" ] && resume=(resume=true)
+  CUDA_VISIBLE_DEVICES="$gpu" OMP_NUM_THREADS="$THREADS" RAYON_NUM_THREADS="$THREADS" \
+    setsid nohup timeout "$TIME_LIMIT" "$PYTHON" "$HERE/train_q_rag.py" "$@" "${ov[@]}" \
+    "${resume[@]+"${resume[@]}"}" "hydra.run.dir=$dir" > "$OUTDIR/logs/$name.log" 2>&1 < /dev/null &
+  n=$((n + 1))
+done < "$PLAN"
+echo "launched $n runs from $PLAN into $OUTDIR (limit ${TIME_LIMIT}s each)"
