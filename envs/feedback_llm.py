@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional, Sequence
 from envs.legacy import flag
 from envs.types import Sample
 from prompts_and_metrics.metrics import babilong_acc, babilong_em, babilong_f1, task_key
-from prompts_and_metrics.prompts import babilong_messages
+from prompts_and_metrics.prompts import babilong_messages, strip_think
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +176,9 @@ class LLMFeedback:
         for k, out in zip(need, outs):
             s = slots[k]
             sample = self._samples[s]
-            score = 0.0 if out is None else self.metric(out, str(sample["answer"]), sample["question"], self.task)
+            # a reasoning block (disable_thinking: false) is never scored, as in the readers
+            score = 0.0 if out is None else self.metric(strip_think(out), str(sample["answer"]), sample["question"],
+                                                        self.task)
             score *= self.reward_scaling
             done = score >= self.completion_threshold
             if self.repeat_reward:
