@@ -80,6 +80,8 @@ def record_benchmark(rec: dict[str, Any], choice: str, dataset: str | None, wher
     if choice != "auto":
         return choice
     name = rec.get("source") or dataset
+    if str(name).startswith("longbench"):
+        raise ValueError(f"{where}: a LongBench log; score it with eval_llm_longbench.py (LongBench's own metrics)")
     if name not in QA_BENCHMARKS:
         raise ValueError(f"{where}: cannot tell which benchmark record {rec.get('id')!r} belongs to "
                          f"(source {rec.get('source')!r}, log dataset {dataset!r}); pass --benchmark "

@@ -211,6 +211,13 @@ def test_reader_official_prompt_file_classification_and_code(tmp_path, chat_serv
                                  "--backend", "server", "--api_base_url", chat_server.url, "--prompt_file", str(bad)])
 
 
+def test_openqa_reader_points_to_the_longbench_reader(tmp_path, chat_server):
+    eval_llm_openqa = load_script("eval_llm_openqa")
+    with pytest.raises(SystemExit, match="eval_llm_longbench.py"):
+        eval_llm_openqa.main(["--retriever_logfile", str(_log(tmp_path, "hotpotqa")), "--backend", "server",
+                              "--api_base_url", chat_server.url])
+
+
 def test_reader_refuses_other_logs(tmp_path, fixtures_dir):
     log = tmp_path / "eval_seed0.jsonl"
     shutil.copy(fixtures_dir / "eval_seed0.jsonl", log)
