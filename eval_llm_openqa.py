@@ -2,24 +2,31 @@
 
     python eval_llm_openqa.py --retriever_logfile runs/x/eval_seed0.jsonl --llm_name Qwen/QwQ-32B
 
-Kept chunks stay in retrieval order; the model answers and ends with ``Final answer: ...``; the text
-after the last such cue is scored with SQuAD EM/F1, maximum over the answer and its aliases.
-Writes the per-sample JSONL (resumable) and ``<output stem>.summary.json`` with the means.
-See docs/READERS.md for every flag.
+Kept chunks stay in retrieval order; the model answers and ends with ``Final answer: ...``; any
+``<think>`` block is dropped and the text after the last such cue is scored, maximum over the
+answer and its aliases, with the benchmark's official metric (docs/SCORING.md): HotpotQA / 2Wiki
+F1 with the yes/no/noanswer rule (plain token F1 beside it), MuSiQue SQuAD F1, RULER QA
+string_match_part (EM/F1 beside it). Writes the per-sample JSONL (resumable) and
+``<output stem>.summary.json`` with the means. See docs/READERS.md for every flag.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any, Optional
 
 from prompts_and_metrics.filters import FILTERS, FilterSpec, apply_filter
-from prompts_and_metrics.metrics import qa_scores
-from prompts_and_metrics.prompts import extract_final_answer, openqa_messages
+from prompts_and_metrics.metrics import QA_BENCHMARKS, SCORING_VERSION, qa_scores
+from prompts_and_metrics.prompts import extract_final_answer, openqa_messages, strip_think
 from prompts_and_metrics.reader_io import (
-    REQUIRED_FIELDS, append_jsonl, parse_reader_args, run_reader_cli, mean, read_jsonl, read_output, write_json_atomic,
+    REQUIRED_FIELDS, LogFormatError, append_jsonl, parse_reader_args, run_reader_cli, mean, read_jsonl, read_output,
+    rescore_outputs, write_json_atomic,
 )
+
+# Optional per-sample metrics, present for some benchmarks only (summary: mean over the lines that have them).
+_EXTRA_METRICS = ("F1_plain", "string_match_part")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,7 +60,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max_retries", type=int, default=2)
     p.add_argument("--ignore_answer_aliases", action="store_true", help="legacy.ignore_answer_aliases")
     p.add_argument("--qa_f1_empty_conventions", action="store_true", help="legacy.qa_f1_empty_conventions")
+    p.add_argument("--benchmark", default="auto", choices=("auto", *QA_BENCHMARKS),
+                   help="official metric to apply; auto = each record's 'source', else the dataset named in the "
+                        "log's .meta.json")
     return p
+
+
+def log_dataset(log_path: Path) -> str | None:
+    """``dataset`` of the retriever log's meta file (written by eval_retriever.py), if any."""
+    meta = log_path.with_name(log_path.name + ".meta.json")
+    if not meta.is_file():
+        return None
+    return json.loads(meta.read_text(encoding="utf-8")).get("dataset")
+
+
+def record_benchmark(rec: dict[str, Any], choice: str, dataset: str | None, where: str) -> str:
+    """The benchmark whose official metric scores ``rec``: ``--benchmark`` when given, else the
+    record's ``source`` (combined sets), else the log's dataset."""
+    if choice != "auto":
+        return choice
+    name = rec.get("source") or dataset
+    if str(name).startswith("longbench"):
+        raise ValueError(f"{where}: a LongBench log; score it with eval_llm_longbench.py (LongBench's own metrics)")
+    if name not in QA_BENCHMARKS:
+        raise ValueError(f"{where}: cannot tell which benchmark record {rec.get('id')!r} belongs to "
+                         f"(source {rec.get('source')!r}, log dataset {dataset!r}); pass --benchmark "
+                         f"({', '.join(QA_BENCHMARKS)})")
+    return name
+
+
+def score_line(line: dict[str, Any], benchmark: str, ignore_aliases: bool, legacy_empty: bool) -> dict[str, Any]:
+    """An output line with ``prediction`` (text after the last ``Final answer:`` once the reasoning
+    block is dropped), ``benchmark`` and its metrics, recomputed from ``full_model_output``."""
+    pred = extract_final_answer(strip_think(str(line["full_model_output"])))
+    sc = qa_scores(pred, str(line["ground_truth"]), line.get("answer_aliases") or [], ignore_aliases, legacy_empty,
+                   benchmark)
+    out = {k: v for k, v in line.items() if k not in ("EM", "F1", *_EXTRA_METRICS)}
+    out.update(prediction=pred, benchmark=benchmark, scoring=SCORING_VERSION, **sc)
+    return out
 
 
 def run(args: argparse.Namespace, backend: Optional[Any] = None) -> dict[str, Any]:
@@ -70,8 +114,25 @@ def run(args: argparse.Namespace, backend: Optional[Any] = None) -> dict[str, An
     enable_thinking = bool(args.think) if "qwen3" in args.llm_name.lower() else None
     settings = {"llm_name": args.llm_name, "filter": spec.key(), "max_tokens": args.max_tokens,
                 "think": enable_thinking, "ignore_answer_aliases": bool(args.ignore_answer_aliases),
-                "qa_f1_empty_conventions": bool(args.qa_f1_empty_conventions)}
-    existing = read_output(out_path)
+                "qa_f1_empty_conventions": bool(args.qa_f1_empty_conventions), "benchmark": args.benchmark}
+    dataset = log_dataset(log_path)
+    for k, r in enumerate(records):
+        if r.get("answer") is None:
+            raise LogFormatError(
+                f"{log_path}: record {k + 1} ({r.get('id')!r}) has no answer. The 2WikiMultihopQA test split is "
+                "unlabelled (its authors score test predictions on request): evaluate on dev.")
+    benchmarks = {str(r["id"]): record_benchmark(r, args.benchmark, dataset, str(log_path)) for r in records}
+
+    def upgrade(line: dict[str, Any]) -> dict[str, Any]:
+        # a line of an older scorer: its settings lack the keys added since; the rest must match
+        old = line.get("reader_settings") or {}
+        if old != {k: v for k, v in settings.items() if k in old}:
+            raise ValueError(f"made with {old}, not {settings}")
+        bench = benchmarks.get(str(line["id"])) or record_benchmark(line, args.benchmark, dataset, str(out_path))
+        return {**score_line(line, bench, args.ignore_answer_aliases, args.qa_f1_empty_conventions),
+                "reader_settings": settings}
+
+    existing = rescore_outputs(out_path, read_output(out_path), SCORING_VERSION, upgrade)
     for r in existing:
         if r.get("reader_settings") != settings:
             raise SystemExit(f"{out_path} holds results made with {r.get('reader_settings')}, not {settings}; "
@@ -100,27 +161,40 @@ def run(args: argparse.Namespace, backend: Optional[Any] = None) -> dict[str, An
             outs = backend.generate([m for *_, m in chunk], args.max_tokens, 0.0, 1.0, enable_thinking=enable_thinking)
             new = []
             for (r, idx, texts, _), out in zip(chunk, outs):
-                pred = extract_final_answer(out)
-                aliases = list(r.get("answer_aliases") or [])
-                sc = qa_scores(pred, str(r["answer"]), aliases, args.ignore_answer_aliases, args.qa_f1_empty_conventions)
-                new.append({
+                line = {
                     "id": r["id"], "question": r["question"], "retrieved_chunks_idx": r["pred_idx"],
                     "ground_truth_chunks_idx": r["sf_idx"], "filter_idx": idx, "filter_texts": texts,
-                    "ground_truth": r["answer"], "answer_aliases": aliases, "prediction": pred,
-                    "full_model_output": out, "EM": sc["EM"], "F1": sc["F1"], "reader_settings": settings,
-                })
+                    "ground_truth": r["answer"], "answer_aliases": list(r.get("answer_aliases") or []),
+                    "full_model_output": out, "reader_settings": settings,
+                }
+                new.append(score_line(line, benchmarks[str(r["id"])], args.ignore_answer_aliases,
+                                      args.qa_f1_empty_conventions))
             append_jsonl(out_path, new)
             bar.update(len(chunk))
         bar.close()
     wanted = {str(r["id"]) for r in records}
     rows = {str(r["id"]): r for r in read_output(out_path) if str(r["id"]) in wanted}.values()
     rows = list(rows)
-    summary = {"EM": mean([r["EM"] for r in rows]), "F1": mean([r["F1"] for r in rows]), "n": len(rows),
-               "retriever_logfile": str(log_path), **settings}
+    summary = {**summarize(rows), "retriever_logfile": str(log_path), **settings}
+    by_bench = sorted({r["benchmark"] for r in rows})
+    if len(by_bench) > 1:
+        summary["by_benchmark"] = {b: summarize([r for r in rows if r["benchmark"] == b]) for b in by_bench}
     summary_path = out_path.with_name(f"{out_path.stem}.summary.json")
     write_json_atomic(summary_path, summary)
-    print(f"open-QA reader: EM={summary['EM']} F1={summary['F1']} n={summary['n']} -> {summary_path}")
+    print("open-QA reader: " + ", ".join(f"{k}={summary[k]}" for k in ("EM", "F1", *_EXTRA_METRICS, "n") if k in summary)
+          + f" -> {summary_path}")
     return {**summary, "output": str(out_path), "summary": str(summary_path)}
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Means of EM and F1, and of each optional metric over the lines that carry it."""
+    out: dict[str, Any] = {"EM": mean([r["EM"] for r in rows]), "F1": mean([r["F1"] for r in rows])}
+    for k in _EXTRA_METRICS:
+        vals = [r[k] for r in rows if k in r]
+        if vals:
+            out[k] = mean(vals)
+    out["n"] = len(rows)
+    return out
 
 
 # ``--reader ref`` restores the reference script values (SPEC §9.6); explicit flags still win.

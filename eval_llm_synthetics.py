@@ -3,10 +3,11 @@
     python eval_llm_synthetics.py runs/x/eval_seed0_ns50.jsonl --llm_name Qwen/Qwen3-4B --babi_task qa1
 
 Per retriever record: filter the retrieved chunks, re-sort the kept ones by chunk index, build the
-task prompt, generate greedily, score em (ref rule) / acc (robust) / f1 (ref label F1). Writes
-``<logdir>/<basename(llm)>_<basename(logfile)>`` (one line per record and filter; resumable) and
-updates ``<logdir>/results_<basename(llm)>.json`` = {context key: {filter key: {em, acc, f1, n}}}.
-See docs/READERS.md for every flag.
+task prompt, generate greedily, drop any ``<think>`` block, score. bAbI: acc (the official BabiLong
+scorer), acc_fixed (whole-word labels), em (ref rule), f1 (label F1); NIAH: string_match_all
+(RULER), em, f1. Writes ``<logdir>/<basename(llm)>_<basename(logfile)>`` (one line per record and
+filter; resumable) and updates ``<logdir>/results_<basename(llm)>.json`` = {context key: {filter
+key: {metric: mean, n}}}. See docs/READERS.md for every flag and docs/SCORING.md for the metrics.
 """
 from __future__ import annotations
 
@@ -17,11 +18,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from prompts_and_metrics.filters import FILTERS, FilterSpec, apply_filter
-from prompts_and_metrics.metrics import NIAH_TASKS, synthetic_scores, task_key
-from prompts_and_metrics.prompts import babilong_messages
+from prompts_and_metrics.metrics import NIAH_TASKS, SCORING_VERSION, synthetic_scores, task_key
+from prompts_and_metrics.prompts import babilong_messages, strip_think
 from prompts_and_metrics.reader_io import (
     REQUIRED_FIELDS, LogFormatError, append_jsonl, context_key, mean, model_basename, parse_reader_args, read_jsonl,
-    read_output, run_reader_cli, write_json_atomic,
+    read_output, rescore_outputs, run_reader_cli, write_json_atomic,
 )
 
 # Reader settings stored in every output line; a resume with other values is refused.
@@ -35,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="hub name, local folder, .gguf file, 'smollm2' (offline asset), or served name (server)")
     p.add_argument("--babi_task", required=True, help="qa1..qa20 (or full bAbI file name), niah, niahmv")
     p.add_argument("--max_tokens", type=int, default=512, help="max new tokens (paper 512; reader=ref 32)")
-    p.add_argument("--think", action="store_true", help="enable_thinking=true in the chat template (default off)")
+    p.add_argument("--think", action="store_true",
+                   help="enable_thinking=true in the chat template (default off); the <think> block is never scored")
     p.add_argument("--chunk_filter", default="none", choices=FILTERS)
     p.add_argument("--stopping_threshold", type=float, default=-0.5, help="qvalue filter threshold")
     p.add_argument("--qvalue_comparison", default="le", choices=("le", "lt"),
@@ -64,6 +66,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--extra_question_mark", action="store_true",
                    help="legacy.prompt_extra_question_mark: append the ref's extra '?'")
     return p
+
+
+def metric_names(task: str) -> tuple[str, ...]:
+    """Summary keys, headline first: RULER's string_match_all for NIAH, the official BabiLong
+    accuracy for bAbI."""
+    return ("string_match_all", "em", "f1") if task in NIAH_TASKS else ("acc", "acc_fixed", "em", "f1")
+
+
+# every per-sample metric field any scoring version wrote (v1 also had answer_recall for NIAH)
+_METRIC_FIELDS = {f"answer_{k}" for k in ("acc", "acc_fixed", "em", "f1", "recall", "string_match_all")}
+
+
+def score_record(rec: dict[str, Any], task: str) -> dict[str, Any]:
+    """``rec`` with ``prediction`` (the model output without its reasoning block) and one
+    ``answer_<metric>`` per metric, scored from ``full_model_output`` (lines written before that
+    field existed kept the raw output in ``prediction``)."""
+    raw = rec["full_model_output"] if "full_model_output" in rec else rec["prediction"]
+    text = strip_think(str(raw))
+    sc = synthetic_scores(text, str(rec["answer"]), str(rec["question"]), task)
+    out = {k: v for k, v in rec.items() if k not in _METRIC_FIELDS}
+    out.update(full_model_output=raw, prediction=text, scoring=SCORING_VERSION)
+    out.update({f"answer_{k}": sc[k] for k in metric_names(task)})
+    return out
+
+
+def _read_rescored(out_path: Path, task: str) -> list[dict[str, Any]]:
+    """Existing output lines, rescored when an older scorer wrote them (each line's task is in its
+    reader settings, so a file mixing tasks is rescored line by line)."""
+    def rescore(r: dict[str, Any]) -> dict[str, Any]:
+        return score_record(r, task_key(str(r.get("reader_settings", {}).get("babi_task", task))))
+
+    return rescore_outputs(out_path, read_output(out_path), SCORING_VERSION, rescore)
 
 
 def make_backend(args: argparse.Namespace) -> Any:
@@ -105,7 +139,7 @@ def run(args: argparse.Namespace, backend: Optional[Any] = None) -> dict[str, An
     settings = {"babi_task": task, "max_tokens": args.max_tokens, "think": bool(args.think),
                 "llm_name": args.llm_name, "extra_question_mark": bool(args.extra_question_mark)}
 
-    existing = [r for r in read_output(out_path) if r.get("filter") == fkey]
+    existing = [r for r in _read_rescored(out_path, task) if r.get("filter") == fkey]
     for r in existing:
         old = r.get("reader_settings", {})
         if old != settings:
@@ -133,13 +167,10 @@ def run(args: argparse.Namespace, backend: Optional[Any] = None) -> dict[str, An
             outs = backend.generate([m for *_, m in chunk], args.max_tokens, 0.0, 1.0, enable_thinking=bool(args.think))
             new = []
             for (r, idx, texts, _), out in zip(chunk, outs):
-                sc = synthetic_scores(out, str(r["answer"]), str(r["question"]), task)
                 rec = dict(r)
-                rec.update(prediction=out, answer_em=sc["em"], answer_acc=sc["acc"], answer_f1=sc["f1"],
-                           filter_idx=idx, filter_texts=texts, filter=fkey, reader_settings=settings)
-                if task in NIAH_TASKS:
-                    rec["answer_recall"] = sc["recall"]
-                new.append(rec)
+                rec.update(full_model_output=out, filter_idx=idx, filter_texts=texts, filter=fkey,
+                           reader_settings=settings)
+                new.append(score_record(rec, task))
             append_jsonl(out_path, new)
             bar.update(len(chunk))
         bar.close()
@@ -147,12 +178,8 @@ def run(args: argparse.Namespace, backend: Optional[Any] = None) -> dict[str, An
     wanted = {str(r["id"]) for r in records}
     mine = {str(r["id"]): r for r in read_output(out_path) if r.get("filter") == fkey and str(r["id"]) in wanted}
     rows = list(mine.values())
-    summary: dict[str, Any] = {
-        "em": mean([r["answer_em"] for r in rows]), "acc": mean([r["answer_acc"] for r in rows]),
-        "f1": mean([r["answer_f1"] for r in rows]), "n": len(rows),
-    }
-    if task in NIAH_TASKS:
-        summary["recall"] = mean([r["answer_recall"] for r in rows])
+    summary: dict[str, Any] = {k: mean([r[f"answer_{k}"] for r in rows]) for k in metric_names(task)}
+    summary["n"] = len(rows)
     ctx = context_key(log_path, records)
     results_path = logdir / f"results_{llm_base}.json"
     results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}

@@ -19,8 +19,8 @@ from typing import Any, Callable, Optional, Sequence
 
 from envs.legacy import flag
 from envs.types import Sample
-from prompts_and_metrics.metrics import babilong_acc, babilong_em, babilong_f1, task_key
-from prompts_and_metrics.prompts import babilong_messages
+from prompts_and_metrics.metrics import NIAH_TASKS, babilong_acc, babilong_em, babilong_f1, task_key
+from prompts_and_metrics.prompts import babilong_messages, strip_think
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,8 @@ class LLMFeedback:
         metric = str(_get(feedback_cfg, "metric", "em"))
         if metric not in METRICS:
             raise ValueError(f"feedback.metric {metric!r} unknown; choose one of {sorted(METRICS)}")
+        if metric in ("acc", "f1") and self.task in NIAH_TASKS:
+            raise ValueError(f"feedback.metric {metric!r} scores bAbI answer labels; NIAH ({self.task}) takes em")
         self.metric = METRICS[metric]
         sp = _plain(_get(feedback_cfg, "sampling_params", {}))
         self.max_tokens = int(sp.get("max_tokens", 32))
@@ -176,7 +178,9 @@ class LLMFeedback:
         for k, out in zip(need, outs):
             s = slots[k]
             sample = self._samples[s]
-            score = 0.0 if out is None else self.metric(out, str(sample["answer"]), sample["question"], self.task)
+            # a reasoning block (disable_thinking: false) is never scored, as in the readers
+            score = 0.0 if out is None else self.metric(strip_think(out), str(sample["answer"]), sample["question"],
+                                                        self.task)
             score *= self.reward_scaling
             done = score >= self.completion_threshold
             if self.repeat_reward:

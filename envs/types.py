@@ -26,6 +26,7 @@ class Sample(_SampleRequired, total=False):
     facts_idx: list[int]
     num_sentences: int
     split: str
+    longbench: dict[str, Any]  # LongBench: dataset, all_classes, length, input (for its scorer)
 
 
 class SampleError(ValueError):

@@ -318,3 +318,15 @@ def extract_final_answer(output: str) -> str:
     if pos == -1:
         return output.strip()
     return output[pos + len(marker):].strip()
+
+
+def strip_think(output: str) -> str:
+    """The answer part of a reasoning model's output: the text after the last ``</think>``
+    (QwQ's template opens the block in the prompt, so only the closing tag may appear); an
+    opened block that never closes (generation cut inside the reasoning) leaves the text before
+    ``<think>``, usually nothing. Outputs without the tags are returned unchanged."""
+    close = output.rfind("</think>")
+    if close != -1:
+        return output[close + len("</think>"):]
+    start = output.find("<think>")
+    return output if start == -1 else output[:start]

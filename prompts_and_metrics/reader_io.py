@@ -64,6 +64,33 @@ def read_output(path: str | Path) -> list[dict[str, Any]]:
     return records
 
 
+def rescore_outputs(
+    path: str | Path, records: list[dict[str, Any]], version: int, rescore: Callable[[dict[str, Any]], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Bring reader output lines written by an older scorer up to ``version``: every line whose
+    ``scoring`` differs is passed to ``rescore`` (which recomputes its metrics from the stored
+    model output and returns the updated line, or raises ValueError when it cannot) and the
+    file is rewritten atomically. Lines already at ``version`` are kept as they are."""
+    stale = [k for k, r in enumerate(records) if r.get("scoring") != version]
+    if not stale:
+        return records
+    p = Path(path)
+    out = list(records)
+    for k in stale:
+        try:
+            out[k] = {**rescore(records[k]), "scoring": version}
+        except (KeyError, ValueError) as exc:
+            raise LogFormatError(
+                f"{p}: line {k + 1} was written by an older scorer and cannot be rescored ({exc}); "
+                "delete the file to evaluate afresh"
+            ) from None
+    tmp = p.with_name(f".{p.name}.tmp{os.getpid()}")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out), encoding="utf-8")
+    os.replace(tmp, p)
+    print(f"[reader] {p.name}: rescored {len(stale)} line(s) written by an older scorer (scoring v{version})")
+    return out
+
+
 def append_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> None:
     with open(path, "a", encoding="utf-8") as fh:
         for r in records:

@@ -114,7 +114,7 @@ def _num(x: Any) -> str:
 
 def eval_stem(cfg: DictConfig) -> str:
     """eval_seed{seed}_ns{N} (BabiLong), _{split} (NIAH, RULER QA), _hf{length} (official BabiLong
-    sets), no suffix (HotpotQA, MuSiQue, combined); then suffixes for settings that change results."""
+    sets), _lb-{subset} (LongBench), no suffix (HotpotQA, MuSiQue, combined); then suffixes for settings that change results."""
     name, seed = str(cfg.envs.name), int(cfg.seed)
     stem = f"eval_seed{seed}"
     if name == "babilong":
@@ -123,6 +123,8 @@ def eval_stem(cfg: DictConfig) -> str:
         stem += f"_{cfg.envs.get('test_split', 'test')}"
     elif name == "babilong_hf":
         stem += f"_hf{cfg.envs.get('context_length')}"
+    elif name == "longbench":
+        stem += f"_lb-{cfg.envs.task}" + ("_e" if cfg.envs.get("longbench_e") else "")
     ev = cfg.get("eval") or {}
     if cfg.get("use_last"):
         stem += "_last"

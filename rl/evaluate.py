@@ -110,7 +110,7 @@ def _record(ep: Episode, q_values: list[float], text_len: int, seconds: float) -
         "steps": ep.t,
         "episode_s": seconds,
     }
-    for key in ("answer_aliases", "source", "num_sentences", "split"):
+    for key in ("answer_aliases", "source", "num_sentences", "split", "longbench"):
         if key in s:
             rec[key] = s[key]
     return rec

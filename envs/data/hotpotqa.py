@@ -4,6 +4,12 @@ HotpotQA format: one JSON array of records with ``_id``, ``question``, ``answer`
 ``supporting_facts`` ([title, sentence_id] pairs) and ``context`` ([title, [sentences]]
 pairs). One chunk per paragraph in context order: ``title + " " + " ".join(sentences)``;
 ``sf_idx`` = ascending indices of the paragraphs whose title is a supporting title.
+
+2WikiMultihopQA answers gain aliases as in its official v1.1 evaluation: when ``id_aliases.json``
+(JSON Lines ``{"Q_id", "aliases", "demonyms"}``, shipped with the dataset's ``answer_id`` version)
+lies in the data folder, a record's ``answer_id`` selects its aliases and demonyms, which become
+``answer_aliases`` (the readers score against the answer and all of them). Its ``test`` split has
+no answers: loading it says so.
 """
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from envs.data.common import (
     ListDataset,
     cfg_get,
     checked,
+    iter_jsonl,
     need,
     order_and_cap,
     read_json_array,
@@ -103,8 +110,40 @@ def load_hotpotqa(data_path: str | Path, split: str) -> list[Sample]:
     return load_hotpot_format(hotpotqa_files(data_path, split))
 
 
+def read_id_aliases(data_path: str | Path) -> dict[str, list[str]]:
+    """``Q_id`` -> aliases + demonyms from ``<data_path>/id_aliases.json`` (or ``.gz``); empty when
+    the file is absent."""
+    path = Path(data_path) / "id_aliases.json"
+    if not path.is_file() and not path.with_name(path.name + ".gz").is_file():
+        return {}
+    path = require_file(path, "", "")
+    table: dict[str, list[str]] = {}
+    for lineno, rec in iter_jsonl(path):
+        qid = need(rec, "Q_id", str, path, lineno)
+        names = need(rec, "aliases", list, path, lineno) + need(rec, "demonyms", list, path, lineno)
+        if not all(isinstance(n, str) for n in names):
+            raise DatasetFormatError(path, lineno, "'aliases' and 'demonyms' must be lists of strings")
+        table[qid] = names
+    return table
+
+
 def load_2wiki(data_path: str | Path, split: str) -> list[Sample]:
-    return load_hotpot_format(twowiki_files(data_path, split))
+    """All samples of a 2Wiki split in file order, with ``answer_aliases`` from id_aliases.json."""
+    aliases = read_id_aliases(data_path)
+    out: list[Sample] = []
+    for path in twowiki_files(data_path, split):
+        for i, rec in enumerate(read_json_array(path)):
+            if isinstance(rec, dict) and "answer" not in rec:
+                raise DatasetFormatError(
+                    path, f"record {i}, _id={rec.get('_id', '?')}",
+                    "no 'answer': the official 2WikiMultihopQA test split is unlabelled (its authors score "
+                    "test predictions on request); train and evaluate on train/dev")
+            sample = hotpot_record_to_sample(rec, path, i)
+            names = aliases.get(str(rec.get("answer_id")), [])
+            if names:
+                sample["answer_aliases"] = sorted(set(names) - {sample["answer"]})
+            out.append(sample)
+    return out
 
 
 @register("hotpotqa")

@@ -33,6 +33,7 @@ _MODULES = {
     "2WikiMultihopQA": "envs.data.hotpotqa",
     "combined": "envs.data.combined",
     "ruler_qa": "envs.data.ruler_qa",
+    "longbench": "envs.data.longbench",
 }
 
 

@@ -34,6 +34,18 @@ def test_2wiki(fix):
         load_2wiki(fix / "2wiki", "test")
 
 
+def test_2wiki_answer_id_aliases_and_unlabelled_test(fix):
+    """The official v1.1 evaluation scores against the answer plus the aliases and demonyms that
+    id_aliases.json lists for the record's answer_id; the test split carries no answers."""
+    s = load_2wiki(fix / "2wiki_ids", "dev")
+    assert s[0]["answer"] == "United States"
+    assert s[0]["answer_aliases"] == ["American", "USA", "United States of America"]
+    assert "answer_aliases" not in s[1]  # empty answer_id: the answer alone
+    assert "answer_aliases" not in load_2wiki(fix / "2wiki", "dev")[0]  # no id_aliases.json
+    with pytest.raises(DatasetFormatError, match="test split is unlabelled"):
+        load_2wiki(fix / "2wiki_ids", "test")
+
+
 def test_musique_reasoning_order_and_idx_mapping(fix):
     s = load_musique(fix / "musique", "eval")
     assert s[0]["sf_idx"] == [3, 1]  # decomposition order, not ascending

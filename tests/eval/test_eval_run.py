@@ -98,3 +98,20 @@ def test_beam_planner_records(tiny_run: Path, tmp_path: Path) -> None:
     assert set(b43[0]) == set(greedy[0])
     for r in b43:
         assert len(r["pred_idx"]) == 3 == len(set(r["pred_idx"])) == len(r["q_values"])
+
+
+def test_longbench_eval_env_log_feeds_its_reader(tiny_run: Path, tmp_path: Path) -> None:
+    """eval_env=longbench on the fixture subset: one file per subset, null fact metrics (LongBench
+    names no gold chunk), and the record carries what LongBench's scorer needs."""
+    fix = Path(__file__).resolve().parents[1] / "fixtures" / "longbench"
+    summary = run(eval_cfg(tiny_run, f"output_dir={tmp_path}", "eval_env=longbench", "envs.task=hotpotqa",
+                           f"+envs.data_path={fix}", "+envs.longbench_e=true", "num_samples=-1"))
+    recs = lines(tmp_path / "eval_seed42_lb-hotpotqa_e.jsonl")
+    assert summary["n"] == 3 and summary["fact_f1"] is None
+    assert all(r["f1"] is None and r["sf_idx"] == [] and len(r["pred_idx"]) == 2 for r in recs)
+    by_id = {r["id"]: r for r in recs}
+    assert by_id["e3"]["longbench"] == {"dataset": "hotpotqa", "all_classes": None, "length": 9100,
+                                        "input": by_id["e3"]["question"]}
+    assert by_id["e3"]["answer_aliases"] == ["Dijon, France"] and by_id["e3"]["source"] == "longbench/hotpotqa"
+    meta = json.loads((tmp_path / "eval_seed42_lb-hotpotqa_e.jsonl.meta.json").read_text())
+    assert meta["dataset"] == "longbench" and meta["task"] == "hotpotqa"

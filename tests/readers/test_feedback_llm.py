@@ -112,6 +112,27 @@ def test_bad_config_values():
         LLMFeedback(cfg(chunk_order="random"), task="qa1", backend=ScriptedBackend())
     with pytest.raises(ValueError):
         LLMFeedback(cfg(metric="bleu"), task="qa1", backend=ScriptedBackend())
+    with pytest.raises(ValueError, match="NIAH"):  # label metrics have no NIAH labels: refused at build time
+        LLMFeedback(cfg(metric="acc"), task="niah", backend=ScriptedBackend())
+
+
+class ThinkingBackend:
+    name = "thinking"
+    last_errors: list = []
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def generate(self, batch, *a, **k):
+        return [self.answer] * len(batch)
+
+
+def test_reasoning_block_is_not_scored():
+    """With thinking allowed, only the text after the reasoning block is scored."""
+    for answer, reward in (("<think>kitchen</think>I do not know", 0.0), ("<think>garden?</think>kitchen", 1.0)):
+        fb = LLMFeedback(cfg(metric="acc", disable_thinking=False), task="qa1", backend=ThinkingBackend(answer))
+        fb.reset(0, SAMPLE)
+        assert fb.step([0], [[2]])[0] == [reward]
 
 
 def test_through_real_server(chat_server):

@@ -1,9 +1,10 @@
-"""Answer/retrieval metrics against hand-computed cases (SPEC §9.2, §9.4, §9.5)."""
+"""Answer/retrieval metrics against hand-computed cases (SPEC §9.2, §9.4, §9.5); the official
+benchmark rules are pinned in test_scoring_official.py."""
 import pytest
 
 from prompts_and_metrics.metrics import (
-    TASK_LABELS, babilong_acc, babilong_em, babilong_f1, fact_metrics, niah_metrics, normalize_answer,
-    qa_scores, squad_em, squad_f1, synthetic_scores, task_key,
+    TASK_LABELS, babilong_em, babilong_f1, fact_metrics, normalize_answer, qa_scores, squad_em, squad_f1,
+    task_key,
 )
 
 
@@ -28,7 +29,6 @@ def test_task_key_long_short_and_niah():
 
 
 def test_label_sets():
-    assert len(TASK_LABELS["qa19"]) == 12 and "n,s" in TASK_LABELS["qa19"] and "n,n" not in TASK_LABELS["qa19"]
     assert all(f"qa{i}" in TASK_LABELS for i in range(1, 21))
 
 
@@ -41,27 +41,6 @@ def test_babilong_em_ref_rule():
     assert babilong_em("", "kitchen") == 0.0
 
 
-def test_babilong_acc_robust():
-    assert babilong_acc("The most recent location of Mary is Kitchen.", "kitchen", "Where is Mary?", "qa1") == 1.0
-    # only the first sentence counts
-    assert babilong_acc("Kitchen. Before that: garden", "kitchen", "Where is Mary?", "qa1") == 1.0
-    # two labels in the first sentence -> wrong
-    assert babilong_acc("kitchen or garden", "kitchen", "Where is Mary?", "qa1") == 0.0
-    # labels in the question are not candidates (qa3: "before the office")
-    assert babilong_acc("Before the office the apple was in the hallway.", "hallway",
-                        "Where was the apple before the office?", "qa3") == 1.0
-    # echoed question is cut away
-    assert babilong_acc("garden\nQuestion: is it kitchen", "garden", "Where is John?", "qa1") == 1.0
-    # whole tokens: 'none' does not contain the label 'no' for qa7 {none, one, ...}
-    assert babilong_acc("none", "none", "How many objects is John carrying?", "qa7") == 1.0
-    assert babilong_acc("nothing", "nothing", "What is Mary carrying?", "qa8") == 1.0
-    assert babilong_acc("apple, football", "football,apple", "What is Mary carrying?", "qa8") == 1.0
-    assert babilong_acc("n, e", "n,e", "How do you go from the kitchen to the garden?", "qa19") == 1.0
-    assert babilong_acc("s,w", "n,e", "How do you go from the kitchen to the garden?", "qa19") == 0.0
-    assert babilong_acc("Yes", "yes", "Is John in the garden?", "qa6") == 1.0
-    assert babilong_acc("I cannot tell.", "kitchen", "Where is Mary?", "qa1") == 0.0
-
-
 def test_babilong_f1_ref_substring_rule():
     # qa7 labels {none, one, three, two}: 'none' contains 'one', so gold 'none' -> {none, one};
     # prediction 'one' -> {one}: P = 1, R = 1/2, F1 = 2/3.
@@ -70,20 +49,9 @@ def test_babilong_f1_ref_substring_rule():
     # qa10 {maybe, no, yes}: 'no' inside 'none' counts.
     assert babilong_f1("none", "no", "qa10") == 1.0
     assert babilong_f1("nothing here", "no", "qa6") == 1.0
-    assert babilong_f1("", "", "qa1") == 1.0  # both empty
-    assert babilong_f1("I do not know", "kitchen", "qa1") == 0.0  # one empty
+    assert babilong_f1("I do not know", "kitchen", "qa1") == 0.0  # no label in the output
     assert babilong_f1("kitchen garden", "kitchen", "qa1") == pytest.approx(2 / 3)
     assert babilong_f1("KITCHEN", "kitchen", "qa1_single-supporting-fact") == 1.0  # long task name
-
-
-def test_niah_metrics():
-    u = "0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0"
-    m = niah_metrics(f"The special magic uuid for x is '{u}'.", u)
-    assert m == {"acc": 1.0, "recall": 1.0, "f1": 1.0}
-    m = niah_metrics("The magic numbers are 4417,90213", "4417,90213,123")
-    assert m["acc"] == 0.0 and m["recall"] == pytest.approx(2 / 3) and m["f1"] == pytest.approx(0.8)
-    s = synthetic_scores("The magic numbers are 4417,90213", "4417,90213", "q", "niahmv")
-    assert s["em"] == 1.0 and s["acc"] == 1.0 and s["recall"] == 1.0
 
 
 def test_squad_normalisation():

@@ -31,7 +31,8 @@ def test_synthetics_end_to_end_and_resume(tmp_path, fixtures_dir, smollm2_backen
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(lines) == 3 and res["n"] == 3 and res["context"] == "30"
     rec = lines[0]
-    for k in ("prediction", "answer_em", "answer_acc", "answer_f1", "filter_idx", "filter_texts", "pred_idx", "q_values"):
+    for k in ("prediction", "full_model_output", "answer_em", "answer_acc", "answer_acc_fixed", "answer_f1",
+              "filter_idx", "filter_texts", "pred_idx", "q_values", "scoring"):
         assert k in rec
     assert rec["filter_idx"] == sorted(rec["sf_idx"]) and isinstance(rec["prediction"], str)
     # resume: 2 more records, the first 3 are not regenerated
@@ -54,7 +55,7 @@ def test_synthetics_end_to_end_and_resume(tmp_path, fixtures_dir, smollm2_backen
         smollm2_backend)
     results = json.loads((tmp_path / "results_smollm2.json").read_text())
     assert set(results["30"]) == {"gt", "qvalue_le0.5"}
-    assert results["30"]["gt"]["n"] == 5 and set(results["30"]["gt"]) == {"em", "acc", "f1", "n"}
+    assert results["30"]["gt"]["n"] == 5 and set(results["30"]["gt"]) == {"em", "acc", "acc_fixed", "f1", "n"}
     assert res3["n"] == 2
     # changed reader settings for the same filter are refused
     with pytest.raises(SystemExit, match="already holds"):
@@ -70,7 +71,7 @@ def test_synthetics_niah_via_server(tmp_path, fixtures_dir, chat_server):
     res = eval_llm_synthetics.main([str(log), "--llm_name", "served/qwen", "--babi_task", "niah", "--backend", "server",
                                     "--api_base_url", chat_server.url, "--max_tokens", "16"])
     assert res["context"] == "test_4k" and res["n"] == 2
-    assert res["acc"] == 1.0 and res["recall"] == 1.0  # the numbers answer is also number-shaped
+    assert res["string_match_all"] == 1.0 and res["f1"] == 1.0 and "acc" not in res
     assert (tmp_path / "qwen_eval_seed0_test_4k.jsonl").is_file()
     assert chat_server.requests[0]["max_tokens"] == 16
     chat_server.mode = "error"

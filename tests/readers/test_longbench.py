@@ -1,0 +1,238 @@
+"""LongBench: its per-subset metrics (worked cases from THUDM/LongBench's metrics.py / eval.py),
+the loader and chunker on fixture files in the official JSONL format, and the reader end to end
+through the server backend."""
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from envs.data.longbench import build_longbench, chunk_text, load_longbench
+from envs.data.registry import build_dataset
+from envs.errors import DatasetFormatError, DatasetNotFoundError
+from prompts_and_metrics.longbench import (
+    SUBSETS, classification, code_sim, count, length_bucket, longbench_score, normalize_zh, qa_f1, qa_f1_zh, retrieval,
+    retrieval_zh, rouge_l, rouge_l_zh,
+)
+
+from .conftest import load_script
+
+eval_llm_longbench = load_script("eval_llm_longbench")
+
+ROOT = Path(__file__).resolve().parents[2]
+FIX = ROOT / "tests" / "fixtures" / "longbench"
+
+
+# ---------------------------------------------------------------- metrics
+
+def test_qa_f1_english_and_chinese():
+    # normalised "eiffel tower" vs "eiffel tower in paris": P = 1, R = 1/2
+    assert qa_f1("The Eiffel Tower!", "Eiffel Tower in Paris") == pytest.approx(2 / 3)
+    assert qa_f1("", "") == 0.0  # no overlap -> 0 (LongBench has no empty-answer convention)
+    assert normalize_zh("北京， 是 Capital。") == "北京是capital"
+    # jieba: 我 / 爱 / 北京 / 天安门 vs 我 / 爱 / 北京 -> P = 3/4, R = 1
+    assert qa_f1_zh("我爱北京天安门", "我爱北京") == pytest.approx(6 / 7)
+    assert qa_f1_zh("北京。", "北京") == 1.0  # punctuation tokens are dropped
+
+
+def test_rouge_l():
+    # LCS of "a b c d" and "a c d e" is "a c d": P = R = 3/4
+    assert rouge_l("a b c d", "a c d e") == pytest.approx(0.75, abs=1e-6)
+    assert rouge_l("", "a b") == 0.0 and rouge_l("...", "a b") == 0.0  # the rouge package fails -> 0
+    assert rouge_l_zh("我爱北京天安门", "我爱北京") == pytest.approx(6 / 7, abs=1e-6)
+
+
+def test_classification_with_longbench_scan_quirk():
+    classes = ["City", "Country", "Other location"]
+    assert classification("Other location", "Other location", classes) == 1.0
+    assert classification("City or Country", "City", classes) == 0.5  # two names found
+    assert classification("Mountain", "City", classes) == 0.0
+    # names that are proper substrings of the gold are dropped, but the scan skips the name after
+    # a dropped one: "city" stays, so the gold shares the credit with it
+    assert classification("a big city", "big city", ["big", "city", "big city"]) == 0.5
+    with pytest.raises(ValueError, match="all_classes"):
+        classification("City", "City", None)
+
+
+def test_count_retrieval_code():
+    assert count("There are 3 unique paragraphs, not 4", "3") == 0.5
+    assert count("none", "3") == 0.0
+    assert retrieval("Paragraph 12", "Paragraph 12") == 1.0
+    assert retrieval("Paragraph 1 or Paragraph 12", "Paragraph 12") == 0.5
+    assert retrieval_zh("答案是段落5", "段落5") == 1.0
+    # first line without a backtick, '#' or '//'; difflib ratio 2*3/8
+    assert code_sim("```python\n# next\nx = foo(1)\n", "x = foo(1)") == 1.0
+    assert code_sim("abcd", "abce") == 0.75
+    assert code_sim("", "x = 1") == 0.0
+
+
+def test_score_first_line_and_max_over_answers():
+    trec = SUBSETS["trec"]
+    assert trec.metric == "classification" and trec.first_line and trec.max_new_tokens == 64
+    assert longbench_score("trec", "\nCity\nCountry", ["City"], ["City", "Country"]) == 1.0  # first line only
+    assert longbench_score("hotpotqa", "x\nParis", ["Paris"], None) == pytest.approx(2 / 3)  # whole output
+    assert longbench_score("hotpotqa", "Dijon", ["Paris", "Dijon"], None) == 1.0
+    assert [length_bucket(n) for n in (3999, 4000, 7999, 8000)] == ["0-4k", "4-8k", "4-8k", "8k+"]
+    assert len(SUBSETS) == 21
+    with pytest.raises(ValueError, match="unknown LongBench subset"):
+        longbench_score("nq", "a", ["a"], None)
+
+
+# ---------------------------------------------------------------- chunker and loader
+
+def _words(text):
+    return re.findall(r"[\u3400-\u9fff]|[^\s\u3400-\u9fff]+", text)
+
+
+def test_chunker_keeps_all_text_documents_and_budget():
+    text = ("Paragraph 1: " + " ".join(f"w{i}." for i in range(25)) + "\n\nParagraph 2: short one.\n"
+            + "北京是首都。" * 4)
+    chunks = chunk_text(text, 10)
+    assert all(len(_words(c)) <= 10 for c in chunks)
+    assert [w for c in chunks for w in _words(c)] == _words(text)  # nothing lost, order kept
+    assert any(c.startswith("Paragraph 2:") for c in chunks)  # a numbered document starts a chunk
+    assert not any("Paragraph 1" in c and "Paragraph 2" in c for c in chunks)
+    # a sentence longer than the budget is cut between words
+    long = chunk_text("one two three four five six seven", 3)
+    assert long == ["one two three", "four five six", "seven"]
+    # code keeps its lines
+    code = "def f(x):\n    y = x + 1\n    return y\n"
+    assert chunk_text(code, 100) == [code.strip()]
+    with pytest.raises(ValueError):
+        chunk_text("a", 0)
+
+
+def test_loader_official_fields():
+    s = load_longbench(FIX, "hotpotqa", False, 150)
+    assert [x["id"] for x in s] == ["3b1e8c0f2a6d4e9b8f7a6c5d4e3f2a1b", "9c8b7a6f5e4d3c2b1a0f9e8d7c6b5a49"]
+    a = s[0]
+    assert a["question"].startswith("In which city") and a["answer"] == "Dijon" and a["answer_aliases"] == []
+    assert a["sf_idx"] == [] and a["sf_known"] is False and a["source"] == "longbench/hotpotqa"
+    assert [c.split("\n")[0] for c in a["chunks"]] == ["Passage 1:", "Passage 2:", "Passage 3:"]
+    assert a["longbench"] == {"dataset": "hotpotqa", "all_classes": None, "length": 62, "input": a["question"]}
+    e = load_longbench(FIX, "hotpotqa", True, 150)
+    assert e[2]["answer_aliases"] == ["Dijon, France"] and e[2]["longbench"]["length"] == 9100
+    # no input: the subset's fixed retrieval query, the empty input kept for the prompt
+    g = load_longbench(FIX, "gov_report", False, 150)[0]
+    assert g["question"] == SUBSETS["gov_report"].query and g["longbench"]["input"] == ""
+    t = load_longbench(FIX, "trec", False, 150)[0]
+    assert "Other location" in t["longbench"]["all_classes"]
+    z = load_longbench(FIX, "multifieldqa_zh", False, 10)[0]
+    assert len(z["chunks"]) > 1 and "".join(z["chunks"]).startswith("北京是中华人民共和国的首都。")
+
+
+def test_loader_errors():
+    with pytest.raises(DatasetNotFoundError, match="data.zip"):
+        load_longbench(FIX, "narrativeqa", False, 150)
+    with pytest.raises(DatasetFormatError, match=r"hotpotqa.jsonl \(line 2.*missing field 'answers'"):
+        load_longbench(FIX / "bad_answers", "hotpotqa", False, 150)
+    with pytest.raises(DatasetFormatError, match=r"hotpotqa.jsonl:2: invalid JSON"):
+        load_longbench(FIX / "bad_json", "hotpotqa", False, 150)
+    with pytest.raises(DatasetFormatError, match="subset 'musique' in the file of subset 'hotpotqa'"):
+        load_longbench(FIX / "bad_subset", "hotpotqa", False, 150)
+    with pytest.raises(DatasetFormatError, match="'context' is empty"):
+        load_longbench(FIX / "bad_context", "hotpotqa", False, 150)
+    with pytest.raises(ValueError, match="unknown LongBench subset"):
+        load_longbench(FIX, "nq", False, 150)
+
+
+def test_config_builds_and_has_no_train_split():
+    envs = OmegaConf.load(ROOT / "configs" / "envs" / "longbench.yaml")
+    root = OmegaConf.create({"paths": {"data_root": str(ROOT / "data")}, "envs": envs})
+    root.envs.data_path = str(FIX)
+    root.envs.task = "passage_retrieval_en"
+    OmegaConf.resolve(root)
+    test = build_dataset(root.envs, "test", 3)
+    assert len(test) == 1 and len(test[0]["chunks"]) == 3
+    with pytest.raises(ValueError, match="only a test split"):
+        build_longbench(root.envs, "train", 3)
+
+
+# ---------------------------------------------------------------- reader
+
+def _log(tmp_path, task, longbench_e=False, reverse=True):
+    """A retriever log as eval_retriever.py writes it for these samples (every chunk retrieved,
+    last first, so the reader's return to document order shows)."""
+    samples = load_longbench(FIX, task, longbench_e, 150)
+    log = tmp_path / f"eval_seed0_lb-{task}.jsonl"
+    with log.open("w", encoding="utf-8") as f:
+        for s in samples:
+            pred = list(range(len(s["chunks"])))[::-1 if reverse else 1]
+            f.write(json.dumps({
+                "id": s["id"], "question": s["question"], "answer": s["answer"], "sf_idx": [], "pred_idx": pred,
+                "q_values": [0.5] * len(pred), "sf_texts": [], "pred_texts": [s["chunks"][j] for j in pred],
+                "answer_aliases": s["answer_aliases"], "source": s["source"], "longbench": s["longbench"],
+            }, ensure_ascii=False) + "\n")
+    return log
+
+
+def test_reader_end_to_end(tmp_path, chat_server):
+    log = _log(tmp_path, "hotpotqa", longbench_e=True)
+    chat_server.answer_fn = lambda p: "<think>Paris?</think>Dijon" if "born" in p["messages"][-1]["content"] else "Yes."
+    res = eval_llm_longbench.main(["--retriever_logfile", str(log), "--llm_name", "served/qwen3", "--backend", "server",
+                                   "--api_base_url", chat_server.url])
+    sub = res["subsets"]["hotpotqa"]
+    assert sub["n"] == 3 and sub["score"] == pytest.approx(2 / 3)
+    assert sub["by_length"] == {"0-4k": 1.0, "4-8k": 0.0, "8k+": 1.0}
+    prompt = chat_server.requests[0]["messages"][-1]["content"]
+    assert prompt.index("Passage 1:") < prompt.index("Passage 2:") < prompt.index("Passage 3:")  # document order
+    assert chat_server.requests[0]["max_tokens"] == 32  # LongBench's length for hotpotqa
+    rows = [json.loads(x) for x in Path(res["output"]).read_text().splitlines()]
+    assert rows[0]["pred"] == "Dijon" and rows[0]["full_model_output"].startswith("<think>")
+    assert {"answers", "all_classes", "length", "score", "scoring"} <= set(rows[0])
+    # resume: nothing left to generate
+    n = len(chat_server.requests)
+    eval_llm_longbench.main(["--retriever_logfile", str(log), "--llm_name", "served/qwen3", "--backend", "server",
+                             "--api_base_url", chat_server.url])
+    assert len(chat_server.requests) == n
+    with pytest.raises(SystemExit, match="holds results made with"):
+        eval_llm_longbench.main(["--retriever_logfile", str(log), "--llm_name", "served/qwen3", "--backend", "server",
+                                 "--api_base_url", chat_server.url, "--max_tokens", "8"])
+
+
+def test_reader_official_prompt_file_classification_and_code(tmp_path, chat_server):
+    prompts = tmp_path / "dataset2prompt.json"
+    prompts.write_text(json.dumps({"trec": "Classify.\n\n{context}\n{input}", "lcc": "Complete:\n{context}Next line:\n"}))
+    chat_server.answer_fn = lambda p: "Other location\nCity" if "Classify" in p["messages"][-1]["content"] \
+        else "# the end\n    return out\n"
+    for task, want in (("trec", 1.0), ("lcc", 1.0)):
+        res = eval_llm_longbench.main(["--retriever_logfile", str(_log(tmp_path, task)), "--llm_name", "m",
+                                       "--backend", "server", "--api_base_url", chat_server.url,
+                                       "--prompt_file", str(prompts)])
+        assert res["subsets"][task]["score"] == want
+    assert chat_server.requests[0]["messages"][-1]["content"].startswith("Classify.\n\nQuestion: What city")
+    assert chat_server.requests[0]["max_tokens"] == 64
+    bad = tmp_path / "p2.json"
+    bad.write_text(json.dumps({"trec": "x"}))
+    with pytest.raises(SystemExit, match="no template for subset 'lcc'"):
+        eval_llm_longbench.main(["--retriever_logfile", str(_log(tmp_path, "lcc")), "--llm_name", "m2",
+                                 "--backend", "server", "--api_base_url", chat_server.url, "--prompt_file", str(bad)])
+
+
+def test_openqa_reader_points_to_the_longbench_reader(tmp_path, chat_server):
+    eval_llm_openqa = load_script("eval_llm_openqa")
+    with pytest.raises(SystemExit, match="eval_llm_longbench.py"):
+        eval_llm_openqa.main(["--retriever_logfile", str(_log(tmp_path, "hotpotqa")), "--backend", "server",
+                              "--api_base_url", chat_server.url])
+
+
+def test_reader_refuses_other_logs(tmp_path, fixtures_dir):
+    log = tmp_path / "eval_seed0.jsonl"
+    shutil.copy(fixtures_dir / "eval_seed0.jsonl", log)
+    with pytest.raises(SystemExit, match="not a LongBench log"):
+        eval_llm_longbench.main(["--retriever_logfile", str(log)])
+    with pytest.raises(SystemExit):  # filters that need gold chunks do not exist here
+        eval_llm_longbench.main(["--retriever_logfile", str(log), "--chunk_filter", "gt"])
+
+
+def test_score_prediction_files_like_longbench_eval(tmp_path):
+    pred = tmp_path / "pred"
+    shutil.copytree(FIX / "pred", pred)
+    # hotpotqa: 1, 0, qa_f1("Dijon, France", "Dijon") = 2/3 -> mean x 100; trec: first line is the gold class
+    assert eval_llm_longbench.main(["--score_predictions", str(pred)]) == {"hotpotqa": 55.56, "trec": 100.0}
+    assert json.loads((pred / "result.json").read_text()) == {"hotpotqa": 55.56, "trec": 100.0}
+    e = eval_llm_longbench.main(["--score_predictions", str(pred), "--e"])
+    assert e["hotpotqa"] == {"0-4k": 100.0, "4-8k": 0.0, "8k+": 66.67}
+    assert e["trec"] == {"0-4k": 100.0, "4-8k": None, "8k+": None}
