@@ -9,6 +9,7 @@
 # envs.num_sentences=<N> num_samples=<num_samples> progress_bar=false <extra> <overrides>` for each
 # N in turn under CUDA_VISIBLE_DEVICES=<gpu>, logging to <runs dir>/logs/eval_<run>_<line>.log. The
 # evaluation files resume by sample id, so relaunching a plan finishes what a stop interrupted.
+# GPUS="0 1" maps the GPU column as in scripts/launch_plan.sh; process ids go to <runs dir>/pids.
 # Env: PYTHON (python), THREADS (2).
 set -euo pipefail
 if [ $# -lt 2 ]; then
@@ -20,12 +21,14 @@ PYTHON="${PYTHON:-python}"
 THREADS="${THREADS:-2}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [ -f "$PLAN" ] || { echo "error: eval plan $PLAN not found" >&2; exit 2; }
+read -r -a gpus <<< "${GPUS:-}"
 mkdir -p "$RUNS/logs"
 n=0
 while read -r name gpu samples lengths overrides; do
   case "$name" in ''|'#'*) continue ;; esac
   n=$((n + 1))
   [ -f "$RUNS/$name/config.yaml" ] || { echo "skip $name: no run folder $RUNS/$name" >&2; continue; }
+  [ ${#gpus[@]} -gt 0 ] && gpu="${gpus[$((gpu % ${#gpus[@]}))]}"
   log="$RUNS/logs/eval_${name}_$n.log"
   cmd=""
   for N in ${lengths//,/ }; do
@@ -34,5 +37,6 @@ while read -r name gpu samples lengths overrides; do
   done
   CUDA_VISIBLE_DEVICES="$gpu" OMP_NUM_THREADS="$THREADS" RAYON_NUM_THREADS="$THREADS" \
     setsid nohup bash -c "$cmd" > "$log" 2>&1 < /dev/null &
+  echo $! >> "$RUNS/pids"
 done < "$PLAN"
 echo "launched $n evaluation chains from $PLAN"

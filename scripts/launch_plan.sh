@@ -5,15 +5,17 @@
 #
 #   scripts/launch_plan.sh <plan file> <out dir> [extra overrides applied to every run...]
 #
-# Plan file: one run per line, `<name> <gpu> <override> [<override> ...]`; `#` starts a comment.
-# Each run trains with `python train_q_rag.py <extra> <overrides> hydra.run.dir=<out dir>/<name>`
-# (a plan line's own value wins over the extra one for the same key)
-# under CUDA_VISIBLE_DEVICES=<gpu>, logs to <out dir>/logs/<name>.log and is stopped after
-# TIME_LIMIT seconds (default 780) by SIGTERM; its model_best.pt / metrics.jsonl stay usable (the
-# best model is written at each evaluation). A run folder that already holds metrics.jsonl is
-# resumed (resume=true). The script returns at once; `scripts/plan_status.sh <out dir>` reports
-# progress.
-# Env: PYTHON (python), TIME_LIMIT (780), THREADS (2: torch/tokenizer threads per run).
+# Plan file: one run per line, `<name> <gpu> <override> [<override> ...]`; `#` starts a comment,
+# except `#@common <override> ...`: overrides given to every run. Each run trains with
+# `python train_q_rag.py <common> <extra> <overrides> hydra.run.dir=<out dir>/<name>` (for one key the
+# later value wins: a plan line's own beats the extra ones) under CUDA_VISIBLE_DEVICES=<gpu>, logs to
+# <out dir>/logs/<name>.log and is stopped after TIME_LIMIT seconds by SIGTERM; its model_best.pt and
+# metrics.jsonl stay usable (the best model is written at each evaluation). A run folder that holds
+# metrics.jsonl is resumed (resume=true); one with summary.json (finished) is skipped.
+# GPUS="0 1" maps the plan's GPU column onto the listed devices (column value modulo their number);
+# unset, the column is used as is. The script returns at once; the background processes' ids are
+# appended to <out dir>/pids, and `scripts/plan_status.sh <out dir>` reports progress.
+# Env: PYTHON (python), TIME_LIMIT (780), THREADS (2: torch/tokenizer threads per run), GPUS.
 set -euo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: $0 <plan file> <out dir> [key=value ...]" >&2
@@ -25,17 +27,22 @@ TIME_LIMIT="${TIME_LIMIT:-780}"
 THREADS="${THREADS:-2}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [ -f "$PLAN" ] || { echo "error: plan file $PLAN not found" >&2; exit 2; }
+read -r -a common <<< "$(sed -n 's/^#@common //p' "$PLAN" | tr '\n' ' ')"
+read -r -a gpus <<< "${GPUS:-}"
 mkdir -p "$OUTDIR/logs"
 n=0
 while read -r name gpu overrides; do
   case "$name" in ''|'#'*) continue ;; esac
   read -r -a ov <<< "$overrides"
+  [ ${#gpus[@]} -gt 0 ] && gpu="${gpus[$((gpu % ${#gpus[@]}))]}"
   dir="$OUTDIR/$name"
+  [ -f "$dir/summary.json" ] && { echo "skip $name: finished ($dir/summary.json)"; continue; }
   resume=()
   [ -f "$dir/metrics.jsonl" ] && resume=(resume=true)
   CUDA_VISIBLE_DEVICES="$gpu" OMP_NUM_THREADS="$THREADS" RAYON_NUM_THREADS="$THREADS" \
-    setsid nohup timeout "$TIME_LIMIT" "$PYTHON" "$HERE/train_q_rag.py" "$@" "${ov[@]}" \
+    setsid nohup timeout "$TIME_LIMIT" "$PYTHON" "$HERE/train_q_rag.py" ${common[@]+"${common[@]}"} "$@" "${ov[@]}" \
     "${resume[@]+"${resume[@]}"}" "hydra.run.dir=$dir" > "$OUTDIR/logs/$name.log" 2>&1 < /dev/null &
+  echo $! >> "$OUTDIR/pids"
   n=$((n + 1))
 done < "$PLAN"
 echo "launched $n runs from $PLAN into $OUTDIR (limit ${TIME_LIMIT}s each)"

@@ -70,6 +70,8 @@ def eval_files(run: Path) -> dict[tuple[int, bool], Path]:
     """{(num_sentences, oracle file?): path} for one run folder."""
     out: dict[tuple[int, bool], Path] = {}
     for p in sorted(run.glob("eval_seed*_ns*.jsonl*")):
+        if not p.name.endswith((".jsonl", ".jsonl.gz")):  # .meta.json sidecars
+            continue
         stem = p.name.split(".jsonl")[0]
         ns = stem.split("_ns")[1]
         oracle = ns.endswith("_oracle")
