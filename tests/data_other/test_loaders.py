@@ -1,4 +1,6 @@
 """Loaders on hand-written fixtures in the real formats (incl. malformed records)."""
+import json
+
 import pytest
 from omegaconf import OmegaConf
 
@@ -162,3 +164,48 @@ def test_combined_source_and_shuffle(fix):
     cfg.dataset3_path = None
     cfg.length = 2
     assert len(build_combined(cfg, "test", 0)) == 2
+
+
+def test_niah_reads_ruler_2024_files_with_the_answer_prefix_in_input(fix):
+    # RULER 2024: prepare.py appended the answer prefix to `input` (no `answer_prefix` field)
+    s = load_niah(fix / "niah_2024", "test4k")
+    a = s[0]  # single answer: RULER's singular wording
+    assert a["question"] == "What is the special magic number for sour-cherry mentioned in the provided text?"
+    assert a["chunks"][0] == "A special magic number is hidden within the following text."
+    assert [a["chunks"][j] for j in a["sf_idx"]] == ["One of the special magic numbers for sour-cherry is: 4417093."]
+    assert not any("mentioned in the provided text" in c for c in a["chunks"])  # the real question is no chunk
+    b = s[1]  # a chat template: its closing tag after the question is dropped, its opening tag stays in chunk 0
+    assert b["question"] == "What are all the special magic numbers for tall-fence mentioned in the provided text?"
+    assert b["chunks"][0].startswith("[INST] Some special magic numbers") and len(b["sf_idx"]) == 2
+    assert [x["id"] for x in s] == [0, 1] and [x["ruler_index"] for x in s] == [0, 1]
+
+
+def test_niah_current_format_keeps_its_ids_unique_when_index_repeats(fix, tmp_path):
+    src = (fix / "niah" / "train.jsonl").read_text().splitlines()
+    rows = [json.loads(x) for x in src]
+    for r in rows:
+        r["index"] = 214  # current RULER: the answer's character offset, equal for alike layouts
+    (tmp_path / "test4k.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    s = load_niah(tmp_path, "test4k")
+    assert [x["id"] for x in s] == [0, 1, 2] and {x["ruler_index"] for x in s} == {214}
+    assert s[0]["question"] == load_niah(fix / "niah", "train")[0]["question"]
+    cfg = OmegaConf.create({"name": "niah", "data_path": str(tmp_path), "test_split": "test4k"})
+    assert len(build_niah(cfg, "test", 3)) == 3  # nothing dropped
+
+
+def test_ruler_qa_2024_answer_prefix_is_cut_from_the_question(fix):
+    (a,) = load_ruler_qa(fix / "ruler_qa_2024.jsonl")
+    assert a["question"] == "What is the capital of Peru?"
+    assert a["chunks"][1] == "Oslo is the capital of Norway." and a["chunks"][2].startswith("Lima is the capital of Peru.")
+    assert a["id"] == 0 and a["ruler_index"] == 0
+
+
+def test_list_dataset_refuses_repeated_ids():
+    from envs.data.common import ListDataset
+    from envs.types import SampleError
+
+    a = {"id": 5, "question": "q1?", "answer": "x", "chunks": ["c"], "sf_idx": [0]}
+    b = dict(a, question="q2?")
+    with pytest.raises(SampleError, match="share the id 5 .questions 'q1.' and 'q2.'"):
+        ListDataset([a, b], "demo")
+    assert len(ListDataset([a, dict(b, source="other")], "combined")) == 2  # unique within a source

@@ -98,3 +98,51 @@ def test_beam_planner_records(tiny_run: Path, tmp_path: Path) -> None:
     assert set(b43[0]) == set(greedy[0])
     for r in b43:
         assert len(r["pred_idx"]) == 3 == len(set(r["pred_idx"])) == len(r["q_values"])
+
+
+def ruler_niah_file(folder: Path, n: int = 6) -> Path:
+    """Current RULER format: ``index`` is the character offset of the first answer (as
+    RULER's niah.py writes it), so samples laid out alike share it; the prefix is its own field."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for i in range(n):
+        key, value = f"key-{i}", str(1000000 + i)
+        filler = " ".join(["The grass is green. The sky is blue."] * (1 + i % 2))
+        text = ("Some special magic numbers are hidden within the following text. Make sure to memorize it. "
+                f"I will quiz you about the numbers afterwards.\n{filler} One of the special magic numbers for "
+                f"{key} is: {value}. Here we go.\nWhat are all the special magic numbers for {key} mentioned in "
+                "the provided text?")
+        rows.append({"index": text.find(value), "input": text, "outputs": [value], "length": 60,
+                     "answer_prefix": f" The special magic numbers for {key} mentioned in the provided text are"})
+    assert len({r["index"] for r in rows}) == 2  # two layouts, two offsets for six samples
+    path = folder / "test4k.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_ruler_index_repeats_and_no_sample_is_dropped(tiny_run: Path, tmp_path: Path) -> None:
+    ruler_niah_file(tmp_path / "niah")
+    args = ("eval_env=niah", f"+envs.data_path={tmp_path / 'niah'}", "envs.test_split=test4k", "num_samples=-1")
+    out_dir = tmp_path / "out"
+    summary = run(eval_cfg(tiny_run, f"output_dir={out_dir}", *args))
+    out = out_dir / "eval_seed42_test4k.jsonl"
+    recs = lines(out)
+    assert summary["n"] == 6 and len(recs) == 6
+    assert sorted(r["id"] for r in recs) == list(range(6))  # ids are record positions, not RULER's index
+    assert len({r["ruler_index"] for r in recs}) == 2
+    assert all(r["question"].startswith("What are all the special magic numbers") for r in recs)
+    # an interrupted run resumes by sample position: the three missing samples are added
+    out.write_text("".join(json.dumps(r) + "\n" for r in recs[:3]), encoding="utf-8")
+    assert run(eval_cfg(tiny_run, f"output_dir={out_dir}", *args))["n"] == 6
+    assert sorted(r["index"] for r in lines(out)) == list(range(6))
+
+
+def test_old_eval_file_is_refused_with_a_message(tiny_run: Path, tmp_path: Path) -> None:
+    go(tiny_run, tmp_path, "num_samples=2")
+    meta_path = tmp_path / "eval_seed42_ns12.jsonl.meta.json"
+    meta = json.loads(meta_path.read_text())
+    del meta["record_format"]  # what eval_retriever wrote before records were keyed on position only
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(EvalError, match="older eval_retriever .record format 1, now 2.*overwrite=true"):
+        go(tiny_run, tmp_path, "num_samples=3")
+    assert len(lines(tmp_path / "eval_seed42_ns12.jsonl")) == 2  # untouched
