@@ -41,7 +41,38 @@ def test_musique_reasoning_order_and_idx_mapping(fix):
     assert s[0]["sf_idx"] == [3, 1]  # decomposition order, not ascending
     assert s[0]["chunks"][3] == "Messi. Lionel Messi joined Inter Miami in 2023."
     assert s[0]["answer_aliases"] == ["Fort Lauderdale, Florida"]
-    assert s[1]["sf_idx"] == [0, 1, 0]  # idx 7 -> 0, idx 5 -> 1, null skipped, duplicate kept
+    assert s[1]["sf_idx"] == [0, 1]  # idx 7 -> 0, idx 5 -> 1, null skipped, the repeated hop counted once
+
+
+def test_musique_gold_is_is_supporting_and_full_honours_answerable(fix):
+    # the official evaluator's gold: paragraphs with is_supporting, whatever the hops name
+    a, contrast, c = load_musique(fix / "musique", "full_eval")
+    assert a["id"] == "2hop__11_22" and a["sf_idx"] == [0, 1] and a["answerable"] is True
+    assert "sf_known" not in a
+    # the unanswerable contrast shares the id in the file; it has no gold and a distinct id here
+    assert contrast["id"] == "2hop__11_22:unanswerable" and contrast["answerable"] is False
+    assert contrast["sf_idx"] == [] and contrast["sf_known"] is False
+    # idx 9 (list position 1) is named by a hop but not supporting; position 2 supports unnamed
+    assert c["sf_idx"] == [0, 2]
+    cfg = OmegaConf.create({"name": "musique", "data_path": str(fix / "musique"), "test_split": "full_eval"})
+    assert len(build_musique(cfg, "test", 0)) == 3
+
+
+def test_musique_answerable_record_without_supporting_paragraph_is_an_error(tmp_path, fix):
+    line = (fix / "musique" / "musique_ans_v1.0_dev.jsonl").read_text().splitlines()[0]
+    (tmp_path / "musique_ans_v1.0_dev.jsonl").write_text(line.replace('"is_supporting": true', '"is_supporting": false') + "\n")
+    with pytest.raises(DatasetFormatError, match=r"jsonl \(line 1, id=2hop__13548_13529\): an answerable record with no paragraph marked is_supporting"):
+        load_musique(tmp_path, "eval")
+
+
+def test_hotpotqa_fullwiki_missing_gold_is_unknown_or_flagged(fix):
+    full, partial, none = load_hotpotqa(fix / "hotpotqa", "fullwiki_eval")
+    assert full["sf_idx"] == [0, 1] and "sf_partial" not in full and "sf_known" not in full
+    # one of the two gold paragraphs was not retrieved: the found one is gold, the sample flagged
+    assert partial["sf_idx"] == [0] and partial["sf_partial"] is True
+    assert partial["sf_missing_titles"] == ["Steven Spielberg"]
+    # no gold paragraph in the context: gold unknown (null fact metrics), not an empty gold set
+    assert none["sf_idx"] == [] and none["sf_known"] is False
 
 
 def test_niah_gold_and_question(fix):
