@@ -121,11 +121,13 @@ def _num(x: Any) -> str:
 
 
 def eval_stem(cfg: DictConfig) -> str:
-    """eval_seed{seed}_ns{N} (BabiLong), _{split} (NIAH, RULER QA), _hf{length} (official BabiLong
+    """eval_seed{seed}_ns{N} (BabiLong; _nt{tokens} in its token mode), _{split} (NIAH, RULER QA), _hf{length} (official BabiLong
     sets), no suffix (HotpotQA, MuSiQue, combined); then suffixes for settings that change results."""
     name, seed = str(cfg.envs.name), int(cfg.seed)
     stem = f"eval_seed{seed}"
-    if name == "babilong":
+    if name == "babilong" and str(cfg.envs.get("length_unit") or "sentences") == "tokens":
+        stem += f"_nt{_num(cfg.envs.num_tokens)}"
+    elif name == "babilong":
         stem += f"_ns{_num(cfg.envs.num_sentences)}"
     elif name in ("niah", "ruler_qa"):
         stem += f"_{cfg.envs.get('test_split', 'test')}"
@@ -196,7 +198,7 @@ def _babilong_length(envs: Any) -> dict[str, Any] | None:
     budget and the tokenizer that counts it."""
     if str(envs.name) != "babilong":
         return None
-    unit = str(envs.get("length_unit", "sentences"))
+    unit = str(envs.get("length_unit") or "sentences")  # runs made before the key: sentences
     out: dict[str, Any] = {"unit": unit, "tokenizer": str(envs.get("length_tokenizer"))}
     if unit == "tokens":
         out.update(num_tokens=_plain(envs.get("num_tokens")), reserve=envs.get("prompt_reserve_tokens"),
@@ -304,6 +306,9 @@ def check_meta(meta_path: Path, out_path: Path, meta: dict[str, Any]) -> None:
 def describe_length(cfg: DictConfig) -> str:
     if str(cfg.envs.name) != "babilong":
         return f"{cfg.envs.name} split {cfg.envs.get('test_split', 'test')}"
+    if str(cfg.envs.get("length_unit") or "sentences") == "tokens":
+        return (f"envs.num_tokens = {_num(cfg.envs.num_tokens)} {cfg.envs.get('length_tokenizer')} tokens "
+                f"(official BabiLong sizing)")
     n = cfg.envs.num_sentences
     label = BABILONG_GRID.get(int(n)) if isinstance(n, int) else None
     return f"envs.num_sentences = {_num(n)}" + (f" (≈ {label} tokens)" if label else "")

@@ -12,7 +12,8 @@ from rl.eval_run import EvalError, run
 from .conftest import eval_cfg
 
 RECORD_FIELDS = {"id", "question", "answer", "sf_idx", "pred_idx", "q_values", "sf_texts", "pred_texts", "return",
-                 "text_len", "f1", "em", "precision", "recall", "steps", "num_sentences", "split", "episode_s", "index"}
+                 "text_len", "f1", "em", "precision", "recall", "steps", "num_sentences", "num_tokens", "split", "episode_s",
+                 "index"}
 SUMMARY_FIELDS = {"n", "fact_em", "fact_f1", "return", "return_std", "mean_text_len", "episode_s_mean", "max_steps",
                   "settings"}
 META_FIELDS = {"checkpoint", "checkpoint_hash", "max_steps", "oracle_stop", "num_sentences", "split", "seed", "caps",
@@ -34,6 +35,7 @@ def test_contract_resume_and_staleness(tiny_run: Path, tmp_path: Path) -> None:
     assert len(recs) == 3 and RECORD_FIELDS <= set(recs[0])
     assert all(r["steps"] == 2 and len(r["pred_idx"]) == 2 == len(r["q_values"]) for r in recs)  # no oracle stop
     assert all(r["num_sentences"] == 12 for r in recs)
+    assert all(r["num_tokens"] > 12 for r in recs)  # the haystack's GPT-2 length (envs.length_tokenizer)
     assert SUMMARY_FIELDS <= set(summary) and summary["n"] == 3
     on_disk = json.loads((tmp_path / "eval_seed42_ns12.summary.json").read_text())
     assert on_disk["n"] == 3 and on_disk["max_steps"] == 2
@@ -146,3 +148,11 @@ def test_old_eval_file_is_refused_with_a_message(tiny_run: Path, tmp_path: Path)
     with pytest.raises(EvalError, match="older eval_retriever .record format 1, now 2.*overwrite=true"):
         go(tiny_run, tmp_path, "num_samples=3")
     assert len(lines(tmp_path / "eval_seed42_ns12.jsonl")) == 2  # untouched
+
+
+def test_babilong_token_mode_evaluation(tiny_run: Path, tmp_path: Path) -> None:
+    summary = run(eval_cfg(tiny_run, f"output_dir={tmp_path}", "num_samples=2", "envs.length_unit=tokens",
+                           "envs.num_tokens=800"))
+    recs = lines(tmp_path / "eval_seed42_nt800.jsonl")
+    assert [r["num_tokens"] for r in recs] == [500, 500]  # 800 - 300 reserved, facts included
+    assert summary["mean_num_tokens"] == 500 and summary["settings"]["length"]["unit"] == "tokens"
