@@ -125,10 +125,10 @@ def eval_stem(cfg: DictConfig) -> str:
     sets), no suffix (HotpotQA, MuSiQue, combined); then suffixes for settings that change results."""
     name, seed = str(cfg.envs.name), int(cfg.seed)
     stem = f"eval_seed{seed}"
-    if name == "babilong" and str(cfg.envs.get("length_unit") or "sentences") == "tokens":
-        stem += f"_nt{_num(cfg.envs.num_tokens)}"
-    elif name == "babilong":
+    if _sentence_sized(cfg.envs):
         stem += f"_ns{_num(cfg.envs.num_sentences)}"
+    elif name == "babilong":
+        stem += f"_nt{_num(cfg.envs.num_tokens)}"
     elif name in ("niah", "ruler_qa"):
         stem += f"_{cfg.envs.get('test_split', 'test')}"
     elif name == "babilong_hf":
@@ -173,7 +173,7 @@ def eval_meta(cfg: DictConfig, ckpt: Path, fingerprint: str) -> dict[str, Any]:
         "model": str(cfg.algo.model.name),
         "dataset": str(envs.name),
         "task": str(envs.get("task")),
-        "num_sentences": _plain(envs.get("num_sentences")) if str(envs.name) == "babilong" else None,
+        "num_sentences": _plain(envs.get("num_sentences")) if _sentence_sized(envs) else None,
         "length": _babilong_length(envs),
         "split": str(envs.get("test_split", "test")),
         "context_length": envs.get("context_length"),
@@ -191,6 +191,11 @@ def eval_meta(cfg: DictConfig, ckpt: Path, fingerprint: str) -> dict[str, Any]:
         "stop_q_threshold": ev.get("stop_q_threshold"),
         "feedback": str((cfg.get("feedback") or {}).get("type", "gt")),
     }
+
+
+def _sentence_sized(envs: Any) -> bool:
+    """A BabiLong set sized in sentences (runs made before ``length_unit`` existed are)."""
+    return str(envs.name) == "babilong" and str(envs.get("length_unit") or "sentences") == "sentences"
 
 
 def _babilong_length(envs: Any) -> dict[str, Any] | None:
@@ -306,7 +311,7 @@ def check_meta(meta_path: Path, out_path: Path, meta: dict[str, Any]) -> None:
 def describe_length(cfg: DictConfig) -> str:
     if str(cfg.envs.name) != "babilong":
         return f"{cfg.envs.name} split {cfg.envs.get('test_split', 'test')}"
-    if str(cfg.envs.get("length_unit") or "sentences") == "tokens":
+    if not _sentence_sized(cfg.envs):
         return (f"envs.num_tokens = {_num(cfg.envs.num_tokens)} {cfg.envs.get('length_tokenizer')} tokens "
                 f"(official BabiLong sizing)")
     n = cfg.envs.num_sentences

@@ -317,15 +317,19 @@ def make_sample(
                 if k not in taken and v not in taken:
                     pool.append(needle_sentence(k, v, spec.value_type))
         csum = np.cumsum(counter(pool))
-        units = pool[: max(int(np.searchsorted(csum, budget - fixed, side="right")), 1)]
+        units = pool[: max(int(np.searchsorted(csum, budget - fixed, side="right")), len(needles))]
         build = lambda u: insert_between_units(u, needles, np.random.default_rng(place_seed))  # noqa: E731
     # the estimate sums per-unit counts; the exact count of the assembled input decides
     text = render(build(units))
     length = counter([text])[0]
-    while length > budget and len(units) > 1:
-        units = units[: max(1, len(units) - max(1, len(units) // 50))]
+    least = 1 if spec.haystack == "essay" else len(needles)  # each needle needs its own unit position
+    while length > budget and len(units) > least:
+        units = units[: max(least, len(units) - max(1, len(units) // 50))]
         text = render(build(units))
         length = counter([text])[0]
+    if length > budget:
+        raise ValueError(f"{task}: {target_tokens} tokens cannot hold the prompt, the needles and "
+                         f"{TOKENS_TO_GENERATE} answer tokens ({length} input tokens at the least)")
     return {
         "index": index,
         "input": text,

@@ -143,3 +143,10 @@ def test_niah_needles_between_whole_blocks():
         assert all(x == NOISE_BLOCK or x.startswith("One of the special magic numbers for ") for x in lines)
         hits = [x for x in lines if r["outputs"][0] in x]
         assert len(hits) == 1 and hits[0].endswith(f"is: {r['outputs'][0]}.")
+
+
+def test_niah_too_short_a_length_is_an_error():
+    with pytest.raises(ValueError, match="answer budget"):
+        generate("niah_single_1", 1, 128, seed=0, split="x", counter=whitespace_counter, corpus=None)
+    with pytest.raises(ValueError, match="cannot hold the prompt"):
+        generate("niah_multiquery", 1, 160, seed=0, split="x", counter=whitespace_counter, corpus=BOOKS)

@@ -156,3 +156,4 @@ def test_babilong_token_mode_evaluation(tiny_run: Path, tmp_path: Path) -> None:
     recs = lines(tmp_path / "eval_seed42_nt800.jsonl")
     assert [r["num_tokens"] for r in recs] == [500, 500]  # 800 - 300 reserved, facts included
     assert summary["mean_num_tokens"] == 500 and summary["settings"]["length"]["unit"] == "tokens"
+    assert summary["settings"]["num_sentences"] is None  # not sized in sentences
