@@ -1,4 +1,4 @@
-"""BabiLong (SPEC §7.3; docs/DATA_BABILONG.md): every bAbI story statement hidden, in order,
+"""BabiLong (docs/DATA_BABILONG.md): every bAbI story statement hidden, in order,
 among book sentences.
 
 Two ways to size a haystack (``envs.length_unit``):

@@ -1,4 +1,4 @@
-"""MuSiQue loader (SPEC §7.7; docs/DATA_OTHER.md).
+"""MuSiQue loader (docs/DATA_OTHER.md).
 
 JSONL, one record per line: ``id``, ``question``, ``answer``, ``answer_aliases``,
 ``paragraphs`` (``idx``, ``title``, ``paragraph_text``, ``is_supporting``),

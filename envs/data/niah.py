@@ -1,4 +1,4 @@
-"""RULER NIAH loader (SPEC §7.5; docs/DATA_OTHER.md).
+"""RULER NIAH loader (docs/DATA_OTHER.md).
 
 Files ``{data_path}/{split}.jsonl`` (``.jsonl.gz`` also read), one RULER record per line with
 ``index``, ``input`` (instruction + haystack with needles + question) and ``outputs`` (needle
