@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
-from envs.types import Sample
+from envs.types import Sample, sf_known
 
 
 class Feedback(Protocol):
@@ -30,6 +30,9 @@ class GroundTruthSettings:
     penalize_extra_steps: bool = True
     never_terminate: bool = True
     reward_timing: str = "completion"  # completion (ref) | terminal (paper's text)
+    # a sample without known gold: "refuse" (training: an error naming the sample) or "zero"
+    # (evaluation: return 0, the episode never completes)
+    empty_gold: str = "refuse"
 
 
 class GroundTruthFeedback:
@@ -40,17 +43,30 @@ class GroundTruthFeedback:
     The completion reward is paid once. With ``reward_timing: terminal`` it is paid at the
     episode's last step instead (the paper's description), which the env signals through
     ``last_step``. ``completed`` ends the episode unless ``never_terminate``.
+
+    A sample whose gold is empty or unknown (``sf_known`` false) would otherwise be "complete"
+    before any step (∅ ⊆ S) and pay 0.5 (1.0 without the step penalty) at step 1: under
+    ``empty_gold: refuse`` (training) :meth:`reset` raises, naming the sample; under ``zero``
+    (evaluation) such an episode earns 0 and never completes.
     """
 
     def __init__(self, settings: GroundTruthSettings):
         if settings.reward_timing not in ("completion", "terminal"):
             raise ValueError(f"reward_timing must be 'completion' or 'terminal', got {settings.reward_timing!r}")
+        if settings.empty_gold not in ("refuse", "zero"):
+            raise ValueError(f"empty_gold must be 'refuse' or 'zero', got {settings.empty_gold!r}")
         self.s = settings
         self._gold: dict[int, frozenset[int]] = {}
         self._paid: dict[int, bool] = {}
 
     def reset(self, slot: int, sample: Sample) -> None:
-        self._gold[slot] = frozenset(sample["sf_idx"])
+        gold = frozenset(sample["sf_idx"]) if sf_known(sample) else frozenset()
+        if not gold and self.s.empty_gold == "refuse":
+            why = "its gold is unknown (sf_known false)" if not sf_known(sample) else "its sf_idx is empty"
+            raise ValueError(
+                f"sample {sample['id']!r} has no gold chunks ({why}): ground-truth reward cannot train on it. "
+                f"Train on a set with supporting facts, or use feedback.type=llm for answer-only data")
+        self._gold[slot] = gold
         self._paid[slot] = False
 
     def completion_value(self, n_gold: int, n_selected: int) -> float:
@@ -68,7 +84,7 @@ class GroundTruthFeedback:
         for k, (slot, sel) in enumerate(zip(slots, selected)):
             gold = self._gold[slot]
             held = set(sel)
-            done = gold <= held
+            done = bool(gold) and gold <= held
             r = self.s.per_fact_reward * (1.0 if sel and sel[-1] in gold else 0.0)
             pay_now = self.s.reward_timing == "completion" or (last_step is not None and last_step[k])
             if done and pay_now and not self._paid[slot]:
@@ -122,5 +138,6 @@ def build_feedback(feedback_cfg: Any, envs_cfg: Any, phase: str, legacy: Any = N
             penalize_extra_steps=bool(pick("penalize_extra_steps", True)),
             never_terminate=never_terminate,
             reward_timing=str(gt.get("reward_timing", "completion")),
+            empty_gold="refuse" if phase == "train" else "zero",
         )
     )

@@ -16,17 +16,25 @@ class Sample(_SampleRequired, total=False):
     """One retrieval problem.
 
     ``chunks`` are in document order; ``sf_idx`` indexes into ``chunks`` (may repeat;
-    consumers use ``set(sf_idx)``). ``sf_known`` is False for answer-only sets, which makes
-    fact metrics null instead of 0.
+    consumers use ``set(sf_idx)``). ``sf_known`` is False for answer-only sets and other samples
+    whose gold is unknown, which makes fact metrics null instead of 0; ``sf_partial`` flags gold
+    only partly present in the context (``sf_missing_titles`` names the rest). ``num_tokens`` is
+    the haystack's length under the loader's length tokenizer; ``ruler_index`` RULER's own
+    ``index`` field (not an id: it repeats); ``answerable`` MuSiQue's flag.
     """
 
     answer_aliases: list[str]
     source: str
     sf_known: bool
+    sf_partial: bool
+    sf_missing_titles: list[str]
     facts_idx: list[int]
     num_sentences: int
+    num_tokens: int
     split: str
     longbench: dict[str, Any]  # LongBench: dataset, all_classes, length, input (for its scorer)
+    answerable: bool
+    ruler_index: int | str
 
 
 class SampleError(ValueError):

@@ -3,8 +3,13 @@
 SPEC §8.6 merge rule, §9.1 outputs. For each sample index of the seed-permuted test set, one
 episode (greedy, or Plan Q-RAG beam search) is run and one JSON line appended to
 ``<run>/<stem>.jsonl``; ``<stem>.summary.json`` holds the means and ``<stem>.jsonl.meta.json``
-the settings the file was produced with. Re-running resumes: samples already in the file are
-skipped; a file made with other settings (checkpoint, T, stopping, planner, caps, ...) is refused.
+the settings the file was produced with. Re-running resumes: samples whose position in the
+permuted test set (``index``) is already in the file are skipped; a file made with other
+settings (checkpoint, T, stopping, planner, caps, ...) is refused. Records are keyed on
+``index`` only, never on a sample field such as ``id`` (RULER's ``index`` field repeats, and
+keying on it once dropped distinct samples as "repeated"). Files written before
+``record_format`` 2 (records keyed by id, no token lengths) are refused for resuming with a
+message; the reader scripts still read them.
 
 Under torchrun / accelerate launch (docs/DISTRIBUTED.md) the pending samples are dealt out over
 the ranks; rank r appends to ``<stem>.rank{r}.jsonl`` and rank 0 merges the part files into
@@ -44,6 +49,9 @@ KEPT_ENV_KEYS = ("max_steps", "positions_processor", "step_size", "relative_form
 BABILONG_GRID = {50: "1K", 160: "4K", 1200: "32K", 4600: "128K", 40000: "1M", 400000: "10M"}
 FULL_HASH_LIMIT = 256 * 2**20
 PARTIAL_HASH_BYTES = 32 * 2**20
+# 2: records keyed on the sample position only; records carry num_tokens where the loader counts
+# them; BabiLong/NIAH/RULER-QA ids unique (RULER's index field no longer the id)
+RECORD_FORMAT = 2
 
 
 class EvalError(RuntimeError):
@@ -113,12 +121,15 @@ def _num(x: Any) -> str:
 
 
 def eval_stem(cfg: DictConfig) -> str:
-    """eval_seed{seed}_ns{N} (BabiLong), _{split} (NIAH, RULER QA), _hf{length} (official BabiLong
-    sets), _lb-{subset} (LongBench), no suffix (HotpotQA, MuSiQue, combined); then suffixes for settings that change results."""
+    """eval_seed{seed}_ns{N} (BabiLong; _nt{tokens} in its token mode), _{split} (NIAH, RULER QA),
+    _hf{length} (official BabiLong sets), _lb-{subset} (LongBench), no suffix (HotpotQA, MuSiQue,
+    combined); then suffixes for settings that change results."""
     name, seed = str(cfg.envs.name), int(cfg.seed)
     stem = f"eval_seed{seed}"
-    if name == "babilong":
+    if _sentence_sized(cfg.envs):
         stem += f"_ns{_num(cfg.envs.num_sentences)}"
+    elif name == "babilong":
+        stem += f"_nt{_num(cfg.envs.num_tokens)}"
     elif name in ("niah", "ruler_qa"):
         stem += f"_{cfg.envs.get('test_split', 'test')}"
     elif name == "babilong_hf":
@@ -159,12 +170,14 @@ def eval_meta(cfg: DictConfig, ckpt: Path, fingerprint: str) -> dict[str, Any]:
     envs = cfg.envs
     beam = str(ev.get("planner", "greedy")) == "beam"
     return {
+        "record_format": RECORD_FORMAT,
         "checkpoint": ckpt.name,
         "checkpoint_hash": fingerprint,
         "model": str(cfg.algo.model.name),
         "dataset": str(envs.name),
         "task": str(envs.get("task")),
-        "num_sentences": _plain(envs.get("num_sentences")) if str(envs.name) == "babilong" else None,
+        "num_sentences": _plain(envs.get("num_sentences")) if _sentence_sized(envs) else None,
+        "length": _babilong_length(envs),
         "split": str(envs.get("test_split", "test")),
         "context_length": envs.get("context_length"),
         "data_path": envs.get("data_path") or envs.get("facts_test_path"),
@@ -181,6 +194,24 @@ def eval_meta(cfg: DictConfig, ckpt: Path, fingerprint: str) -> dict[str, Any]:
         "stop_q_threshold": ev.get("stop_q_threshold"),
         "feedback": str((cfg.get("feedback") or {}).get("type", "gt")),
     }
+
+
+def _sentence_sized(envs: Any) -> bool:
+    """A BabiLong set sized in sentences (runs made before ``length_unit`` existed are)."""
+    return str(envs.name) == "babilong" and str(envs.get("length_unit") or "sentences") == "sentences"
+
+
+def _babilong_length(envs: Any) -> dict[str, Any] | None:
+    """How a BabiLong haystack is sized (envs/data/babilong.py): the unit and, in token mode, the
+    budget and the tokenizer that counts it."""
+    if str(envs.name) != "babilong":
+        return None
+    unit = str(envs.get("length_unit") or "sentences")  # runs made before the key: sentences
+    out: dict[str, Any] = {"unit": unit, "tokenizer": str(envs.get("length_tokenizer"))}
+    if unit == "tokens":
+        out.update(num_tokens=_plain(envs.get("num_tokens")), reserve=envs.get("prompt_reserve_tokens"),
+                   min_noise=envs.get("min_noise_sentence_tokens"), tokens_per_fact=envs.get("tokens_per_fact"))
+    return out
 
 
 def _plain(x: Any) -> Any:
@@ -234,21 +265,15 @@ def merge_parts(out_path: Path) -> list[dict[str, Any]]:
     parts = part_files(out_path)
     if not parts:
         return records
-    new = sorted((r for p in parts for r in read_records(p)), key=lambda r: r.get("index", -1))
-    have_index = {r["index"] for r in records if "index" in r}
-    seen_ids = {str(r["id"]) for r in records}
+    new = sorted((r for p in parts for r in read_records(p)), key=lambda r: r["index"])
+    have_index = {r["index"] for r in records}
     added = []
     for rec in new:
-        if rec.get("index") in have_index:
-            continue
-        if str(rec["id"]) in seen_ids:
-            log.warning("sample id %r already in %s; not appended again", rec["id"], out_path.name)
-            continue
-        have_index.add(rec.get("index"))
-        seen_ids.add(str(rec["id"]))
-        added.append(rec)
+        if rec["index"] not in have_index:
+            have_index.add(rec["index"])
+            added.append(rec)
     # an interrupted sharded run leaves gaps (rank 1 stopped early, rank 0 went on): sample order
-    merged = sorted(records + added, key=lambda r: r.get("index", -1))
+    merged = sorted(records + added, key=lambda r: r["index"])
     if added:
         tmp = out_path.with_name(f".{out_path.name}.tmp{os.getpid()}")
         with open(tmp, "w", encoding="utf-8") as f:
@@ -272,6 +297,12 @@ def check_meta(meta_path: Path, out_path: Path, meta: dict[str, Any]) -> None:
                             f"resumed. Delete it or pass overwrite=true")
         return
     old = json.loads(meta_path.read_text(encoding="utf-8"))
+    if old.get("record_format") != meta["record_format"]:
+        raise EvalError(f"{out_path} was written by an older eval_retriever (record format "
+                        f"{old.get('record_format', 1)}, now {meta['record_format']}: records were keyed on the "
+                        f"sample id, which RULER files repeat, and carry no token lengths), so it is not resumed. "
+                        f"The reader scripts still read it; to evaluate again pass overwrite=true or another "
+                        f"output_dir")
     diffs = [f"{k}: {old.get(k)!r} (file) vs {meta.get(k)!r} (now)" for k in sorted(set(old) | set(meta))
              if old.get(k) != meta.get(k)]
     if diffs:
@@ -283,6 +314,9 @@ def check_meta(meta_path: Path, out_path: Path, meta: dict[str, Any]) -> None:
 def describe_length(cfg: DictConfig) -> str:
     if str(cfg.envs.name) != "babilong":
         return f"{cfg.envs.name} split {cfg.envs.get('test_split', 'test')}"
+    if not _sentence_sized(cfg.envs):
+        return (f"envs.num_tokens = {_num(cfg.envs.num_tokens)} {cfg.envs.get('length_tokenizer')} tokens "
+                f"(official BabiLong sizing)")
     n = cfg.envs.num_sentences
     label = BABILONG_GRID.get(int(n)) if isinstance(n, int) else None
     return f"envs.num_sentences = {_num(n)}" + (f" (≈ {label} tokens)" if label else "")
@@ -344,8 +378,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     dataset = maybe_cached(dataset, cfg, split, seed, lambda s: agent.tokens(_Holder(s)), cut)
     n = int(cfg.num_samples)
     indices = list(range(len(dataset) if n < 0 else min(n, len(dataset))))
-    done_index = {r["index"] for r in records if "index" in r}
-    seen_ids = {str(r["id"]) for r in records}
+    done_index = {r["index"] for r in records}
     todo = [i for i in indices if i not in done_index]
     n_todo = len(todo)
 
@@ -377,13 +410,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     with open(write_path, "a", encoding="utf-8") as f:
         for index, rec in zip(todo, episodes):
             rec["index"] = index
-            if str(rec["id"]) in seen_ids:  # same sample under another index: never twice in the file
-                log.warning("sample id %r already in %s; not appended again", rec["id"], out_path.name)
-            else:
-                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                f.flush()
-                seen_ids.add(str(rec["id"]))
-                records.append(rec)
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            f.flush()
+            records.append(rec)
             bar.update(1)
             bar.set_postfix(f1=f"{rec['f1']:.3f}" if rec.get("f1") is not None else "n/a")
     bar.close()

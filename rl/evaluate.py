@@ -89,7 +89,7 @@ def _prefetch(agent: QRAGAgent, eps: list[Episode]) -> None:
 
 def _record(ep: Episode, q_values: list[float], text_len: int, seconds: float) -> dict[str, Any]:
     s = ep.sample
-    known = sf_known(s)
+    known = sf_known(s) and bool(s["sf_idx"])  # empty gold is unknown gold: null, never EM 1.0
     chunks = s["chunks"]
     scores = fact_metrics(ep.selected, s["sf_idx"]) if known else None
     rec: dict[str, Any] = {
@@ -110,14 +110,19 @@ def _record(ep: Episode, q_values: list[float], text_len: int, seconds: float) -
         "steps": ep.t,
         "episode_s": seconds,
     }
-    for key in ("answer_aliases", "source", "num_sentences", "split", "longbench"):
+    # num_tokens: the haystack's length under the loader's length tokenizer (BabiLong, NIAH);
+    # sf_partial: only part of the gold paragraphs are in the context (HotpotQA fullwiki)
+    for key in ("answer_aliases", "source", "num_sentences", "num_tokens", "split", "sf_partial", "answerable",
+                "ruler_index", "longbench"):
         if key in s:
             rec[key] = s[key]
     return rec
 
 
 def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Means over records; fact metrics over samples whose gold is known (null if none)."""
+    """Means over records; fact metrics over samples whose gold is known (null if none).
+    ``n_gold_known`` counts the samples behind the fact metrics, ``n_sf_partial`` those among
+    them whose gold was only partly in the context (flagged by the loader)."""
     n = len(records)
 
     def mean(key: str) -> float | None:
@@ -133,7 +138,10 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "return_std": std,
         "fact_em": mean("em"),
         "fact_f1": mean("f1"),
+        "n_gold_known": sum(r.get("em") is not None for r in records),
+        "n_sf_partial": sum(bool(r.get("sf_partial")) for r in records),
         "mean_text_len": mean("text_len"),
+        "mean_num_tokens": mean("num_tokens"),
         "mean_steps": mean("steps"),
         "episode_s_mean": mean("episode_s"),
     }

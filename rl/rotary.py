@@ -27,9 +27,10 @@ class HalfRotary(torch.nn.Module):
         return torch.floor(positions.double() / self.interpolate_factor).long()
 
     def forward(self, emb: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
-        """Rotate ``emb`` [..., d] by integer ``codes`` [...]; returns fp32."""
+        """Rotate ``emb`` [..., d] by the lookup codes p̂ of the integer position ``codes`` [...];
+        returns fp32."""
         emb = emb.float()
-        phi = codes.to(emb.device, torch.float32).unsqueeze(-1) * self.freqs  # [..., D_h/2]
+        phi = self.codes(codes).to(emb.device, torch.float32).unsqueeze(-1) * self.freqs  # [..., D_h/2]
         cos, sin = torch.cos(phi), torch.sin(phi)
         d = emb.shape[-1]
         x = emb.reshape(*emb.shape[:-1], 2, d // 4, 2)  # halves × pairs × (even, odd)

@@ -46,6 +46,11 @@ def find_summaries(paths: Sequence[Path]) -> list[Path]:
 
 def length_of(settings: dict[str, Any]) -> tuple[str, float | None]:
     """(column label, ≈ context tokens for the x axis)."""
+    sizing = settings.get("length") or {}
+    if sizing.get("unit") == "tokens" and isinstance(sizing.get("num_tokens"), int):
+        t = sizing["num_tokens"]  # BabiLong's official sizing: 1000 is "1K", 1000000 "1M"
+        label = f"{t // 10**6}M" if t % 10**6 == 0 else f"{t // 1000}K" if t % 1000 == 0 else f"nt{t}"
+        return label, float(t)
     n = settings.get("num_sentences")
     if settings.get("dataset") == "babilong" and isinstance(n, int):
         if n in GRID:

@@ -2,15 +2,15 @@
 
     # the shipped set (data/niah/mv_niah_4k/niah_multivalue):
     python scripts/generate_niah.py --task niah_multivalue --out data/niah/mv_niah_4k/niah_multivalue \
-        --train 100:4096 --test 30:4096,10:16384 --gzip
-    # a 128K / 1M test file of another task with the contriever tokenizer:
+        --train 200:4096 --test 50:4096,20:16384 --tokenizer minilm --gzip
+    # a 128K / 1M test file of another task, lengths in the reader's tokens (as RULER counts):
     python scripts/generate_niah.py --task niah_single_2 --out ../RULER/niah_single_2 \
-        --test 100:131072,20:1048576 --tokenizer facebook/contriever
+        --test 100:131072,20:1048576 --tokenizer Qwen/Qwen3-4B
 
 Train files are ``train.jsonl``; test files ``test{4k,16k,128k,1m}.jsonl`` (from the length).
-Haystack sentences: the noise corpus (``--corpus``; default the project's
-data/babilong/pg19-with-sentences/{train,test}.jsonl.gz: train books for train, test books
-for test files), or any .txt file.
+A length N holds the input and RULER's 128-token answer budget. Haystack sentences: the noise
+corpus (``--corpus``; default the project's data/babilong/pg19-with-sentences/{train,test}.jsonl.gz:
+train books for train, test books for test files), or any .txt file.
 """
 from __future__ import annotations
 
@@ -44,7 +44,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--validation", default=None, help="N:TOKENS for validation.jsonl")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--corpus", default=None, help="noise corpus (.jsonl[.gz] / save_to_disk folder / .txt)")
-    ap.add_argument("--tokenizer", default=None, help="HF tokenizer name/folder (default offline MiniLM); 'whitespace' = words")
+    ap.add_argument("--tokenizer", default="minilm",
+                    help="the reader's tokenizer, which counts the length (RULER counts with the evaluated model's): "
+                         "a HF name or folder, 'gpt2' (shipped), 'minilm' (offline MiniLM, default) or 'whitespace' (words)")
+    ap.add_argument("--haystack-start", default="fixed", choices=("fixed", "random"),
+                    help="essay haystack start: fixed = the corpus's first sentence for every sample (RULER), "
+                         "random = a random sentence per sample")
     ap.add_argument("--gzip", action="store_true", help="write .jsonl.gz (the NIAH loader reads both)")
     args = ap.parse_args(argv)
 
@@ -66,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("nothing to generate: give --train, --validation and/or --test")
     for name, n, tokens, kind in jobs:
         t0 = time.time()
-        records = generate(args.task, n, tokens, args.seed, name, counter, corpus_for(kind))
+        records = generate(args.task, n, tokens, args.seed, name, counter, corpus_for(kind), args.haystack_start)
         path = write_jsonl(records, Path(args.out) / f"{name}.jsonl{'.gz' if args.gzip else ''}")
         print(f"{path}: {n} samples, ~{tokens} tokens ({time.time() - t0:.1f}s)")
 

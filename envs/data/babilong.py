@@ -1,20 +1,42 @@
-"""BabiLong (SPEC §7.3): every bAbI story statement hidden, in order, among book sentences.
+"""BabiLong (docs/DATA_BABILONG.md): every bAbI story statement hidden, in order,
+among book sentences.
 
-Sample i is a pure function of (seed, split, num_sentences, i): its noise, its size (when
-``num_sentences`` is a list) and its fact positions all come from one generator derived from
-those keys, so access order never matters. ``legacy.fixed_noise_seed`` restores the reference's
-single noise generator seeded 42 and shared by all samples (order-dependent).
+Two ways to size a haystack (``envs.length_unit``):
+
+* ``sentences`` (default, the Q-RAG reference): ``num_sentences`` chunks in all, every story
+  statement kept however long the story (N = max(N_i, m)); facts at distinct positions.
+* ``tokens`` (the official BabiLong generator, booydar/babilong ``NoiseInjectionDataset``):
+  ``num_tokens`` minus ``prompt_reserve_tokens`` (300: prompt and question) is filled with the
+  facts plus noise, counted with ``length_tokenizer`` (GPT-2's in the official sets) as
+  ``" " + sentence``; stories with more than ``budget // tokens_per_fact`` lines (facts + the
+  question; ``max_n_facts`` there) are dropped from the set; noise sentences under
+  ``min_noise_sentence_tokens`` (10) tokens are skipped; the last noise sentence is cut to fill
+  the budget exactly; facts go to positions drawn with replacement among the len(noise) + 1 gaps
+  (several facts may share a gap, in story order). Noise runs read a book on from a random
+  sentence to its end, then another book.
+
+Every sample records ``num_tokens``: its haystack's length (facts and noise) under
+``length_tokenizer``, in both modes. Counts of corpus sentences are cached per book.
+
+Sample i is a pure function of (seed, split, sizing, i): its noise, its size (when the size is
+a list) and its fact positions all come from one generator derived from those keys, so access
+order never matters. Its ``id`` is the question's position in the bAbI file, also when the
+token mode drops stories. ``legacy.fixed_noise_seed`` restores the reference's single noise
+generator seeded 42 and shared by all samples (order-dependent).
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from envs.data.babi import BabiSample, load_babi_file
-from envs.data.noise import NoiseSampler, load_noise_corpus
+from envs.data.common import cfg_get
+from envs.data.length_tokenizer import LengthTokenizer, length_tokenizer
+from envs.data.noise import Corpus, NoiseSampler, Run, load_noise_corpus
 from envs.data.registry import register
 from envs.legacy import flag
 from envs.seeding import derive_rng
@@ -49,8 +71,106 @@ def assemble(
     return chunks, facts_idx, sf_idx
 
 
+@dataclass(frozen=True)
+class TokenBudget:
+    """The official generator's sizing (``envs.length_unit: tokens``)."""
+
+    sizes: tuple[int, ...]  # num_tokens: one, or several to draw from per sample
+    reserve: int = 300  # prompt_reserve_tokens: the official "- 300" for prompt and question
+    min_noise: int = 10  # min_noise_sentence_tokens: SentenceSampler(min_sentence_len=10)
+    tokens_per_fact: int = 8  # max_n_facts = budget // 8 (lines, the question included)
+
+    def max_lines(self) -> int | None:
+        """Most story lines (facts + question) a kept story may have; None = no limit (a budget
+        ≤ 0, the official "0k" sets of facts alone)."""
+        budget = min(self.sizes) - self.reserve  # a story kept must fit every size drawn
+        return budget // self.tokens_per_fact if budget > 0 else None
+
+    def key(self, tokenizer: str) -> str:
+        return f"tokens:{list(self.sizes)}:{self.reserve}:{self.min_noise}:{self.tokens_per_fact}:{tokenizer}"
+
+
+class CorpusTokenCounts:
+    """Length-tokenizer counts of corpus sentences, computed once per sentence on first use."""
+
+    def __init__(self, corpus: Corpus, tokenizer: LengthTokenizer):
+        self.corpus, self.tokenizer = corpus, tokenizer
+        self._books: dict[int, np.ndarray] = {}  # book -> counts, -1 = not yet counted
+
+    def of(self, runs: Sequence[Run]) -> list[np.ndarray]:
+        """Counts of the sentences of each run, as one array per run."""
+        missing: dict[int, set[int]] = {}  # runs of one call may overlap: count each sentence once
+        for b, start, stop in runs:
+            arr = self._books.get(b)
+            if arr is None:
+                arr = self._books[b] = np.full(len(self.corpus[b]), -1, dtype=np.int32)
+            idx = start + np.flatnonzero(arr[start:stop] < 0)
+            if len(idx):
+                missing.setdefault(b, set()).update(idx.tolist())
+        if missing:
+            todo = [(b, sorted(idx)) for b, idx in missing.items()]
+            counts = self.tokenizer.count([self.corpus[b][j] for b, idx in todo for j in idx])
+            at = 0
+            for b, idx in todo:
+                self._books[b][idx] = counts[at:at + len(idx)]
+                at += len(idx)
+        return [self._books[b][start:stop] for b, start, stop in runs]
+
+
+def fill_noise(sampler: NoiseSampler, counts: CorpusTokenCounts, target: int, min_tokens: int,
+               rng: np.random.Generator) -> tuple[list[str], list[int]]:
+    """Noise sentences and their counts for ``target`` tokens, as the official SentenceSampler:
+    sentences under ``min_tokens`` are skipped, sentences are added until the total reaches the
+    target, and the last one is cut to its first tokens so that the total equals the target."""
+    out: list[str] = []
+    lens: list[int] = []
+    if target <= 0:
+        return out, lens
+    total = 0
+    piece = max(16, min(4096, target // 16))  # sentences counted per batch (≈ 30 tokens each)
+    for b, start, stop in sampler.runs_to_book_end(rng):
+        for lo in range(start, stop, piece):
+            run = (b, lo, min(lo + piece, stop))
+            (cnt,) = counts.of([run])
+            for text, c in zip(sampler.corpus[b][run[1]:run[2]], cnt.tolist()):
+                if c < min_tokens:
+                    continue
+                if total + c >= target:
+                    keep = target - total  # > 0: the total before this sentence was short of it
+                    out.append(text if keep == c else counts.tokenizer.cut(text, keep))
+                    lens.append(keep)
+                    return out, lens
+                out.append(text)
+                lens.append(c)
+                total += c
+    raise AssertionError("unreachable: runs_to_book_end never ends")
+
+
+def assemble_gaps(facts: Sequence[str], noise: Sequence[str], rng: np.random.Generator
+                  ) -> tuple[list[str], list[int]]:
+    """The official insertion: each fact goes to a gap drawn with replacement among the
+    len(noise) + 1 gaps (before noise sentence g, or at the end); facts sharing a gap keep story
+    order. Returns (chunks, facts_idx)."""
+    gaps = np.sort(rng.choice(len(noise) + 1, size=len(facts), replace=True)) if facts else []
+    chunks: list[str] = []
+    facts_idx: list[int] = []
+    k = 0
+    for g in range(len(noise) + 1):
+        while k < len(facts) and gaps[k] == g:
+            facts_idx.append(len(chunks))
+            chunks.append(facts[k])
+            k += 1
+        if g < len(noise):
+            chunks.append(noise[g])
+    return chunks, facts_idx
+
+
 class BabiLongDataset:
-    """``__getitem__(i)`` builds sample i on demand (a 400k-sentence sample takes ~a second)."""
+    """``__getitem__(i)`` builds sample i on demand (a 400k-sentence sample takes ~a second).
+
+    ``tokens`` set: the token-budget mode; stories too long for its budget are left out
+    (``ids`` keeps each kept sample's position in the bAbI file). ``length`` ≥ 0 keeps the first
+    ``length`` samples (after that filter)."""
 
     def __init__(
         self,
@@ -61,8 +181,21 @@ class BabiLongDataset:
         split: str,
         subsample_size: int = 100,
         fixed_noise_seed: bool = False,
+        tokenizer: LengthTokenizer | None = None,
+        tokens: TokenBudget | None = None,
+        length: int = -1,
     ):
-        self.babi, self.seed, self.split = babi, int(seed), split
+        self.seed, self.split = int(seed), split
+        self.tokens = tokens
+        if tokens is not None and tokenizer is None:
+            raise ValueError("the token-budget mode needs a length tokenizer")
+        self.ids = list(range(len(babi)))
+        limit = tokens.max_lines() if tokens is not None else None
+        if limit is not None:
+            self.ids = [i for i in self.ids if len(babi[i].facts) + 1 <= limit]
+        if length >= 0:
+            self.ids = self.ids[:length]
+        self.babi = [babi[i] for i in self.ids]
         if isinstance(num_sentences, (int, np.integer)):
             self.sizes: list[int] | None = None
             self.num_sentences = int(num_sentences)
@@ -71,8 +204,15 @@ class BabiLongDataset:
             if not self.sizes:
                 raise ValueError("num_sentences list is empty")
             self.num_sentences = -1
-        self._n_key = str(self.sizes if self.sizes is not None else self.num_sentences)
+        if tokens is not None:
+            if not tokens.sizes:
+                raise ValueError("num_tokens list is empty")
+            self._n_key = tokens.key(tokenizer.name)  # type: ignore[union-attr]
+        else:
+            self._n_key = str(self.sizes if self.sizes is not None else self.num_sentences)
         self.sampler = NoiseSampler(noise, subsample_size)
+        self.counts = CorpusTokenCounts(noise, tokenizer) if tokenizer is not None else None
+        self.tokenizer = tokenizer
         # legacy: one stateful generator for every sample's noise, whatever the run seed
         self._shared_rng = np.random.default_rng(REF_NOISE_SEED) if fixed_noise_seed else None
 
@@ -80,56 +220,79 @@ class BabiLongDataset:
         return len(self.babi)
 
     def sample_rng(self, i: int) -> np.random.Generator:
+        """The generator of the question at file position ``i``."""
         return derive_rng(self.seed, "babilong", self.split, self._n_key, i)
 
     def __getitem__(self, i: int) -> Sample:
         if not -len(self) <= i < len(self):
             raise IndexError(f"sample {i} out of range for {len(self)} samples")
         i = i % len(self)
-        b = self.babi[i]
-        rng = self.sample_rng(i)
-        n_i = self.num_sentences if self.sizes is None else self.sizes[int(rng.integers(len(self.sizes)))]
-        num_noise = max(n_i - len(b.facts), 0)
+        b, qid = self.babi[i], self.ids[i]
+        rng = self.sample_rng(qid)
         noise_rng = self._shared_rng if self._shared_rng is not None else rng
-        noise = self.sampler.draw(num_noise, noise_rng)
-        chunks, facts_idx, sf_idx = assemble(b, noise, rng)
+        if self.tokens is not None:
+            chunks, facts_idx, num_tokens = self._token_haystack(b, rng, noise_rng)
+        else:
+            n_i = self.num_sentences if self.sizes is None else self.sizes[int(rng.integers(len(self.sizes)))]
+            runs = self.sampler.draw_runs(max(n_i - len(b.facts), 0), noise_rng)
+            chunks, facts_idx, _ = assemble(b, self.sampler.texts(runs), rng)
+            num_tokens = None
+            if self.counts is not None:
+                num_tokens = sum(int(c.sum()) for c in self.counts.of(runs)) + sum(self.tokenizer.count(b.facts))
         sample: Sample = {
-            "id": i,
+            "id": qid,
             "question": b.question,
             "answer": b.answer,
             "chunks": chunks,
-            "sf_idx": sf_idx,
+            "sf_idx": [facts_idx[r] for r in b.references_idx],
             "facts_idx": facts_idx,
             "num_sentences": len(chunks),
             "split": self.split,
         }
-        return validate_sample(sample, f"babilong[{self.split}][{i}]")
+        if num_tokens is not None:
+            sample["num_tokens"] = num_tokens
+        return validate_sample(sample, f"babilong[{self.split}][{qid}]")
 
-
-def _get(cfg: Any, key: str, default: Any = None) -> Any:
-    try:
-        return cfg.get(key, default)
-    except AttributeError:
-        return getattr(cfg, key, default)
+    def _token_haystack(self, b: BabiSample, rng: np.random.Generator, noise_rng: np.random.Generator
+                        ) -> tuple[list[str], list[int], int]:
+        t = self.tokens
+        size = t.sizes[0] if len(t.sizes) == 1 else t.sizes[int(rng.integers(len(t.sizes)))]
+        fact_tokens = sum(self.tokenizer.count(b.facts))
+        target = size - t.reserve - fact_tokens
+        noise, lens = fill_noise(self.sampler, self.counts, target, t.min_noise, noise_rng)
+        chunks, facts_idx = assemble_gaps(b.facts, noise, rng)
+        return chunks, facts_idx, fact_tokens + sum(lens)
 
 
 @register("babilong")
 def build_babilong(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> BabiLongDataset:
     """Builder for ``envs.name: babilong``.
 
-    Reads ``facts_{train,test}_path``, ``noise_{train,test}_path``, ``num_sentences`` (int or
-    list), ``subsample_size`` and ``length`` (keep the first ``length`` questions in file order;
-    -1 = all). Legacy flags: ``babi_drop_last_question``, ``fixed_noise_seed``.
+    Reads ``facts_{train,test}_path``, ``noise_{train,test}_path``, ``length_unit``
+    (``sentences`` | ``tokens``), ``num_sentences`` (int or list; sentence mode), ``num_tokens``
+    (int or list), ``prompt_reserve_tokens``, ``min_noise_sentence_tokens``, ``tokens_per_fact``
+    (token mode), ``length_tokenizer``, ``subsample_size`` and ``length`` (keep the first
+    ``length`` questions in file order, after the token mode's story filter; -1 = all). Legacy
+    flags: ``babi_drop_last_question``, ``fixed_noise_seed``.
     """
     if split not in ("train", "test"):
         raise ValueError(f"babilong has splits 'train' and 'test', not {split!r}")
-    facts_path = Path(str(_get(envs_cfg, f"facts_{split}_path")))
-    noise_path = Path(str(_get(envs_cfg, f"noise_{split}_path")))
+    facts_path = Path(str(cfg_get(envs_cfg, f"facts_{split}_path")))
+    noise_path = Path(str(cfg_get(envs_cfg, f"noise_{split}_path")))
     babi = load_babi_file(facts_path, drop_last_question=flag(legacy, "babi_drop_last_question"))
-    length = int(_get(envs_cfg, "length", -1))
-    if length >= 0:
-        babi = babi[:length]
-    num_sentences = _get(envs_cfg, "num_sentences", 100)
+    unit = str(cfg_get(envs_cfg, "length_unit", "sentences"))
+    if unit not in ("sentences", "tokens"):
+        raise ValueError(f"envs.length_unit must be 'sentences' or 'tokens', got {unit!r}")
+    tokenizer = length_tokenizer(str(cfg_get(envs_cfg, "length_tokenizer", "gpt2")))
+    tokens = None
+    if unit == "tokens":
+        tokens = TokenBudget(
+            sizes=_ints(cfg_get(envs_cfg, "num_tokens")),
+            reserve=int(cfg_get(envs_cfg, "prompt_reserve_tokens", 300)),
+            min_noise=int(cfg_get(envs_cfg, "min_noise_sentence_tokens", 10)),
+            tokens_per_fact=int(cfg_get(envs_cfg, "tokens_per_fact", 8)),
+        )
+    num_sentences = cfg_get(envs_cfg, "num_sentences", 100)
     if not isinstance(num_sentences, (int, np.integer)):
         num_sentences = [int(x) for x in num_sentences]  # ListConfig / tuple
     return BabiLongDataset(
@@ -138,6 +301,17 @@ def build_babilong(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> 
         num_sentences,
         seed,
         split,
-        subsample_size=int(_get(envs_cfg, "subsample_size", 100)),
+        subsample_size=int(cfg_get(envs_cfg, "subsample_size", 100)),
         fixed_noise_seed=flag(legacy, "fixed_noise_seed"),
+        tokenizer=tokenizer,
+        tokens=tokens,
+        length=int(cfg_get(envs_cfg, "length", -1)),
     )
+
+
+def _ints(value: Any) -> tuple[int, ...]:
+    if value is None:
+        raise ValueError("envs.length_unit=tokens needs envs.num_tokens (an int, or a list to draw from)")
+    if isinstance(value, (int, np.integer)):
+        return (int(value),)
+    return tuple(int(x) for x in value)

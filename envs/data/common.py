@@ -14,11 +14,19 @@ from envs.types import Sample, SampleError, validate_sample
 
 
 class ListDataset:
-    """A ready list of Samples (the object every builder here returns)."""
+    """A ready list of Samples (the object every builder here returns). Sample ids must be
+    unique (within a ``source``, for combined sets): evaluation records and the reader scripts
+    are keyed on them, so a repeated id would silently drop a distinct sample."""
 
     def __init__(self, samples: Sequence[Sample], name: str = ""):
         self.samples = list(samples)
         self.name = name
+        first: dict[tuple[str, str], Sample] = {}
+        for s in self.samples:
+            other = first.setdefault((str(s.get("source", "")), str(s["id"])), s)
+            if other is not s:
+                raise SampleError(f"{name or 'dataset'}: two samples share the id {s['id']!r} (questions "
+                                  f"{other['question'][:60]!r} and {s['question'][:60]!r}); ids must be unique")
 
     def __len__(self) -> int:
         return len(self.samples)

@@ -10,6 +10,13 @@ pairs). One chunk per paragraph in context order: ``title + " " + " ".join(sente
 lies in the data folder, a record's ``answer_id`` selects its aliases and demonyms, which become
 ``answer_aliases`` (the readers score against the answer and all of them). Its ``test`` split has
 no answers: loading it says so.
+
+Gold that the context lacks (docs/DATA_OTHER.md): in the fullwiki setting the context is what a
+retriever found, and it may miss supporting paragraphs. When none of the supporting titles is
+in the context (or a record names no supporting fact) the gold is unknown: ``sf_idx`` = [],
+``sf_known`` = False, so fact metrics are null (an empty gold set would otherwise score EM 1.0).
+When only some are there, ``sf_idx`` holds those, ``sf_partial`` = True flags the sample and
+``sf_missing_titles`` names the others. Distractor files always hold every gold paragraph.
 """
 from __future__ import annotations
 
@@ -36,7 +43,7 @@ HOTPOTQA_FILES = {
     "train": ["hotpot_train_v1.1.json"],
     "eval": ["hotpot_dev_distractor_v1.json"],
     "all": ["hotpot_dev_distractor_v1.json", "hotpot_train_v1.1.json"],  # eval first (ref)
-    "fullwiki_eval": ["hotpot_dev_fullwiki_v1.json"],
+    "fullwiki_eval": ["hotpot_dev_fullwiki_v1.json"],  # retrieved context: gold may be missing
 }
 TWOWIKI_SPLITS = ("train", "dev", "test")
 HOTPOTQA_HOW = (
@@ -59,7 +66,7 @@ def hotpot_record_to_sample(rec: Any, path: Path, i: int) -> Sample:
     answer = need(rec, "answer", (str, int, float, bool), path, where)
     facts = need(rec, "supporting_facts", list, path, where)
     context = need(rec, "context", list, path, where)
-    titles: set[str] = set()
+    titles: set[str] = set()  # supporting titles
     for k, fact in enumerate(facts):
         if not isinstance(fact, (list, tuple)) or len(fact) < 1 or not isinstance(fact[0], str):
             raise DatasetFormatError(path, where, f"supporting_facts[{k}] must be [title, sentence_id]")
@@ -79,7 +86,14 @@ def hotpot_record_to_sample(rec: Any, path: Path, i: int) -> Sample:
         chunks.append(title + " " + " ".join(sentences))
         if title in titles:
             sf_idx.append(j)
-    sample = {"id": sid, "question": question, "answer": str(answer), "chunks": chunks, "sf_idx": sf_idx}
+    sample: dict[str, Any] = {"id": sid, "question": question, "answer": str(answer), "chunks": chunks,
+                              "sf_idx": sf_idx}
+    missing = sorted(titles - {para[0] for para in context})
+    if not sf_idx:
+        sample["sf_known"] = False
+    elif missing:
+        sample["sf_partial"] = True
+        sample["sf_missing_titles"] = missing
     return checked(sample, path, where)
 
 

@@ -1,11 +1,21 @@
-"""MuSiQue loader (SPEC §7.7).
+"""MuSiQue loader (docs/DATA_OTHER.md).
 
 JSONL, one record per line: ``id``, ``question``, ``answer``, ``answer_aliases``,
-``paragraphs`` (``idx``, ``title``, ``paragraph_text``, ``is_supporting``) and
-``question_decomposition`` (hops with ``paragraph_support_idx``). One chunk per paragraph in
-list order: ``title + ". " + paragraph_text``. ``sf_idx`` follows the decomposition
-(reasoning) order, each ``paragraph_support_idx`` mapped from ``idx`` to list position, null
-entries skipped, duplicates kept (consumers use the set). ``is_supporting`` is not used.
+``paragraphs`` (``idx``, ``title``, ``paragraph_text``, ``is_supporting``),
+``question_decomposition`` (hops with ``paragraph_support_idx``) and ``answerable``. One chunk
+per paragraph in list order: ``title + ". " + paragraph_text``.
+
+Gold, as the official evaluator (StonyBrookNLP/musique ``evaluate_v1.0.py``) takes it: the
+paragraphs with ``is_supporting`` true. ``sf_idx`` lists them in reasoning order (the order in
+which the decomposition's ``paragraph_support_idx`` names them, mapped from ``idx`` to list
+position), then any the decomposition does not name, ascending. The reference read the
+decomposition alone; on MuSiQue-Ans both give the same set.
+
+MuSiQue-Full (splits ``full_train`` / ``full_eval``) pairs every question with an unanswerable
+contrast under the same ``id``; the official evaluator scores support only on answerable ones.
+A record with ``answerable`` false therefore has unknown gold (``sf_idx`` [], ``sf_known``
+False: null fact metrics, refused by ground-truth training) and the id ``<id>:unanswerable``,
+so ids stay unique; ``answerable`` is kept on the sample.
 """
 from __future__ import annotations
 
@@ -30,9 +40,11 @@ MUSIQUE_FILES = {
     "train": ["musique_ans_v1.0_train.jsonl"],
     "eval": ["musique_ans_v1.0_dev.jsonl"],
     "all": ["musique_ans_v1.0_dev.jsonl", "musique_ans_v1.0_train.jsonl"],  # eval first, as HotpotQA
+    "full_train": ["musique_full_v1.0_train.jsonl"],
+    "full_eval": ["musique_full_v1.0_dev.jsonl"],
 }
 MUSIQUE_HOW = (
-    "download MuSiQue-Ans v1.0 (https://github.com/StonyBrookNLP/musique, data/musique_ans_v1.0_*.jsonl), "
+    "download MuSiQue v1.0 (https://github.com/StonyBrookNLP/musique, data/musique_{ans,full}_v1.0_*.jsonl), "
     "or generate the offline synthetic set: python scripts/generate_multihop.py"
 )
 
@@ -47,16 +59,22 @@ def musique_record_to_sample(rec: dict[str, Any], path: Path, lineno: int) -> Sa
         raise DatasetFormatError(path, where, "field 'answer_aliases' must be a list")
     paragraphs = need(rec, "paragraphs", list, path, where)
     hops = need(rec, "question_decomposition", list, path, where)
+    answerable = rec.get("answerable", True)
+    if not isinstance(answerable, bool):
+        raise DatasetFormatError(path, where, f"field 'answerable' must be true or false, got {answerable!r}")
     chunks: list[str] = []
     position: dict[int, int] = {}
+    supporting: list[int] = []
     for j, para in enumerate(paragraphs):
         pwhere = f"{where}, paragraphs[{j}]"
         idx = need(para, "idx", int, path, pwhere)
         title = need(para, "title", str, path, pwhere)
         text = need(para, "paragraph_text", str, path, pwhere)
+        if need(para, "is_supporting", bool, path, pwhere):
+            supporting.append(j)
         chunks.append(title + ". " + text)
         position[idx] = j
-    sf_idx: list[int] = []
+    reasoning: list[int] = []
     for k, hop in enumerate(hops):
         hwhere = f"{where}, question_decomposition[{k}]"
         if not isinstance(hop, dict) or "paragraph_support_idx" not in hop:
@@ -66,15 +84,22 @@ def musique_record_to_sample(rec: dict[str, Any], path: Path, lineno: int) -> Sa
             continue
         if idx not in position:
             raise DatasetFormatError(path, hwhere, f"paragraph_support_idx {idx!r} is not the idx of any paragraph")
-        sf_idx.append(position[idx])
-    sample = {
-        "id": sid,
+        reasoning.append(position[idx])
+    gold = set(supporting)
+    sf_idx = list(dict.fromkeys(j for j in reasoning if j in gold)) + sorted(gold - set(reasoning))
+    if answerable and not sf_idx:
+        raise DatasetFormatError(path, where, "an answerable record with no paragraph marked is_supporting")
+    sample: dict[str, Any] = {
+        "id": sid if answerable else f"{sid}:unanswerable",
         "question": question,
         "answer": str(answer),
         "answer_aliases": [str(a) for a in aliases],
         "chunks": chunks,
-        "sf_idx": sf_idx,
+        "sf_idx": sf_idx if answerable else [],
+        "answerable": answerable,
     }
+    if not answerable:
+        sample["sf_known"] = False
     return checked(sample, path, where)
 
 
@@ -84,7 +109,7 @@ def load_musique(data_path: str | Path, split: str) -> list[Sample]:
         raise ValueError(f"MuSiQue split must be one of {sorted(MUSIQUE_FILES)} (or 'test'), got {split!r}")
     out: list[Sample] = []
     for name in MUSIQUE_FILES[split]:
-        path = require_file(Path(data_path) / name, "MuSiQue-Ans JSONL (id, question, answer, paragraphs, question_decomposition)", MUSIQUE_HOW)
+        path = require_file(Path(data_path) / name, "MuSiQue JSONL (id, question, answer, paragraphs, question_decomposition)", MUSIQUE_HOW)
         out.extend(musique_record_to_sample(rec, path, lineno) for lineno, rec in iter_jsonl(path))
     return out
 

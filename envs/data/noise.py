@@ -9,6 +9,7 @@ A corpus is a list of books, each a list of pre-split sentences. Accepted on dis
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from envs.data.common import iter_jsonl
 from envs.errors import DatasetFormatError, DatasetNotFoundError
 
 Corpus = list[list[str]]
+Run = tuple[int, int, int]  # (book, start, stop): sentences corpus[book][start:stop]
 
 HOW_TO_GET_NOISE = (
     "use PG19-with-sentences from the BabiLong authors (a `datasets` save_to_disk folder per "
@@ -120,24 +122,48 @@ class NoiseSampler:
             return []
         if not self.shuffle:
             return self._draw_sequential(n)
+        return self.texts(self.draw_runs(n, rng))
+
+    def draw_runs(self, n: int, rng: np.random.Generator | None) -> list[Run]:
+        """What :meth:`draw` takes, as (book, start, stop) runs of consecutive sentences."""
         if rng is None:
             raise ValueError("NoiseSampler.draw needs an explicit np.random.Generator")
+        runs: list[Run] = []
+        got, k = 0, self.subsample_size
+        while got < n:
+            b = self._random_book(rng)
+            size = len(self.corpus[b])
+            start = int(rng.integers(size))
+            stop = min(start + min(k, n - got), size)
+            runs.append((b, start, stop))
+            got += stop - start
+        return runs
+
+    def runs_to_book_end(self, rng: np.random.Generator) -> Iterator[Run]:
+        """Endless runs: a random book from a random sentence to its end, then another book.
+        (BabiLong's token-budget generator reads a book on from a random place until the budget
+        is filled; ``subsample_size`` does not apply.)"""
+        while True:
+            b = self._random_book(rng)
+            size = len(self.corpus[b])
+            yield b, int(rng.integers(size)), size
+
+    def texts(self, runs: list[Run]) -> list[str]:
         out: list[str] = []
-        books, k = self.corpus, self.subsample_size
-        n_books = len(books)
-        while len(out) < n:
-            for _ in range(MAX_EMPTY_RETRIES):
-                book = books[int(rng.integers(n_books))]
-                if book:
-                    break
-            else:
-                raise RuntimeError(
-                    f"noise sampler drew {MAX_EMPTY_RETRIES} empty books in a row; "
-                    "the corpus has too few non-empty books"
-                )
-            start = int(rng.integers(len(book)))
-            out.extend(book[start : start + min(k, n - len(out))])
+        for b, start, stop in runs:
+            out.extend(self.corpus[b][start:stop])
         return out
+
+    def _random_book(self, rng: np.random.Generator) -> int:
+        n_books = len(self.corpus)
+        for _ in range(MAX_EMPTY_RETRIES):
+            b = int(rng.integers(n_books))
+            if self.corpus[b]:
+                return b
+        raise RuntimeError(
+            f"noise sampler drew {MAX_EMPTY_RETRIES} empty books in a row; "
+            "the corpus has too few non-empty books"
+        )
 
     def _draw_sequential(self, n: int) -> list[str]:
         if not any(self.corpus):

@@ -5,7 +5,12 @@ JSONL with ``index``, ``input``, ``outputs``. ``input`` is cut at the last occur
 RULER's ``Question:`` works): the stripped right part is the question; the left part is split
 on ``Document <n>:`` and the non-empty stripped pieces are the chunks (a leading instruction
 preamble becomes chunk 0, as in the ref). ``answer`` = outputs[0], ``answer_aliases`` =
-outputs[1:].
+outputs[1:]. RULER files from 2024 end ``input`` with the answer prefix (`` Answer:``); current
+ones keep it in the field ``answer_prefix``. Either way it is cut from the question.
+
+``id`` is the record's position in the file (0-based); RULER's ``index`` is kept as
+``ruler_index`` (a field that current RULER NIAH files fill with a character offset, so the
+project never keys anything on it).
 
 Gold: RULER's own files do not say which document holds the answer, so ``sf_idx`` = [] and
 ``sf_known`` = False (fact metrics null; the ref's ``[0]`` placeholder is gone, SPEC §11 #31).
@@ -56,7 +61,18 @@ def split_documents(context: str) -> tuple[list[str], dict[int, int]]:
     return chunks, doc_to_chunk
 
 
-def ruler_qa_record_to_sample(rec: dict[str, Any], path: Path, lineno: int, marker: str = "QUESTION:") -> Sample:
+ANSWER_PREFIX = "Answer:"  # RULER's QA answer prefix, " Answer:"
+
+
+def strip_answer_prefix(question: str, rec: dict[str, Any]) -> str:
+    prefix = rec.get("answer_prefix")
+    prefix = prefix.strip() if isinstance(prefix, str) and prefix.strip() else ANSWER_PREFIX
+    return question[: -len(prefix)].rstrip() if question.endswith(prefix) else question
+
+
+def ruler_qa_record_to_sample(rec: dict[str, Any], path: Path, lineno: int, ordinal: int,
+                              marker: str = "QUESTION:") -> Sample:
+    """Record number ``ordinal`` (0-based, its id) on line ``lineno`` of ``path``."""
     where = f"line {lineno}, index={rec.get('index', '?')}"
     index = need(rec, "index", (int, str), path, where)
     text = need(rec, "input", str, path, where)
@@ -66,12 +82,13 @@ def ruler_qa_record_to_sample(rec: dict[str, Any], path: Path, lineno: int, mark
     parts = split_question(text, marker)
     if parts is None:
         raise DatasetFormatError(path, where, f"field 'input' has no question marker {marker!r}")
-    context, question = parts
+    context, question = parts[0], strip_answer_prefix(parts[1], rec)
     chunks, doc_to_chunk = split_documents(context)
     if not chunks:
         raise DatasetFormatError(path, where, "field 'input' has no documents before the question")
     sample: dict[str, Any] = {
-        "id": index,
+        "id": ordinal,
+        "ruler_index": index,
         "question": question,
         "answer": str(outputs[0]),
         "answer_aliases": [str(o) for o in outputs[1:]],
@@ -90,7 +107,7 @@ def ruler_qa_record_to_sample(rec: dict[str, Any], path: Path, lineno: int, mark
 
 def load_ruler_qa(path: str | Path, marker: str = "QUESTION:") -> list[Sample]:
     p = require_file(Path(path), "RULER QA JSONL ({index, input, outputs} per line)", RULER_QA_HOW)
-    return [ruler_qa_record_to_sample(rec, p, lineno, marker) for lineno, rec in iter_jsonl(p)]
+    return [ruler_qa_record_to_sample(rec, p, lineno, k, marker) for k, (lineno, rec) in enumerate(iter_jsonl(p))]
 
 
 @register("ruler_qa")

@@ -10,6 +10,7 @@ from envs.data.niah import load_niah
 from envs.data.niah_generator import TASKS, generate, hf_token_counter, length_name, whitespace_counter, write_jsonl
 from envs.data.ruler_qa import load_ruler_qa
 from envs.data.niah_generator import write_text
+from envs.data.splitter import split_sentences
 
 BOOKS = [
     [f"Sentence number {i} of the first book talks about ships and the sea." for i in range(60)],
@@ -24,7 +25,8 @@ def test_niah_tasks_round_trip(task, tmp_path):
     spec = TASKS[task]
     for r in recs:
         assert set(r) >= {"index", "input", "outputs", "length", "answer_prefix"}
-        assert 300 < r["length"] <= 400 and r["length"] == len(r["input"].split())
+        # the input fits 400 - 128 (RULER keeps 128 tokens for the answer); length counts both
+        assert r["length"] == len(r["input"].split()) + 128 and 340 < r["length"] <= 400
         assert len(r["outputs"]) == spec.num_values * spec.num_queries
     write_jsonl(recs, tmp_path / "train.jsonl.gz")
     for r, s in zip(recs, load_niah(tmp_path, "train")):
@@ -33,7 +35,8 @@ def test_niah_tasks_round_trip(task, tmp_path):
         assert sorted(v for g in gold for v in r["outputs"] if v in g) == sorted(r["outputs"])
         assert all(g.startswith("One of the special magic") and g.endswith(".") for g in gold)
         assert len(gold) == len(r["outputs"])
-        assert s["question"].startswith("What are all the special magic")
+        one = spec.num_values * spec.num_queries == 1  # RULER's singular wording for one answer
+        assert s["question"].startswith("What is the special magic" if one else "What are all the special magic")
         needles = [c for c in s["chunks"] if c.startswith("One of the special magic")]
         expected_needles = spec.num_keys * spec.num_values
         assert len(needles) >= expected_needles if spec.haystack == "needle" else len(needles) == expected_needles
@@ -43,7 +46,7 @@ def test_niah_exact_bert_length():
     count = hf_token_counter()
     for task in ("niah_single_3", "niah_multikey_2"):
         r = generate(task, 1, 512, seed=0, split="test512", counter=count, corpus=BOOKS)[0]
-        assert r["length"] == count([r["input"]])[0] <= 512
+        assert r["length"] == count([r["input"]])[0] + 128 <= 512
         assert r["length"] > 450
 
 
@@ -78,3 +81,72 @@ def test_multihop_formats_and_gold(tmp_path):
         assert s["sf_known"] and len(s["sf_idx"]) == 2 and s["question"] == rec["question"]
         golds = {t for t, _ in rec["supporting_facts"]}
         assert {s["chunks"][j].split("\n")[0] for j in s["sf_idx"]} == golds
+
+
+def test_niah_wording_is_rulers():
+    # RULER niah.py: with one answer, 'Some'->'A', 'are all'->'is', 'are'->'is' on the plural
+    # template + answer prefix, and the value type loses its "s"; needles stay plural
+    from envs.data.niah_generator import wording
+
+    t, prefix, type_v = wording(TASKS["niah_single_2"])
+    assert t == ("A special magic {type_needle_v} is hidden within the following text. Make sure to memorize it. "
+                 "I will quiz you about the {type_needle_v} afterwards.\n{context}\nWhat is the special magic "
+                 "{type_needle_v} for {query} mentioned in the provided text?")
+    assert prefix == " The special magic {type_needle_v} for {query} mentioned in the provided text is"
+    assert type_v == "number" and wording(TASKS["niah_multikey_3"])[2] == "uuid"
+    t, prefix, type_v = wording(TASKS["niah_multivalue"])
+    assert t.startswith("Some special magic {type_needle_v} are hidden") and prefix.endswith("text are")
+    assert "What are all the special magic" in t and type_v == "numbers"
+    r = generate("niah_single_1", 1, 400, seed=0, split="x", counter=whitespace_counter, corpus=None)[0]
+    assert r["input"].startswith("A special magic number is hidden") and "special magic numbers for" in r["input"]
+    assert r["answer_prefix"].endswith("mentioned in the provided text is")
+
+
+def test_niah_keys_are_wonderwords_pairs():
+    from envs.data.niah_generator import key_words
+
+    adjs, nouns = key_words()
+    assert len(adjs) == 910 and len(nouns) == 6786  # distinct entries of wonderwords 2.2's lists
+    recs = generate("niah_multiquery", 30, 400, seed=1, split="x", counter=whitespace_counter, corpus=BOOKS)
+    keys = [k for r in recs for k in r["answer_prefix"].split(" for ", 1)[1].split(" mentioned")[0].replace(", and ", ", ").split(", ")]
+    assert len(keys) == 120 == len(set(keys))  # 6.2M pairs: no repeats
+    for k in keys:  # some words hold hyphens ("wide-eyed"): one split must give an adjective and a noun
+        parts = k.split("-")
+        assert any("-".join(parts[:j]) in adjs and "-".join(parts[j:]) in nouns for j in range(1, len(parts)))
+
+
+def test_niah_essay_start_and_depths():
+    from envs.data.niah_generator import DEPTHS, prepare_corpus
+
+    corpus = prepare_corpus(BOOKS)
+    recs = generate("niah_single_2", 3, 300, seed=2, split="x", counter=whitespace_counter, corpus=BOOKS)
+    for r in recs:
+        body = r["input"].split("\n")[1]
+        sentences = split_sentences(body)
+        essay = [s for s in sentences if not s.startswith("One of the special magic")]
+        assert essay == corpus[: len(essay)]  # RULER: the haystack starts where the essay starts, every sample
+        n = len(essay)
+        before = sentences.index(next(s for s in sentences if s.startswith("One of the special magic")))
+        assert before in {int(n * d / 100) for d in DEPTHS}  # needle after int(n * depth / 100) sentences
+    rand = generate("niah_single_2", 3, 300, seed=2, split="x", counter=whitespace_counter, corpus=BOOKS,
+                    haystack_start="random")
+    starts = {split_sentences(r["input"].split("\n")[1])[0] for r in rand}
+    assert len(starts) > 1  # the variant: a random start per sample
+
+
+def test_niah_needles_between_whole_blocks():
+    from envs.data.niah_generator import NOISE_BLOCK
+
+    for task in ("niah_single_1", "niah_multikey_2"):
+        r = generate(task, 1, 600, seed=4, split="x", counter=whitespace_counter, corpus=None)[0]
+        lines = r["input"].split("\n")[1:-1]  # between the instruction and the question
+        assert all(x == NOISE_BLOCK or x.startswith("One of the special magic numbers for ") for x in lines)
+        hits = [x for x in lines if r["outputs"][0] in x]
+        assert len(hits) == 1 and hits[0].endswith(f"is: {r['outputs'][0]}.")
+
+
+def test_niah_too_short_a_length_is_an_error():
+    with pytest.raises(ValueError, match="answer budget"):
+        generate("niah_single_1", 1, 128, seed=0, split="x", counter=whitespace_counter, corpus=None)
+    with pytest.raises(ValueError, match="cannot hold the prompt"):
+        generate("niah_multiquery", 1, 160, seed=0, split="x", counter=whitespace_counter, corpus=BOOKS)

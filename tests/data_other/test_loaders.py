@@ -1,4 +1,6 @@
 """Loaders on hand-written fixtures in the real formats (incl. malformed records)."""
+import json
+
 import pytest
 from omegaconf import OmegaConf
 
@@ -51,7 +53,38 @@ def test_musique_reasoning_order_and_idx_mapping(fix):
     assert s[0]["sf_idx"] == [3, 1]  # decomposition order, not ascending
     assert s[0]["chunks"][3] == "Messi. Lionel Messi joined Inter Miami in 2023."
     assert s[0]["answer_aliases"] == ["Fort Lauderdale, Florida"]
-    assert s[1]["sf_idx"] == [0, 1, 0]  # idx 7 -> 0, idx 5 -> 1, null skipped, duplicate kept
+    assert s[1]["sf_idx"] == [0, 1]  # idx 7 -> 0, idx 5 -> 1, null skipped, the repeated hop counted once
+
+
+def test_musique_gold_is_is_supporting_and_full_honours_answerable(fix):
+    # the official evaluator's gold: paragraphs with is_supporting, whatever the hops name
+    a, contrast, c = load_musique(fix / "musique", "full_eval")
+    assert a["id"] == "2hop__11_22" and a["sf_idx"] == [0, 1] and a["answerable"] is True
+    assert "sf_known" not in a
+    # the unanswerable contrast shares the id in the file; it has no gold and a distinct id here
+    assert contrast["id"] == "2hop__11_22:unanswerable" and contrast["answerable"] is False
+    assert contrast["sf_idx"] == [] and contrast["sf_known"] is False
+    # idx 9 (list position 1) is named by a hop but not supporting; position 2 supports unnamed
+    assert c["sf_idx"] == [0, 2]
+    cfg = OmegaConf.create({"name": "musique", "data_path": str(fix / "musique"), "test_split": "full_eval"})
+    assert len(build_musique(cfg, "test", 0)) == 3
+
+
+def test_musique_answerable_record_without_supporting_paragraph_is_an_error(tmp_path, fix):
+    line = (fix / "musique" / "musique_ans_v1.0_dev.jsonl").read_text().splitlines()[0]
+    (tmp_path / "musique_ans_v1.0_dev.jsonl").write_text(line.replace('"is_supporting": true', '"is_supporting": false') + "\n")
+    with pytest.raises(DatasetFormatError, match=r"jsonl \(line 1, id=2hop__13548_13529\): an answerable record with no paragraph marked is_supporting"):
+        load_musique(tmp_path, "eval")
+
+
+def test_hotpotqa_fullwiki_missing_gold_is_unknown_or_flagged(fix):
+    full, partial, none = load_hotpotqa(fix / "hotpotqa", "fullwiki_eval")
+    assert full["sf_idx"] == [0, 1] and "sf_partial" not in full and "sf_known" not in full
+    # one of the two gold paragraphs was not retrieved: the found one is gold, the sample flagged
+    assert partial["sf_idx"] == [0] and partial["sf_partial"] is True
+    assert partial["sf_missing_titles"] == ["Steven Spielberg"]
+    # no gold paragraph in the context: gold unknown (null fact metrics), not an empty gold set
+    assert none["sf_idx"] == [] and none["sf_known"] is False
 
 
 def test_niah_gold_and_question(fix):
@@ -174,3 +207,48 @@ def test_combined_source_and_shuffle(fix):
     cfg.dataset3_path = None
     cfg.length = 2
     assert len(build_combined(cfg, "test", 0)) == 2
+
+
+def test_niah_reads_ruler_2024_files_with_the_answer_prefix_in_input(fix):
+    # RULER 2024: prepare.py appended the answer prefix to `input` (no `answer_prefix` field)
+    s = load_niah(fix / "niah_2024", "test4k")
+    a = s[0]  # single answer: RULER's singular wording
+    assert a["question"] == "What is the special magic number for sour-cherry mentioned in the provided text?"
+    assert a["chunks"][0] == "A special magic number is hidden within the following text."
+    assert [a["chunks"][j] for j in a["sf_idx"]] == ["One of the special magic numbers for sour-cherry is: 4417093."]
+    assert not any("mentioned in the provided text" in c for c in a["chunks"])  # the real question is no chunk
+    b = s[1]  # a chat template: its closing tag after the question is dropped, its opening tag stays in chunk 0
+    assert b["question"] == "What are all the special magic numbers for tall-fence mentioned in the provided text?"
+    assert b["chunks"][0].startswith("[INST] Some special magic numbers") and len(b["sf_idx"]) == 2
+    assert [x["id"] for x in s] == [0, 1] and [x["ruler_index"] for x in s] == [0, 1]
+
+
+def test_niah_current_format_keeps_its_ids_unique_when_index_repeats(fix, tmp_path):
+    src = (fix / "niah" / "train.jsonl").read_text().splitlines()
+    rows = [json.loads(x) for x in src]
+    for r in rows:
+        r["index"] = 214  # current RULER: the answer's character offset, equal for alike layouts
+    (tmp_path / "test4k.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    s = load_niah(tmp_path, "test4k")
+    assert [x["id"] for x in s] == [0, 1, 2] and {x["ruler_index"] for x in s} == {214}
+    assert s[0]["question"] == load_niah(fix / "niah", "train")[0]["question"]
+    cfg = OmegaConf.create({"name": "niah", "data_path": str(tmp_path), "test_split": "test4k"})
+    assert len(build_niah(cfg, "test", 3)) == 3  # nothing dropped
+
+
+def test_ruler_qa_2024_answer_prefix_is_cut_from_the_question(fix):
+    (a,) = load_ruler_qa(fix / "ruler_qa_2024.jsonl")
+    assert a["question"] == "What is the capital of Peru?"
+    assert a["chunks"][1] == "Oslo is the capital of Norway." and a["chunks"][2].startswith("Lima is the capital of Peru.")
+    assert a["id"] == 0 and a["ruler_index"] == 0
+
+
+def test_list_dataset_refuses_repeated_ids():
+    from envs.data.common import ListDataset
+    from envs.types import SampleError
+
+    a = {"id": 5, "question": "q1?", "answer": "x", "chunks": ["c"], "sf_idx": [0]}
+    b = dict(a, question="q2?")
+    with pytest.raises(SampleError, match="share the id 5 .questions 'q1.' and 'q2.'"):
+        ListDataset([a, b], "demo")
+    assert len(ListDataset([a, dict(b, source="other")], "combined")) == 2  # unique within a source

@@ -63,5 +63,7 @@ def test_file_names_follow_settings(config_run: Path) -> None:
     beam = merge_eval_config(eval_cfg(config_run, "eval.planner=beam", "eval.beam_width=2", "eval.beam_expand=2",
                                       "use_last=true"))
     assert eval_stem(beam) == "eval_seed42_ns50_last_beam2x2"
+    tokens = merge_eval_config(eval_cfg(config_run, "envs.length_unit=tokens", "envs.num_tokens=32000"))
+    assert eval_stem(tokens) == "eval_seed42_nt32000"  # BabiLong's official token sizing
     stop = merge_eval_config(eval_cfg(config_run, "eval.stop_q_threshold=0.5", "+legacy.oracle_stop=true"))
     assert eval_stem(stop) == "eval_seed42_ns50_qstop0.5_oracle"

@@ -12,7 +12,8 @@ from rl.eval_run import EvalError, run
 from .conftest import eval_cfg
 
 RECORD_FIELDS = {"id", "question", "answer", "sf_idx", "pred_idx", "q_values", "sf_texts", "pred_texts", "return",
-                 "text_len", "f1", "em", "precision", "recall", "steps", "num_sentences", "split", "episode_s", "index"}
+                 "text_len", "f1", "em", "precision", "recall", "steps", "num_sentences", "num_tokens", "split", "episode_s",
+                 "index"}
 SUMMARY_FIELDS = {"n", "fact_em", "fact_f1", "return", "return_std", "mean_text_len", "episode_s_mean", "max_steps",
                   "settings"}
 META_FIELDS = {"checkpoint", "checkpoint_hash", "max_steps", "oracle_stop", "num_sentences", "split", "seed", "caps",
@@ -34,6 +35,7 @@ def test_contract_resume_and_staleness(tiny_run: Path, tmp_path: Path) -> None:
     assert len(recs) == 3 and RECORD_FIELDS <= set(recs[0])
     assert all(r["steps"] == 2 and len(r["pred_idx"]) == 2 == len(r["q_values"]) for r in recs)  # no oracle stop
     assert all(r["num_sentences"] == 12 for r in recs)
+    assert all(r["num_tokens"] > 12 for r in recs)  # the haystack's GPT-2 length (envs.length_tokenizer)
     assert SUMMARY_FIELDS <= set(summary) and summary["n"] == 3
     on_disk = json.loads((tmp_path / "eval_seed42_ns12.summary.json").read_text())
     assert on_disk["n"] == 3 and on_disk["max_steps"] == 2
@@ -115,3 +117,60 @@ def test_longbench_eval_env_log_feeds_its_reader(tiny_run: Path, tmp_path: Path)
     assert by_id["e3"]["answer_aliases"] == ["Dijon, France"] and by_id["e3"]["source"] == "longbench/hotpotqa"
     meta = json.loads((tmp_path / "eval_seed42_lb-hotpotqa_e.jsonl.meta.json").read_text())
     assert meta["dataset"] == "longbench" and meta["task"] == "hotpotqa"
+
+
+def ruler_niah_file(folder: Path, n: int = 6) -> Path:
+    """Current RULER format: ``index`` is the character offset of the first answer (as
+    RULER's niah.py writes it), so samples laid out alike share it; the prefix is its own field."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for i in range(n):
+        key, value = f"key-{i}", str(1000000 + i)
+        filler = " ".join(["The grass is green. The sky is blue."] * (1 + i % 2))
+        text = ("Some special magic numbers are hidden within the following text. Make sure to memorize it. "
+                f"I will quiz you about the numbers afterwards.\n{filler} One of the special magic numbers for "
+                f"{key} is: {value}. Here we go.\nWhat are all the special magic numbers for {key} mentioned in "
+                "the provided text?")
+        rows.append({"index": text.find(value), "input": text, "outputs": [value], "length": 60,
+                     "answer_prefix": f" The special magic numbers for {key} mentioned in the provided text are"})
+    assert len({r["index"] for r in rows}) == 2  # two layouts, two offsets for six samples
+    path = folder / "test4k.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_ruler_index_repeats_and_no_sample_is_dropped(tiny_run: Path, tmp_path: Path) -> None:
+    ruler_niah_file(tmp_path / "niah")
+    args = ("eval_env=niah", f"+envs.data_path={tmp_path / 'niah'}", "envs.test_split=test4k", "num_samples=-1")
+    out_dir = tmp_path / "out"
+    summary = run(eval_cfg(tiny_run, f"output_dir={out_dir}", *args))
+    out = out_dir / "eval_seed42_test4k.jsonl"
+    recs = lines(out)
+    assert summary["n"] == 6 and len(recs) == 6
+    assert sorted(r["id"] for r in recs) == list(range(6))  # ids are record positions, not RULER's index
+    assert len({r["ruler_index"] for r in recs}) == 2
+    assert all(r["question"].startswith("What are all the special magic numbers") for r in recs)
+    # an interrupted run resumes by sample position: the three missing samples are added
+    out.write_text("".join(json.dumps(r) + "\n" for r in recs[:3]), encoding="utf-8")
+    assert run(eval_cfg(tiny_run, f"output_dir={out_dir}", *args))["n"] == 6
+    assert sorted(r["index"] for r in lines(out)) == list(range(6))
+
+
+def test_old_eval_file_is_refused_with_a_message(tiny_run: Path, tmp_path: Path) -> None:
+    go(tiny_run, tmp_path, "num_samples=2")
+    meta_path = tmp_path / "eval_seed42_ns12.jsonl.meta.json"
+    meta = json.loads(meta_path.read_text())
+    del meta["record_format"]  # what eval_retriever wrote before records were keyed on position only
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(EvalError, match="older eval_retriever .record format 1, now 2.*overwrite=true"):
+        go(tiny_run, tmp_path, "num_samples=3")
+    assert len(lines(tmp_path / "eval_seed42_ns12.jsonl")) == 2  # untouched
+
+
+def test_babilong_token_mode_evaluation(tiny_run: Path, tmp_path: Path) -> None:
+    summary = run(eval_cfg(tiny_run, f"output_dir={tmp_path}", "num_samples=2", "envs.length_unit=tokens",
+                           "envs.num_tokens=800"))
+    recs = lines(tmp_path / "eval_seed42_nt800.jsonl")
+    assert [r["num_tokens"] for r in recs] == [500, 500]  # 800 - 300 reserved, facts included
+    assert summary["mean_num_tokens"] == 500 and summary["settings"]["length"]["unit"] == "tokens"
+    assert summary["settings"]["num_sentences"] is None  # not sized in sentences

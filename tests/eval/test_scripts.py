@@ -85,3 +85,11 @@ def test_stopping_analysis(tmp_path: Path) -> None:
     md = (tmp_path / "eval_seed0_ns50.stopping.md").read_text()
     assert "ROC AUC of q_values for 'continue': 1.000" in md
     assert (tmp_path / "eval_seed0_ns50.stopping.csv").read_text().startswith("threshold,")
+
+
+def test_collect_results_labels_babilong_token_sizing() -> None:
+    length_of = load_script("collect_results").length_of
+    tokens = {"dataset": "babilong", "num_sentences": None, "length": {"unit": "tokens", "num_tokens": 32000}}
+    assert length_of(tokens) == ("32K", 32000.0)
+    assert length_of(dict(tokens, length={"unit": "tokens", "num_tokens": 1000000})) == ("1M", 1e6)
+    assert length_of({"dataset": "babilong", "num_sentences": 1200}) == ("32K", 32e3)  # the sentence grid

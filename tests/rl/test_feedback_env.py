@@ -36,6 +36,26 @@ def test_terminal_timing_and_per_fact_and_termination():
     assert r == [1.0]
 
 
+@pytest.mark.parametrize("penalize, unknown", [(True, False), (False, False), (True, True)])
+def test_empty_or_unknown_gold_is_refused_in_training_and_pays_nothing_in_evaluation(penalize, unknown):
+    # ∅ ⊆ S_1 would make such a sample "complete" at step 1: 0.5 with the step penalty
+    # (0.5 + 0.5·0/(1+1e-5)), 1.0 without (ruler_qa's setting). Neither may be paid.
+    s = sample(7, gold=() if not unknown else (2,))
+    if unknown:
+        s["sf_known"] = False  # an answer-only set: its sf_idx is not gold
+    train = build_feedback(OmegaConf.create({"type": "gt"}), OmegaConf.create({}), "train")
+    with pytest.raises(ValueError, match="sample 7 has no gold chunks"):
+        train.reset(0, s)
+    fb = GroundTruthFeedback(GroundTruthSettings(penalize_extra_steps=penalize, never_terminate=False,
+                                                 per_fact_reward=0.25, empty_gold="zero"))
+    fb.reset(0, s)
+    for sel in ([2], [2, 0], [2, 0, 1]):
+        r, c = fb.step([0], [sel], last_step=[len(sel) == 3])
+        assert r == [0.0] and c == [False]
+    test = build_feedback(OmegaConf.create({"type": "gt"}), OmegaConf.create({}), "test")
+    assert test.s.empty_gold == "zero" and train.s.empty_gold == "refuse"
+
+
 def test_build_feedback_priorities():
     envs = OmegaConf.create({"feedback_defaults": {"train": {"penalize_extra_steps": True, "never_terminate": False},
                                                    "test": {"penalize_extra_steps": False, "never_terminate_ref": False}}})

@@ -32,3 +32,17 @@ def test_keeps_norms_and_scores_depend_on_differences_only():
     torch.testing.assert_close(s1, s2, atol=1e-4, rtol=1e-4)
     # code 0 is the identity
     torch.testing.assert_close(rope(a[None], torch.tensor([0]))[0], a)
+
+
+def test_interpolate_factor_floors_the_position_before_rotating():
+    # algo.model.predictor.interpolate_factor: p̂ = int(p / factor), a floor since positions are ≥ 0
+    d = 16
+    x = torch.randn(9, d)
+    p = torch.tensor([0, 1, 2, 3, 4, 5, 7, 11, 1000])
+    for factor in (2, 3, 2.5):
+        want = HalfRotary(d)(x, torch.tensor([int(v / factor) for v in p.tolist()]))
+        torch.testing.assert_close(HalfRotary(d, interpolate_factor=factor)(x, p), want)
+    # with factor 1 nothing changes; with factor 2 positions 4 and 5 share one rotation
+    torch.testing.assert_close(HalfRotary(d, interpolate_factor=1)(x, p), HalfRotary(d)(x, p))
+    r = HalfRotary(d, interpolate_factor=2)(x[:1].expand(2, -1), torch.tensor([4, 5]))
+    torch.testing.assert_close(r[0], r[1])
