@@ -12,7 +12,10 @@ Reads each run's ``metrics.jsonl`` (in-training validation curve) and its evalua
   stopping, the paper's Table 3 QA3 points beside ours;
 * ``table3.md`` / ``table3.png``: Table 3 on qa3 (Q-RAG, w/o Soft-Q, w/o Target, SFT, w/o FT), fact
   F1 × 100 as mean ± population std over seeds with the per-seed values, fixed budget and oracle
-  stopping, at every evaluated length.
+  stopping, at every evaluated length;
+* ``qa3_decoys.md``: qa3 fact EM split by whether the question has a *decoy pick-up* (a later pick-up
+  of the asked object than the one in its supporting facts), with the decoy share of the test file
+  (``--babi`` names it; default: the shipped qa3 test file).
 
 Oracle stopping (the paper's protocol; the reference's test environments stop once every gold chunk
 is held) is computed from the fixed-budget records: greedy evaluation is deterministic, so the
@@ -25,10 +28,13 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Sequence
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # Paper Table 3 (QA3 fact F1 x100, oracle stopping) at the BabiLong grid's nominal lengths.
 PAPER_T3 = {"Q-RAG": [97.8, 97.4, 97.1, 96.8, 96.5], "w/o Soft-Q": [95.9, 95.5, 94.5, 94.0, 93.3],
@@ -280,11 +286,60 @@ def _plot_table3(scores: dict[str, dict[int, list[dict[str, float]]]], cols: lis
     plt.close(fig)
 
 
+PICK_UP = re.compile(r"\b(got|grabbed|picked up|took) the (\w+)")
+
+
+def has_decoy(smp: Any) -> bool:
+    """A bAbI qa3 sample whose asked object is picked up again, later in the story than the pick-up
+    among its supporting facts (the object's last move, which the question asks about, came before)."""
+    obj = re.search(r"the (\w+) before", smp.question).group(1)
+    picks = [i for i, f in enumerate(smp.facts) if (m := PICK_UP.search(f)) and m.group(2) == obj]
+    gold = [i for i in smp.references_idx if PICK_UP.search(smp.facts[i])]
+    return bool(gold) and max(picks) > gold[0]
+
+
+def decoy_flags(samples: Sequence[Any]) -> dict[tuple[str, str, tuple[str, ...]], bool]:
+    """{(question, answer, sorted supporting sentences): has a decoy pick-up}, the key an evaluation
+    record can be matched by; keys that occur with both flags are left out (ambiguous)."""
+    flags: dict[tuple[str, str, tuple[str, ...]], set[bool]] = defaultdict(set)
+    for smp in samples:
+        key = (smp.question.strip(), smp.answer, tuple(sorted(smp.facts[i] for i in smp.references_idx)))
+        flags[key].add(has_decoy(smp))
+    return {k: v.pop() for k, v in flags.items() if len(v) == 1}
+
+
+def decoy_section(runs: dict[str, Path], babi: Path, out: Path) -> list[str]:
+    from envs.data.babi import load_babi_file
+
+    samples = load_babi_file(babi)
+    flags = decoy_flags(samples)
+    n_decoy = sum(has_decoy(smp) for smp in samples)
+    lines = [f"qa3 test file `{babi.name}`: {n_decoy} of {len(samples)} questions ({100 * n_decoy / len(samples):.0f} %) "
+             "have a decoy pick-up. Records are matched to questions by (question, answer, supporting "
+             "sentences); `unmatched` = records whose key is ambiguous in the file.", "",
+             "| run | length | fact EM, no decoy (n) | fact EM, decoy (n) | unmatched |", "|---|---|---|---|---|"]
+    qa3_runs = [n for n in runs if n == "s_D" or n.startswith(tuple(METHODS))]
+    for name in qa3_runs:
+        for (ns, oracle), path in sorted(eval_files(runs[name]).items()):
+            if oracle or ns not in (50, 1200):
+                continue
+            split: dict[object, list[float]] = defaultdict(list)
+            for r in read_jsonl(path):
+                key = (r["question"].strip(), r["answer"], tuple(sorted(r["sf_texts"])))
+                split[flags.get(key)].append(fact_scores(r["pred_idx"], r["sf_idx"])[0])
+            cell = lambda xs: f"{statistics.fmean(xs):.2f} ({len(xs)})" if xs else "–"  # noqa: E731
+            lines.append(f"| {name} | {GRID[ns]} | {cell(split[False])} | {cell(split[True])} | {len(split[None])} |")
+    (out / "qa3_decoys.md").write_text("\n".join(lines) + "\n")
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", type=Path, help="folder holding the round's run folders")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--qa3", default="s_D", help="run used as the qa3 retriever and as Q-RAG seed 1")
+    ap.add_argument("--babi", type=Path, help="bAbI qa3 test file for the decoy analysis (default: the shipped one)",
+                    default=ROOT / "data" / "babilong" / "babi" / "en-10k" / "qa3_three-supporting-facts_test.txt.gz")
     args = ap.parse_args(argv)
     runs = {p.name: p for p in sorted(args.runs.iterdir()) if p.is_dir()}
     if not runs:
@@ -293,11 +348,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     sweep = sweep_section(runs, args.out)
     lengths, checks = lengths_section(runs, args.qa3, args.out)
     t3 = table3_section(runs, args.qa3, args.out)
+    decoys = decoy_section(runs, args.babi, args.out) if args.babi.exists() else []
     oracle_check = []
     for task, fixed, oracle in checks:
         mine, real = score_file(fixed)["oracle_f1"], score_file(oracle)["fact_f1"]
         oracle_check.append({"task": task, "file": oracle.name, "post_hoc": mine, "oracle_eval": real})
-    print("\n".join(sweep + [""] + lengths + [""] + t3))
+    print("\n".join(sweep + [""] + lengths + [""] + t3 + [""] + decoys))
     print("oracle_check:", json.dumps(oracle_check))
     return {"runs": len(runs), "oracle_check": oracle_check}
 

@@ -59,7 +59,7 @@ def test_round_tables(tmp_path: Path):
         _run(runs / name, [0.1], {"eval_seed42_ns50.jsonl": miss[:1]})
     _run(runs / "f_qa1", [1.0], {"eval_seed42_ns50.jsonl": [_rec(0, [4, 5], [4], 1600)]})
     out = tmp_path / "out"
-    res = load().main([str(runs), "--out", str(out)])
+    res = load().main([str(runs), "--out", str(out), "--babi", str(tmp_path / "none.txt")])
     assert res["oracle_check"][0]["post_hoc"] == pytest.approx(res["oracle_check"][0]["oracle_eval"])
     assert res["oracle_check"][0]["post_hoc"] == pytest.approx((1.0 + 6 / 7) / 2)
     sweep = (out / "sweep.md").read_text()
@@ -72,3 +72,21 @@ def test_round_tables(tmp_path: Path):
     assert "| qa1 | fact EM | 1.000 |" in lengths and "| qa1 | measured tokens | 1.6K |" in lengths
     for png in ("sweep.png", "lengths.png", "table3.png"):
         assert (out / png).stat().st_size > 1000
+
+
+def test_decoy_pick_up():
+    from envs.data.babi import BabiSample
+
+    facts = ["Sandra went to the kitchen.", "Sandra picked up the milk there.", "Sandra moved to the garden.",
+             "Sandra dropped the milk.", "John went to the garden.", "John got the milk there."]
+    q = "Where was the milk before the garden? "
+    m = load()
+    decoy = BabiSample(facts=facts, question=q, answer="kitchen", references_idx=[0, 1, 2])
+    assert m.has_decoy(decoy)  # John's later pick-up (5) is not the asked transition's (1)
+    clean = BabiSample(facts=facts[:5], question=q, answer="kitchen", references_idx=[0, 1, 2])
+    assert not m.has_decoy(clean)
+    other = BabiSample(facts=facts[:5] + ["John got the apple there."], question=q, answer="kitchen",
+                       references_idx=[0, 1, 2])
+    assert not m.has_decoy(other)  # another object's pick-up is no decoy
+    assert list(m.decoy_flags([decoy]).values()) == [True]
+    assert m.decoy_flags([decoy, clean]) == {}  # one key, both answers: ambiguous, left out
