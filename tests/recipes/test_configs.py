@@ -9,6 +9,7 @@ from tests.conftest import CONFIGS, compose_cfg
 EXPERIMENTS = sorted(p.stem for p in (Path(CONFIGS) / "experiment").glob("*.yaml"))
 REQUIRED = (
     [f"ref_babilong_qa{i}" for i in range(1, 6)] + [f"paper_babilong_qa{i}" for i in range(1, 6)]
+    + [f"offline_babilong_qa{i}" for i in range(1, 6)]
     + ["ref_niah", "ref_hotpotqa_e5", "ref_musique_e5", "ref_gte_combined", "ref_gte_combined3",
        "paper_ruler_niah", "paper_hotpotqa", "paper_musique", "paper_hotpotqa_gte",
        "ablation_no_soft_q", "ablation_no_target", "ablation_sft", "demo"]
