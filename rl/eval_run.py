@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
 import time
 from pathlib import Path
@@ -31,10 +30,12 @@ from envs.feedback import build_feedback
 from envs.legacy import flag
 from rl import distributed as dist
 from rl.config import PROJECT_ROOT, pick_device, seed_everything, set_precision, without_hydra
+from rl.storage import DISK_FULL, DiskFullError, FolderLock, atomic_write_text, disk_full_message, load_checkpoint
 from rl.evaluate import greedy_episodes, summarize
 from rl.haystack_cache import CachedDataset, maybe_cached
 from rl.planner import beam_episodes
 from rl.trainer import agent_from_cfg, eval_settings
+from rl.validate import check_eval
 
 log = logging.getLogger("qrag.eval")
 
@@ -178,6 +179,7 @@ def eval_meta(cfg: DictConfig, ckpt: Path, fingerprint: str) -> dict[str, Any]:
         "beam_expand": int(ev.beam_expand) if beam else None,
         "stop_q_threshold": ev.get("stop_q_threshold"),
         "feedback": str((cfg.get("feedback") or {}).get("type", "gt")),
+        "precision": str(cfg.get("precision")),
     }
 
 
@@ -210,7 +212,21 @@ def read_records(path: Path) -> list[dict[str, Any]]:
         log.warning("%s: dropped a half-written last line (%d bytes) from an interrupted run", path, len(tail))
         with open(path, "r+b") as f:
             f.truncate(len(good))
-    return records
+    return unique_records(records, path)
+
+
+def unique_records(records: list[dict[str, Any]], path: Path) -> list[dict[str, Any]]:
+    """The first record of each sample (older versions let two concurrent runs write every sample twice)."""
+    seen: set[Any] = set()
+    out = []
+    for rec in records:
+        key = ("index", rec["index"]) if "index" in rec else ("id", str(rec.get("id")))
+        if key not in seen:
+            seen.add(key)
+            out.append(rec)
+    if len(out) < len(records):
+        log.warning("%s: %d duplicate records ignored (one record per sample is used)", path, len(records) - len(out))
+    return out
 
 
 def part_path(out_path: Path, rank: int) -> Path:
@@ -248,22 +264,21 @@ def merge_parts(out_path: Path) -> list[dict[str, Any]]:
     # an interrupted sharded run leaves gaps (rank 1 stopped early, rank 0 went on): sample order
     merged = sorted(records + added, key=lambda r: r.get("index", -1))
     if added:
-        tmp = out_path.with_name(f".{out_path.name}.tmp{os.getpid()}")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.writelines(json.dumps(rec, ensure_ascii=False) + "\n" for rec in merged)
-        os.replace(tmp, out_path)
+        atomic_write_text(out_path, "".join(json.dumps(rec, ensure_ascii=False) + "\n" for rec in merged))
     for p in parts:
         p.unlink()
     return merged
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
 def check_meta(meta_path: Path, out_path: Path, meta: dict[str, Any]) -> None:
+    """Refuse to append to records made with other settings. A meta file without any record (a
+    run that failed before its first sample) binds nothing and is replaced."""
+    if not out_path.exists() or out_path.stat().st_size == 0:
+        return
     if not meta_path.exists():
         if out_path.exists() and out_path.stat().st_size > 0:
             raise EvalError(f"{out_path} exists without {meta_path.name}: its settings are unknown, so it is not "
@@ -295,7 +310,7 @@ def checkpoint_path(cfg: DictConfig) -> Path:
 
 def load_agent(cfg: DictConfig, ckpt: Path, device: torch.device) -> Any:
     agent = agent_from_cfg(cfg, device)
-    state = torch.load(ckpt, map_location=device, weights_only=False)
+    state = load_checkpoint(ckpt, map_location=device)
     agent.load_state_dict(state["learner"]["agent"])
     agent.eval()
     return agent
@@ -304,6 +319,8 @@ def load_agent(cfg: DictConfig, ckpt: Path, device: torch.device) -> Any:
 def prepare_files(cfg: DictConfig, out_path: Path, meta_path: Path, summary_path: Path) -> tuple:
     """(checkpoint, meta, records present). Only rank 0 touches the files before the episodes."""
     out_path.parent.mkdir(parents=True, exist_ok=True)
+    for p in out_path.parent.glob(f".{out_path.stem}*.tmp*"):  # left by a writer killed mid-write
+        p.unlink(missing_ok=True)
     if cfg.get("overwrite"):
         for p in (out_path, meta_path, summary_path, *part_files(out_path)):
             p.unlink(missing_ok=True)
@@ -316,9 +333,24 @@ def prepare_files(cfg: DictConfig, out_path: Path, meta_path: Path, summary_path
     return ckpt, meta, records
 
 
+def output_lock(out_path: Path) -> FolderLock:
+    return FolderLock(out_path.with_name(f".{out_path.name}.lock"), f"evaluation output {out_path}",
+                      "wait for that evaluation to end, or write elsewhere (output_dir=...)")
+
+
 def run(cfg: DictConfig) -> dict[str, Any]:
     dist.setup()
     cfg = merge_eval_config(cfg)
+    check_eval(cfg)  # every value checked before anything is written
+    locks: list[FolderLock] = []  # rank 0 holds the output's lock for the whole run
+    try:
+        return _run(cfg, locks)
+    finally:
+        for lock in locks:
+            lock.release()
+
+
+def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
     seed = int(cfg.seed)
     seed_everything(seed)
     set_precision(str(cfg.get("precision", "tf32")))
@@ -328,11 +360,18 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     out_path = out_dir / f"{stem}.jsonl"
     meta_path = out_dir / f"{stem}.jsonl.meta.json"
     summary_path = out_dir / f"{stem}.summary.json"
+    if out_path.resolve().parent != out_dir.resolve():  # the stem is built from config values
+        raise EvalError(f"output name {stem!r} (from the config) leaves {out_dir}; use plain names for the "
+                        f"values in it (seed, envs.num_sentences, envs.test_split, ...)")
     main = dist.is_main()
     if main:
         print(f"[eval] {cfg.envs.name}/{cfg.envs.get('task')}: {describe_length(cfg)}, T = {cfg.envs.max_steps}, "
               f"planner {cfg.eval.planner} -> {out_path}", flush=True)
-    ckpt, meta, records = dist.run_on_main(prepare_files, cfg, out_path, meta_path, summary_path)
+    def prepare() -> tuple:
+        locks.append(output_lock(out_path).acquire())
+        return prepare_files(cfg, out_path, meta_path, summary_path)
+
+    ckpt, meta, records = dist.run_on_main(prepare)
     agent = load_agent(cfg, ckpt, device)
 
     legacy = cfg.get("legacy")
@@ -372,18 +411,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     t0 = time.perf_counter()
     bar = tqdm(total=len(todo), desc=f"eval {stem}", dynamic_ncols=True,
                disable=not cfg.get("progress_bar", True) or not main)
-    with open(write_path, "a", encoding="utf-8") as f:
-        for index, rec in zip(todo, episodes):
-            rec["index"] = index
-            if str(rec["id"]) in seen_ids:  # same sample under another index: never twice in the file
-                log.warning("sample id %r already in %s; not appended again", rec["id"], out_path.name)
-            else:
-                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                f.flush()
-                seen_ids.add(str(rec["id"]))
-                records.append(rec)
-            bar.update(1)
-            bar.set_postfix(f1=f"{rec['f1']:.3f}" if rec.get("f1") is not None else "n/a")
+    try:
+        _append_records(write_path, todo, episodes, seen_ids, records, bar, out_path)
+    except OSError as e:
+        if e.errno in DISK_FULL:
+            raise DiskFullError(disk_full_message(write_path, f"its {len(records)} complete records are kept")) from None
+        raise
     bar.close()
     cache = (dataset.hits, dataset.misses, dataset.writes) if isinstance(dataset, CachedDataset) else None
     if dist.enabled():
@@ -396,6 +429,23 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         summary = _summarize(cfg, records, indices, out_path, summary_path, meta, n, t0, cache)
         return dist.broadcast_object(summary)
     return _summarize(cfg, records, indices, out_path, summary_path, meta, n, t0, cache)
+
+
+def _append_records(write_path: Path, todo: list[int], episodes: Any, seen_ids: set[str],
+                    records: list[dict[str, Any]], bar: Any, out_path: Path) -> None:
+    """One line per finished episode, flushed at once (a kill loses at most the episode running)."""
+    with open(write_path, "a", encoding="utf-8") as f:
+        for index, rec in zip(todo, episodes):
+            rec["index"] = index
+            if str(rec["id"]) in seen_ids:  # same sample under another index: never twice in the file
+                log.warning("sample id %r already in %s; not appended again", rec["id"], out_path.name)
+            else:
+                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                f.flush()
+                seen_ids.add(str(rec["id"]))
+                records.append(rec)
+            bar.update(1)
+            bar.set_postfix(f1=f"{rec['f1']:.3f}" if rec.get("f1") is not None else "n/a")
 
 
 def _summarize(cfg: DictConfig, records: list[dict[str, Any]], indices: list[int], out_path: Path,

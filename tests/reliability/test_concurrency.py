@@ -1,0 +1,44 @@
+"""Two writers on one run folder or one evaluation output: the second is refused at once with a
+message naming the first process; a lock never outlives its process (kill -9 included); records
+written twice by older versions are read once."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from rl.eval_run import output_lock, read_records, unique_records
+from rl.storage import FolderInUseError
+from tests.conftest import ROOT
+
+HOLD = ("import sys, time; from pathlib import Path; from rl.eval_run import output_lock; "
+        "output_lock(Path(sys.argv[1])).acquire(); print('LOCKED', flush=True); time.sleep(300)")
+
+
+def test_second_evaluation_on_the_same_output_is_refused(tmp_path):
+    out = tmp_path / "eval_seed42_ns12.jsonl"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "LOCKED"
+        with pytest.raises(FolderInUseError) as e:
+            output_lock(out).acquire()
+        assert str(e.value).startswith(f"evaluation output {out} is in use by another process (pid {holder.pid} on ")
+        assert str(e.value).endswith("wait for that evaluation to end, or write elsewhere (output_dir=...)")
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
+    output_lock(out).acquire().release()  # the kernel dropped the dead holder's lock
+
+
+def test_duplicates_are_read_once(tmp_path):
+    """What two concurrent writers of an older version left: every sample twice, interleaved."""
+    path = tmp_path / "eval_seed42_ns12.jsonl"
+    recs = [{"index": i, "id": f"s{i}", "f1": 1.0} for i in range(60)]
+    path.write_text("".join(json.dumps(r) + "\n" for pair in zip(recs, recs) for r in pair))
+    got = read_records(path)
+    assert got == recs
+    assert unique_records([{"id": "a"}, {"id": "a"}, {"id": "b"}], path) == [{"id": "a"}, {"id": "b"}]
