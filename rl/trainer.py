@@ -85,6 +85,10 @@ def open_run_dir(cfg: DictConfig) -> tuple[Path, FolderLock, bool]:
                 f"resume=true, or choose a new folder (hydra.run.dir=...)")
         leftovers = [] if has_ckpt else [p for p in (*(run_dir / f for f in RUN_FILES), run_dir / "tb_logs")
                                          if p.exists()]
+        if leftovers and any(int(r.get("step", 0)) > 0 for r in read_jsonl_rows(run_dir / METRICS)):
+            raise RunFolderError(  # trained past step 0, then model_last.pt went missing: not ours to delete
+                f"{run_dir} holds a run trained past step 0 ({METRICS}) but no model_last.pt to continue it from. "
+                f"Restore model_last.pt, or delete {', '.join(p.name for p in leftovers)} to start again")
         if leftovers:
             log.warning("%s has no model_last.pt: its run stopped before the first checkpoint. Removing %s and "
                         "starting from step 0", run_dir, ", ".join(p.name for p in leftovers))

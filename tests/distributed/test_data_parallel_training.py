@@ -9,7 +9,8 @@ import torch
 
 from .conftest import WORKER, torchrun
 
-FILES = ["config.yaml", "config_resolved.yaml", "metrics.jsonl", "model_best.pt", "model_last.pt", "summary.json"]
+FILES = [".lock", "config.yaml", "config_resolved.yaml", "metrics.jsonl", "model_best.pt", "model_last.pt",
+         "summary.json"]  # .lock: the flock of the one writer (rank 0)
 
 
 def test_two_ranks_stay_identical(tmp_path: Path) -> None:

@@ -127,3 +127,8 @@ def test_cli_refuses_before_writing(tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and out.stderr.startswith("error: experiment=demoo: no configs/experiment/demoo.yaml")
     assert not run_dir.exists()
+
+
+@pytest.mark.parametrize("preset", sorted(p.stem for p in (ROOT / "configs" / "experiment").glob("*.yaml")))
+def test_every_preset_passes_the_checks(preset):
+    check_training(compose_cfg([f"experiment={preset}", "device=cpu"]))
