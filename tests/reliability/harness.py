@@ -22,6 +22,11 @@ TINY_RUN = [a for a in TINY if not a.startswith(("steps_count", "eval_interval",
     "algo.model.predictor.num_layers=1"]
 
 
+# Every process of a test computes with this many threads: results of a run continued in another
+# process are bit-equal only at equal thread counts (other tests change the pytest process's).
+THREADS = 1
+
+
 def step_return(trainer: Any) -> dict[str, Any]:
     """Stand-in for Trainer.in_training_eval: a return that grows with the optimiser step."""
     step = trainer.learner.counters.optimizer_steps

@@ -16,9 +16,11 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 import rl.storage
 import rl.trainer
-from tests.reliability.harness import run_cfg, step_return
+from tests.reliability.harness import THREADS, run_cfg, step_return
 
 counts: dict[str, int] = {}
 target = ""
@@ -64,6 +66,7 @@ def main() -> None:
     rl.trainer.append_line = announcing_append
     rl.storage._open_for_write = AnnouncingWriter
     rl.trainer.Trainer.in_training_eval = step_return
+    torch.set_num_threads(THREADS)
     rl.trainer.run(run_cfg(Path(run_dir), *extra))
     print("FINISHED", flush=True)
 

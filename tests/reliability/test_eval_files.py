@@ -9,28 +9,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 import rl.eval_run
-from rl.config import without_hydra
 from rl.eval_run import EvalError, run
 from rl.storage import CheckpointLoadError, DiskFullError
-from tests.eval.conftest import eval_cfg, write_run_config
+from tests.eval.conftest import eval_cfg
 
 STEM = "eval_seed42_ns12"
-
-
-@pytest.fixture(scope="module")
-def eval_run_dir(tmp_path_factory) -> Path:
-    """A run folder with config.yaml and an untrained model_best.pt, as in tests/eval."""
-    from rl.trainer import agent_from_cfg
-
-    run_dir = tmp_path_factory.mktemp("eval_run")
-    cfg = write_run_config(run_dir)
-    agent = agent_from_cfg(cfg, torch.device("cpu"))
-    torch.save({"learner": {"agent": agent.state_dict()},
-                "config": OmegaConf.to_container(without_hydra(cfg), resolve=True)}, run_dir / "model_best.pt")
-    return run_dir
 
 
 def go(run_dir: Path, out: Path, *overrides: str) -> dict:
