@@ -1,6 +1,7 @@
 """Fault-injection harness: tiny real training runs killed, starved of disk or run twice at named moments.
 
-``TINY_RUN`` keeps a run to three evaluations (steps 0, 1, 2) of a 1-layer MiniLM. The in-training
+``TINY_RUN`` keeps a run to one optimiser step and two evaluations (steps 0 and 1) of a 1-layer
+MiniLM (each checkpoint still weighs ~0.4 GB: the embedding table and its AdamW moments). The in-training
 evaluation is replaced by one whose return grows with the step (``step_return``), in every process
 of a test alike: every evaluation is then a new best, so each checkpoint sequence writes
 ``model_best.pt`` and ``model_last.pt``, and the tests reach every moment of it deterministically.
@@ -18,7 +19,7 @@ from tests.conftest import TINY, compose_cfg
 
 TINY_RUN = [a for a in TINY if not a.startswith(("steps_count", "eval_interval", "final_eval_episodes",
                                                 "algo.model.predictor.num_layers"))] + [
-    "steps_count=2", "eval_interval=1", "final_eval_episodes=0", "logger.tensorboard=false",
+    "steps_count=1", "eval_interval=1", "final_eval_episodes=0", "logger.tensorboard=false",
     "algo.model.predictor.num_layers=1"]
 
 
