@@ -30,10 +30,10 @@ from envs.feedback import build_feedback
 from envs.legacy import flag
 from rl import distributed as dist
 from rl.config import PROJECT_ROOT, pick_device, seed_everything, set_precision, without_hydra
-from rl.storage import DISK_FULL, DiskFullError, FolderLock, atomic_write_text, disk_full_message, load_checkpoint
 from rl.evaluate import greedy_episodes, summarize
 from rl.haystack_cache import CachedDataset, maybe_cached
 from rl.planner import beam_episodes
+from rl.storage import DISK_FULL, DiskFullError, FolderLock, atomic_write_text, disk_full_message, load_checkpoint
 from rl.trainer import agent_from_cfg, eval_settings
 from rl.validate import check_eval
 
@@ -280,10 +280,8 @@ def check_meta(meta_path: Path, out_path: Path, meta: dict[str, Any]) -> None:
     if not out_path.exists() or out_path.stat().st_size == 0:
         return
     if not meta_path.exists():
-        if out_path.exists() and out_path.stat().st_size > 0:
-            raise EvalError(f"{out_path} exists without {meta_path.name}: its settings are unknown, so it is not "
-                            f"resumed. Delete it or pass overwrite=true")
-        return
+        raise EvalError(f"{out_path} exists without {meta_path.name}: its settings are unknown, so it is not "
+                        f"resumed. Delete it or pass overwrite=true")
     old = json.loads(meta_path.read_text(encoding="utf-8"))
     diffs = [f"{k}: {old.get(k)!r} (file) vs {meta.get(k)!r} (now)" for k in sorted(set(old) | set(meta))
              if old.get(k) != meta.get(k)]
@@ -367,6 +365,7 @@ def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
     if main:
         print(f"[eval] {cfg.envs.name}/{cfg.envs.get('task')}: {describe_length(cfg)}, T = {cfg.envs.max_steps}, "
               f"planner {cfg.eval.planner} -> {out_path}", flush=True)
+
     def prepare() -> tuple:
         locks.append(output_lock(out_path).acquire())
         return prepare_files(cfg, out_path, meta_path, summary_path)

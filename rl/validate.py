@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 PRECISIONS = ("auto", "tf32", "fp32", "bf16")
@@ -22,7 +23,7 @@ PLANNERS = ("greedy", "beam")
 POSITIONS = ("none", "absolute", "random", "relative")
 # A value that becomes part of a file or folder name: no separators, no leading dot.
 SAFE_NAME = re.compile(r"[A-Za-z0-9_+=,-][A-Za-z0-9_.+=,-]*")
-KEY_ENV = "QRAG_API_KEY"
+KEY_ENV = "QRAG_API_KEY"  # the variable prompts_and_metrics/llm/server_backend.py reads first
 
 
 class ConfigError(ValueError):
@@ -156,8 +157,7 @@ def check_training(cfg: DictConfig) -> None:
     c.integer("final_eval_episodes", -1)
     c.boolean("resume")
     c.choice("eval_split", EVAL_SPLITS)
-    c.number("validation_fraction", 0.0, 1.0)
-    c.check("validation_fraction", lambda v: v < 1, "a number >= 0 and < 1")
+    c.check("validation_fraction", lambda v: _is_num(v) and 0 <= v < 1, "a number >= 0 and < 1")
     c.choice("algo.objective", OBJECTIVES)
     c.number("algo.pqn.optimizer.lr", 0.0, low_open=True)
     c.number("algo.pqn.optimizer.weight_decay", 0.0)
@@ -218,13 +218,7 @@ def report_and_exit(err: ConfigError) -> None:
     raise SystemExit(2)
 
 
-try:
-    from hydra.experimental.callback import Callback
-except ImportError:  # pragma: no cover (hydra is a dependency)
-    Callback = object  # type: ignore[misc,assignment]
-
-
-class ValidateConfig(Callback):  # type: ignore[misc]
+class ValidateConfig(Callback):
     """Hydra callback: check the composed config before Hydra creates the output folder.
 
     ``kind``: training | eval. A failed check exits with status 2 (SystemExit passes through
