@@ -201,8 +201,8 @@ def check_group_choices(argv: list[str], config_dir: Path) -> None:
     for arg in argv:
         key, eq, value = arg.lstrip("+~").partition("=")
         folder = config_dir / key
-        if not eq or "." in key or "/" in key or not folder.is_dir():
-            continue
+        if not eq or "." in key or "/" in key or "(" in value or not folder.is_dir():
+            continue  # not a group choice, or a sweep expression (choice(...), range(...)) left to Hydra
         for option in value.split(","):  # a multirun sweep lists several
             if option in ("null", "") or (folder / f"{option}.yaml").is_file():
                 continue

@@ -110,15 +110,17 @@ def test_unknown_preset_name():
 
 
 def test_cli_refuses_before_writing(tmp_path):
-    """Every bad value of the command line gets its error line, and no run folder is created."""
+    """Every bad value of the command line gets its error line, and no run folder is created
+    (so no .hydra/overrides.yaml holds the key given by mistake)."""
     run_dir = tmp_path / "run"
-    bad = ["batch_size=abc", "eval_interval=0", "envs.max_steps=0", "precision=bogus"]
+    bad = ["batch_size=abc", "eval_interval=0", "envs.max_steps=0", "precision=bogus", "+feedback.api_key=sk-secret"]
     out = subprocess.run([sys.executable, "train_q_rag.py", *TINY, *bad, f"hydra.run.dir={run_dir}"], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 2, out.stderr[-2000:]
     lines = [l for l in out.stderr.splitlines() if l.startswith("error: ")]
     assert lines == ["error: precision='bogus': expected one of auto, tf32, fp32, bf16",
                      "error: envs.max_steps=0: expected an integer >= 1",
+                     "error: " + BAD_VALUES["+feedback.api_key=sk-secret"],
                      "error: batch_size='abc': expected an integer >= 1",
                      "error: eval_interval=0: expected an integer >= 1"]
     assert "Traceback" not in out.stderr
