@@ -142,6 +142,8 @@ class FolderLock:
     """An exclusive ``flock`` on ``<folder>/<name>``, holding the holder's pid, host and start time.
 
     ``what`` names the resource in the refusal ("run folder runs/x", "evaluation output ...").
+    The holder deletes the file before it lets go, so finished runs leave none behind; a file left
+    by a killed holder is simply locked again by the next one.
     """
 
     def __init__(self, path: Path, what: str, advice: str):
@@ -150,13 +152,20 @@ class FolderLock:
 
     def acquire(self) -> "FolderLock":
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "unknown process"
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "unknown process"
+                os.close(fd)
+                raise FolderInUseError(f"{self.what} is in use by another process ({holder}); {self.advice}") from None
+            try:  # the file we locked may have been deleted by its previous holder meanwhile: lock the new one
+                if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
             os.close(fd)
-            raise FolderInUseError(f"{self.what} is in use by another process ({holder}); {self.advice}") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}"
                   .encode(), 0)
@@ -165,7 +174,8 @@ class FolderLock:
 
     def release(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)  # closing drops the flock; the file stays (unlinking would race)
+            self.path.unlink(missing_ok=True)  # while still holding it: see acquire
+            os.close(self._fd)
             self._fd = None
 
 

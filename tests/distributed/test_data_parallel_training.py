@@ -9,8 +9,7 @@ import torch
 
 from .conftest import WORKER, torchrun
 
-FILES = [".lock", "config.yaml", "config_resolved.yaml", "metrics.jsonl", "model_best.pt", "model_last.pt",
-         "summary.json"]  # .lock: the flock of the one writer (rank 0)
+FILES = ["config.yaml", "config_resolved.yaml", "metrics.jsonl", "model_best.pt", "model_last.pt", "summary.json"]
 
 
 def test_two_ranks_stay_identical(tmp_path: Path) -> None:

@@ -56,3 +56,15 @@ def test_summary_counts_each_sample_once(eval_run_dir, tmp_path):
     out.write_text("".join(r for pair in zip(rows, rows) for r in pair))
     again = go()
     assert again["n"] == 3 and again["n_in_file"] == 3 and again["fact_f1"] == first["fact_f1"]
+
+
+def test_lock_file_goes_with_its_holder(tmp_path):
+    from rl.storage import FolderLock
+
+    lock = FolderLock(tmp_path / ".lock", "run folder x", "wait").acquire()
+    assert (tmp_path / ".lock").read_text().startswith(f"pid {os.getpid()} on ")
+    with pytest.raises(FolderInUseError):
+        FolderLock(tmp_path / ".lock", "run folder x", "wait").acquire()  # a second holder, even in-process
+    lock.release()
+    assert not (tmp_path / ".lock").exists()
+    FolderLock(tmp_path / ".lock", "run folder x", "wait").acquire().release()
