@@ -33,7 +33,15 @@ from rl.config import PROJECT_ROOT, pick_device, seed_everything, set_precision,
 from rl.evaluate import greedy_episodes, summarize
 from rl.haystack_cache import CachedDataset, maybe_cached
 from rl.planner import beam_episodes
-from rl.storage import DISK_FULL, DiskFullError, FolderLock, atomic_write_text, disk_full_message, load_checkpoint
+from rl.storage import (
+    DISK_FULL,
+    DiskFullError,
+    FolderLock,
+    atomic_write_text,
+    disk_full_message,
+    load_checkpoint,
+    remove_stale_tmp,
+)
 from rl.trainer import agent_from_cfg, eval_settings
 from rl.validate import check_eval
 
@@ -317,8 +325,7 @@ def load_agent(cfg: DictConfig, ckpt: Path, device: torch.device) -> Any:
 def prepare_files(cfg: DictConfig, out_path: Path, meta_path: Path, summary_path: Path) -> tuple:
     """(checkpoint, meta, records present). Only rank 0 touches the files before the episodes."""
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    for p in out_path.parent.glob(f".{out_path.stem}*.tmp*"):  # left by a writer killed mid-write
-        p.unlink(missing_ok=True)
+    remove_stale_tmp(out_path.parent, (out_path.name, meta_path.name, summary_path.name))  # killed mid-write
     if cfg.get("overwrite"):
         for p in (out_path, meta_path, summary_path, *part_files(out_path)):
             p.unlink(missing_ok=True)

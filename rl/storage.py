@@ -70,6 +70,11 @@ def _open_for_write(path: Path):
     return open(path, "wb")
 
 
+def _open_for_append(path: Path):
+    """Unbuffered, so that a failed write leaves nothing pending to be flushed later."""
+    return open(path, "ab", buffering=0)
+
+
 def _write_atomically(path: Path, write: Any, then: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
@@ -95,10 +100,13 @@ def atomic_write_text(path: Path, text: str, then: str = "rerun the same command
     _write_atomically(Path(path), lambda f: f.write(text.encode("utf-8")), then)
 
 
-def remove_stale_tmp(folder: Path) -> list[Path]:
-    """Temporary files of writers that were killed mid-write (call only while holding the lock)."""
-    stale = [p for p in Path(folder).glob(".*.tmp*") if p.is_file()]
-    stale += [p for p in Path(folder).glob("*.pt.tmp") if p.is_file()]  # the name older versions used
+def remove_stale_tmp(folder: Path, names: Iterable[str]) -> list[Path]:
+    """Temporary files of ``names`` left by writers killed mid-write (call while holding the lock
+    that covers those names; other writers' temporary files in the folder are not touched)."""
+    stale = []
+    for name in names:
+        stale += [p for p in Path(folder).glob(f".{name}.tmp*") if p.is_file()]
+        stale += [p for p in Path(folder).glob(f"{name}.tmp") if p.is_file()]  # the name older versions used
     for p in stale:
         p.unlink(missing_ok=True)
     return stale
@@ -107,11 +115,12 @@ def remove_stale_tmp(folder: Path) -> list[Path]:
 def append_line(path: Path, line: str, then: str = "rerun the same command") -> None:
     """One JSON line appended whole or, on a full disk, cut back to where the file was."""
     path = Path(path)
-    with open(path, "ab") as f:
-        start = f.tell()
+    with _open_for_append(path) as f:
+        start = f.seek(0, os.SEEK_END)
         try:
-            f.write(line.encode("utf-8") + b"\n")
-            f.flush()
+            data = memoryview(line.encode("utf-8") + b"\n")
+            while data:
+                data = data[f.write(data):]
         except OSError as exc:
             if exc.errno in DISK_FULL:
                 f.truncate(start)
@@ -120,7 +129,7 @@ def append_line(path: Path, line: str, then: str = "rerun the same command") -> 
 
 
 def read_jsonl_rows(path: Path) -> list[dict[str, Any]]:
-    """The complete lines of a JSONL file (a torn last line from a kill is ignored)."""
+    """The rows of a JSONL file; a line that does not parse (the torn last line of a kill) is skipped."""
     if not path.exists():
         return []
     data = path.read_bytes()

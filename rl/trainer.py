@@ -72,7 +72,7 @@ def open_run_dir(cfg: DictConfig) -> tuple[Path, FolderLock, bool]:
     lock = FolderLock(run_dir / ".lock", f"run folder {run_dir}",
                       "wait for that training to end, or choose another folder (hydra.run.dir=...)").acquire()
     try:
-        for p in remove_stale_tmp(run_dir):
+        for p in remove_stale_tmp(run_dir, (*RUN_FILES, "config.yaml", "config_resolved.yaml")):
             log.warning("removed %s, a checkpoint left half-written by a killed run", p)
         has_ckpt = (run_dir / "model_last.pt").exists()
         if cfg.resume and not has_ckpt and not (run_dir / "config.yaml").exists():

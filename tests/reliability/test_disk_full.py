@@ -75,21 +75,16 @@ def test_disk_full_while_appending_a_row(tmp_path):
     path = tmp_path / "metrics.jsonl"
     storage.append_line(path, json.dumps({"step": 0}))
 
-    class Full(io.BufferedWriter):
+    class Full(io.FileIO):
+        """Takes 5 bytes, then the disk is full."""
+
         def write(self, data):
-            super().write(bytes(data)[:5])
-            self.flush()
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-    real_open = open
-
-    def full_open(p, mode="r", *a, **k):
-        return Full(io.FileIO(p, "a")) if mode == "ab" else real_open(p, mode, *a, **k)
-
-    import builtins
+            if self.tell() > len('{"step": 0}\n'):
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return super().write(bytes(data)[:5])
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(builtins, "open", full_open)
+        mp.setattr(storage, "_open_for_append", lambda p: Full(p, "a"))
         with pytest.raises(DiskFullError, match=r"the lines before it are kept\. Free space on that disk"):
             storage.append_line(path, json.dumps({"step": 1}))
     assert path.read_text() == '{"step": 0}\n'  # the torn row was cut back
