@@ -113,6 +113,8 @@ def merge_eval_config(eval_cfg: DictConfig) -> DictConfig:
     merged = OmegaConf.merge(OmegaConf.create(saved), OmegaConf.create(ev))
     OmegaConf.resolve(merged)
     merged.pretrained_path = str(run_dir)
+    # a run folder may come from anyone: its config never decides whether model code runs here
+    OmegaConf.update(merged, "algo.model.trust_remote_code", ev.get("trust_remote_code") is True, force_add=True)
     return merged
 
 

@@ -183,6 +183,7 @@ def check_eval(cfg: DictConfig) -> None:
     _check_common(c)
     c.check("num_samples", lambda v: _is_int(v) and (v >= 1 or v == -1), "an integer >= 1, or -1 for all")
     c.boolean("use_last")
+    c.boolean("trust_remote_code")
     c.boolean("overwrite")
     c.choice("eval.planner", PLANNERS)
     c.integer("eval.beam_width", 1)

@@ -65,3 +65,12 @@ def test_remote_code_is_off_by_default():
     llm = OmegaConf.load(ROOT / "configs" / "feedback" / "llm.yaml")
     assert llm.vllm_config.trust_remote_code is False
     assert "api_key" not in llm
+
+
+def test_a_run_folder_cannot_turn_on_remote_code(tmp_path):
+    from rl.eval_run import merge_eval_config
+    from tests.eval.conftest import TRAIN_OVERRIDES, eval_cfg, write_run_config
+
+    write_run_config(tmp_path, TRAIN_OVERRIDES + ["algo.model.trust_remote_code=true"])
+    assert merge_eval_config(eval_cfg(tmp_path)).algo.model.trust_remote_code is False
+    assert merge_eval_config(eval_cfg(tmp_path, "trust_remote_code=true")).algo.model.trust_remote_code is True
