@@ -88,3 +88,41 @@ def test_disk_full_while_appending_a_row(tmp_path):
         with pytest.raises(DiskFullError, match=r"the lines before it are kept\. Free space on that disk"):
             storage.append_line(path, json.dumps({"step": 1}))
     assert path.read_text() == '{"step": 0}\n'  # the torn row was cut back
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A real 1 MiB filesystem (tmpfs), where this process may mount one (root); else skipped."""
+    import subprocess
+
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_real_full_disk(small_fs):
+    """The kernel's ENOSPC, as torch.save reports it (wrapped in a RuntimeError), and a row
+    appended to a full disk."""
+    ckpt = small_fs / "model_last.pt"
+    storage.atomic_save({"w": torch.zeros(2**16)}, ckpt)  # 256 KiB
+    with pytest.raises(DiskFullError) as e:
+        storage.atomic_save({"w": torch.ones(2**20)}, ckpt)  # 4 MiB
+    assert str(e.value).startswith(f"disk full while writing {ckpt} (")
+    assert str(e.value).endswith("MiB free); the previous model_last.pt is kept. Free space on that disk, then "
+                                 "rerun the same command")
+    assert sorted(p.name for p in small_fs.iterdir()) == ["model_last.pt"]
+    assert torch.equal(torch.load(ckpt, weights_only=True)["w"], torch.zeros(2**16))
+    rows = small_fs / "metrics.jsonl"
+    storage.append_line(rows, json.dumps({"step": 0}))
+    with open(small_fs / "filler", "wb", buffering=0) as f:  # fill the disk to the last byte
+        with pytest.raises(OSError):
+            while True:
+                f.write(b"\0" * 4096)
+    with pytest.raises(DiskFullError):
+        storage.append_line(rows, json.dumps({"step": 1, "pad": "x" * 8192}))
+    assert rows.read_text() == '{"step": 0}\n'
