@@ -134,3 +134,21 @@ def test_cli_refuses_before_writing(tmp_path):
 @pytest.mark.parametrize("preset", sorted(p.stem for p in (ROOT / "configs" / "experiment").glob("*.yaml")))
 def test_every_preset_passes_the_checks(preset):
     check_training(compose_cfg([f"experiment={preset}", "device=cpu"]))
+
+
+def test_eval_cli_refuses_before_writing(tmp_path):
+    from tests.eval.conftest import write_run_config
+
+    write_run_config(tmp_path / "run")
+    out = subprocess.run([sys.executable, "eval_retriever.py", f"pretrained_path={tmp_path}/run", "eval.planner=bem",
+                          "num_samples=0"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert [l for l in out.stderr.splitlines() if l.startswith("error: ")] == [
+        "error: num_samples=0: expected an integer >= 1, or -1 for all",
+        "error: eval.planner='bem': expected one of greedy, beam"]
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["config.yaml"]  # not even .eval_hydra/
+    out = subprocess.run([sys.executable, "eval_retriever.py", f"pretrained_path={tmp_path}/nowhere"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and out.stderr.startswith(
+        f"error: pretrained_path={tmp_path}/nowhere: no config.yaml there (expected the folder of a training run")
+    assert not (tmp_path / "nowhere").exists()
