@@ -336,6 +336,13 @@ class Trainer:
 
     # -- main loop ------------------------------------------------------------------------
     def train(self) -> dict[str, Any]:
+        """The run to its end; the run folder is released however it ends."""
+        try:
+            return self._train()
+        finally:
+            self.close()
+
+    def _train(self) -> dict[str, Any]:
         cfg, learner = self.cfg, self.learner
         total = int(cfg.steps_count)
         self.log_batch()
@@ -434,8 +441,4 @@ def _fmt(x: Any) -> str:
 
 def run(cfg: DictConfig) -> dict[str, Any]:
     check_training(cfg)  # every value checked before anything is written
-    trainer = Trainer(cfg)
-    try:
-        return trainer.train()
-    finally:
-        trainer.close()
+    return Trainer(cfg).train()
