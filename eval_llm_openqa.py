@@ -54,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data_parallel_size", type=int, default=1)
     p.add_argument("--dtype", default="auto")
     p.add_argument("--api_base_url", default="http://localhost:10001/v1")
-    p.add_argument("--api_key", default=None)
+    p.add_argument("--trust_remote_code", action="store_true",
+                   help="run the model repository's own Python code (vllm/transformers; off by default)")
     p.add_argument("--max_at_same_time", type=int, default=20)
     p.add_argument("--timeout_s", type=float, default=600.0)
     p.add_argument("--max_retries", type=int, default=2)
@@ -152,8 +153,9 @@ def run(args: argparse.Namespace, backend: Optional[Any] = None) -> dict[str, An
                 args.backend, args.llm_name, tensor_parallel_size=args.tensor_parallel_size,
                 data_parallel_size=args.data_parallel_size, gpu_memory_utilization=args.gpu_util,
                 max_model_len=args.max_model_len, dtype=dtype, batch_size=args.batch_size, num_threads=args.num_threads,
-                api_base_url=args.api_base_url, api_key=args.api_key, max_at_same_time=args.max_at_same_time,
+                api_base_url=args.api_base_url, max_at_same_time=args.max_at_same_time,
                 timeout_s=args.timeout_s, max_retries=args.max_retries, on_failure="raise",
+                trust_remote_code=args.trust_remote_code,
             )
         bar = tqdm(total=len(prepared), desc="open-QA reader", unit="q")
         for start in range(0, len(prepared), args.batch_size):
@@ -202,6 +204,9 @@ READER_PRESETS: dict[str, dict[str, Any]] = {"paper": {}, "ref": {"max_tokens": 
 
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+    from prompts_and_metrics.llm.server_backend import refuse_key_argument
+
+    refuse_key_argument(sys.argv[1:] if argv is None else argv)
     return parse_reader_args(build_parser(), READER_PRESETS, argv)
 
 

@@ -14,15 +14,25 @@ import hydra
 from omegaconf import DictConfig
 
 import rl.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
+from envs.errors import DatasetFormatError, DatasetNotFoundError
+from envs.types import SampleError
+from rl.config import PROJECT_ROOT
 from rl.distributed import hydra_worker_argv
+from rl.encoders import ModelLoadError
 from rl.eval_run import EvalError, run
+from rl.storage import StorageError
+from rl.validate import ConfigError, check_group_choices, report_and_exit
+
+USER_ERRORS = (EvalError, StorageError, DatasetNotFoundError, DatasetFormatError, SampleError, ModelLoadError)
 
 
 @hydra.main(config_path="configs", config_name="testing", version_base="1.3")
 def main(cfg: DictConfig) -> float:
     try:
         summary = run(cfg)
-    except EvalError as e:
+    except ConfigError as e:
+        report_and_exit(e)
+    except USER_ERRORS as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     return float(summary.get("fact_f1") or 0.0)
@@ -30,4 +40,8 @@ def main(cfg: DictConfig) -> float:
 
 if __name__ == "__main__":
     sys.argv = hydra_worker_argv(sys.argv)  # ranks > 0 leave the run folder to rank 0
+    try:
+        check_group_choices(sys.argv[1:], PROJECT_ROOT / "configs")
+    except ConfigError as exc:
+        report_and_exit(exc)
     main()

@@ -12,18 +12,23 @@ from omegaconf import DictConfig
 import rl.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
 from envs.errors import DatasetFormatError, DatasetNotFoundError
 from envs.types import SampleError
+from rl.config import PROJECT_ROOT
 from rl.distributed import hydra_worker_argv
 from rl.encoders import ModelLoadError
+from rl.storage import StorageError
 from rl.trainer import RunFolderError, run
+from rl.validate import ConfigError, check_group_choices, report_and_exit
 
 # Mistakes in the command line or the data: one "error: ..." line saying what to do, no traceback.
-USER_ERRORS = (DatasetNotFoundError, DatasetFormatError, SampleError, ModelLoadError, RunFolderError)
+USER_ERRORS = (DatasetNotFoundError, DatasetFormatError, SampleError, ModelLoadError, RunFolderError, StorageError)
 
 
 @hydra.main(config_path="configs", config_name="training", version_base="1.3")
 def main(cfg: DictConfig) -> float:
     try:
         summary = run(cfg)
+    except ConfigError as exc:
+        report_and_exit(exc)
     except USER_ERRORS as exc:
         raise SystemExit(f"error: {exc}") from None
     return float(summary.get("best/eval_return", 0.0))  # a sweeper can optimise this
@@ -31,4 +36,8 @@ def main(cfg: DictConfig) -> float:
 
 if __name__ == "__main__":
     sys.argv = hydra_worker_argv(sys.argv)  # ranks > 0 leave the run folder to rank 0
+    try:
+        check_group_choices(sys.argv[1:], PROJECT_ROOT / "configs")
+    except ConfigError as exc:
+        report_and_exit(exc)
     main()

@@ -104,7 +104,7 @@ class LLMFeedback:
         # The backend never raises on a failed request; this class decides (raise / zero / silent).
         if self.use_api:
             return build_backend(
-                "server", self.model, api_base_url=self.server, api_key=_get(cfg, "api_key"),
+                "server", self.model, api_base_url=self.server, api_key=None,  # from the environment only
                 max_at_same_time=int(_get(cfg, "max_at_same_time", 20)),
                 timeout_s=float(_get(cfg, "timeout_s", 30.0)), max_retries=int(_get(cfg, "max_retries", 2)),
                 on_failure="none",

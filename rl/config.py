@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import random
 import subprocess
 from pathlib import Path
@@ -53,7 +52,10 @@ def set_precision(precision: str) -> None:
 
 
 def rng_state() -> dict[str, Any]:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """Every global RNG as tensors and plain values (loadable with ``weights_only=True``)."""
+    numpy_state = np.random.get_state(legacy=False)
+    numpy_state["state"]["key"] = numpy_state["state"]["key"].tolist()
+    state = {"python": random.getstate(), "numpy": numpy_state, "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -111,10 +113,3 @@ def config_differences(old: DictConfig, new: DictConfig, ignore: tuple[str, ...]
 
     walk(a, b, "")
     return out
-
-
-def atomic_save(obj: Any, path: Path) -> None:
-    """torch.save to a temporary file, then rename: an interrupted save never corrupts ``path``."""
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)

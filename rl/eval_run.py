@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
 import time
 from pathlib import Path
@@ -39,7 +38,17 @@ from rl.config import PROJECT_ROOT, pick_device, seed_everything, set_precision,
 from rl.evaluate import greedy_episodes, summarize
 from rl.haystack_cache import CachedDataset, maybe_cached
 from rl.planner import beam_episodes
+from rl.storage import (
+    DISK_FULL,
+    DiskFullError,
+    FolderLock,
+    atomic_write_text,
+    disk_full_message,
+    load_checkpoint,
+    remove_stale_tmp,
+)
 from rl.trainer import agent_from_cfg, eval_settings
+from rl.validate import check_eval
 
 log = logging.getLogger("qrag.eval")
 
@@ -112,6 +121,8 @@ def merge_eval_config(eval_cfg: DictConfig) -> DictConfig:
     merged = OmegaConf.merge(OmegaConf.create(saved), OmegaConf.create(ev))
     OmegaConf.resolve(merged)
     merged.pretrained_path = str(run_dir)
+    # a run folder may come from anyone: its config never decides whether model code runs here
+    OmegaConf.update(merged, "algo.model.trust_remote_code", ev.get("trust_remote_code") is True, force_add=True)
     return merged
 
 
@@ -193,6 +204,7 @@ def eval_meta(cfg: DictConfig, ckpt: Path, fingerprint: str) -> dict[str, Any]:
         "beam_expand": int(ev.beam_expand) if beam else None,
         "stop_q_threshold": ev.get("stop_q_threshold"),
         "feedback": str((cfg.get("feedback") or {}).get("type", "gt")),
+        "precision": str(cfg.get("precision")),
     }
 
 
@@ -243,7 +255,21 @@ def read_records(path: Path) -> list[dict[str, Any]]:
         log.warning("%s: dropped a half-written last line (%d bytes) from an interrupted run", path, len(tail))
         with open(path, "r+b") as f:
             f.truncate(len(good))
-    return records
+    return unique_records(records, path)
+
+
+def unique_records(records: list[dict[str, Any]], path: Path) -> list[dict[str, Any]]:
+    """The first record of each sample (older versions let two concurrent runs write every sample twice)."""
+    seen: set[Any] = set()
+    out = []
+    for rec in records:
+        key = ("index", rec["index"]) if "index" in rec else ("id", str(rec.get("id")))
+        if key not in seen:
+            seen.add(key)
+            out.append(rec)
+    if len(out) < len(records):
+        log.warning("%s: %d duplicate records ignored (one record per sample is used)", path, len(records) - len(out))
+    return out
 
 
 def part_path(out_path: Path, rank: int) -> Path:
@@ -275,27 +301,24 @@ def merge_parts(out_path: Path) -> list[dict[str, Any]]:
     # an interrupted sharded run leaves gaps (rank 1 stopped early, rank 0 went on): sample order
     merged = sorted(records + added, key=lambda r: r["index"])
     if added:
-        tmp = out_path.with_name(f".{out_path.name}.tmp{os.getpid()}")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.writelines(json.dumps(rec, ensure_ascii=False) + "\n" for rec in merged)
-        os.replace(tmp, out_path)
+        atomic_write_text(out_path, "".join(json.dumps(rec, ensure_ascii=False) + "\n" for rec in merged))
     for p in parts:
         p.unlink()
     return merged
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
 def check_meta(meta_path: Path, out_path: Path, meta: dict[str, Any]) -> None:
-    if not meta_path.exists():
-        if out_path.exists() and out_path.stat().st_size > 0:
-            raise EvalError(f"{out_path} exists without {meta_path.name}: its settings are unknown, so it is not "
-                            f"resumed. Delete it or pass overwrite=true")
+    """Refuse to append to records made with other settings. A meta file without any record (a
+    run that failed before its first sample) binds nothing and is replaced."""
+    if not out_path.exists() or out_path.stat().st_size == 0:
         return
+    if not meta_path.exists():
+        raise EvalError(f"{out_path} exists without {meta_path.name}: its settings are unknown, so it is not "
+                        f"resumed. Delete it or pass overwrite=true")
     old = json.loads(meta_path.read_text(encoding="utf-8"))
     if old.get("record_format") != meta["record_format"]:
         raise EvalError(f"{out_path} was written by an older eval_retriever (record format "
@@ -331,7 +354,7 @@ def checkpoint_path(cfg: DictConfig) -> Path:
 
 def load_agent(cfg: DictConfig, ckpt: Path, device: torch.device) -> Any:
     agent = agent_from_cfg(cfg, device)
-    state = torch.load(ckpt, map_location=device, weights_only=False)
+    state = load_checkpoint(ckpt, map_location=device)
     agent.load_state_dict(state["learner"]["agent"])
     agent.eval()
     return agent
@@ -340,6 +363,7 @@ def load_agent(cfg: DictConfig, ckpt: Path, device: torch.device) -> Any:
 def prepare_files(cfg: DictConfig, out_path: Path, meta_path: Path, summary_path: Path) -> tuple:
     """(checkpoint, meta, records present). Only rank 0 touches the files before the episodes."""
     out_path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_tmp(out_path.parent, (out_path.name, meta_path.name, summary_path.name))  # killed mid-write
     if cfg.get("overwrite"):
         for p in (out_path, meta_path, summary_path, *part_files(out_path)):
             p.unlink(missing_ok=True)
@@ -352,9 +376,24 @@ def prepare_files(cfg: DictConfig, out_path: Path, meta_path: Path, summary_path
     return ckpt, meta, records
 
 
+def output_lock(out_path: Path) -> FolderLock:
+    return FolderLock(out_path.with_name(f".{out_path.name}.lock"), f"evaluation output {out_path}",
+                      "wait for that evaluation to end, or write elsewhere (output_dir=...)")
+
+
 def run(cfg: DictConfig) -> dict[str, Any]:
     dist.setup()
     cfg = merge_eval_config(cfg)
+    check_eval(cfg)  # every value checked before anything is written
+    locks: list[FolderLock] = []  # rank 0 holds the output's lock for the whole run
+    try:
+        return _run(cfg, locks)
+    finally:
+        for lock in locks:
+            lock.release()
+
+
+def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
     seed = int(cfg.seed)
     seed_everything(seed)
     set_precision(str(cfg.get("precision", "tf32")))
@@ -364,11 +403,19 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     out_path = out_dir / f"{stem}.jsonl"
     meta_path = out_dir / f"{stem}.jsonl.meta.json"
     summary_path = out_dir / f"{stem}.summary.json"
+    if out_path.resolve().parent != out_dir.resolve():  # the stem is built from config values
+        raise EvalError(f"output name {stem!r} (from the config) leaves {out_dir}; use plain names for the "
+                        f"values in it (seed, envs.num_sentences, envs.test_split, ...)")
     main = dist.is_main()
     if main:
         print(f"[eval] {cfg.envs.name}/{cfg.envs.get('task')}: {describe_length(cfg)}, T = {cfg.envs.max_steps}, "
               f"planner {cfg.eval.planner} -> {out_path}", flush=True)
-    ckpt, meta, records = dist.run_on_main(prepare_files, cfg, out_path, meta_path, summary_path)
+
+    def prepare() -> tuple:
+        locks.append(output_lock(out_path).acquire())
+        return prepare_files(cfg, out_path, meta_path, summary_path)
+
+    ckpt, meta, records = dist.run_on_main(prepare)
     agent = load_agent(cfg, ckpt, device)
 
     legacy = cfg.get("legacy")
@@ -407,14 +454,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     t0 = time.perf_counter()
     bar = tqdm(total=len(todo), desc=f"eval {stem}", dynamic_ncols=True,
                disable=not cfg.get("progress_bar", True) or not main)
-    with open(write_path, "a", encoding="utf-8") as f:
-        for index, rec in zip(todo, episodes):
-            rec["index"] = index
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-            f.flush()
-            records.append(rec)
-            bar.update(1)
-            bar.set_postfix(f1=f"{rec['f1']:.3f}" if rec.get("f1") is not None else "n/a")
+    try:
+        _append_records(write_path, todo, episodes, records, bar)
+    except OSError as e:
+        if e.errno in DISK_FULL:
+            raise DiskFullError(disk_full_message(write_path, f"its {len(records)} complete records are kept")) from None
+        raise
     bar.close()
     cache = (dataset.hits, dataset.misses, dataset.writes) if isinstance(dataset, CachedDataset) else None
     if dist.enabled():
@@ -427,6 +472,21 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         summary = _summarize(cfg, records, indices, out_path, summary_path, meta, n, t0, cache)
         return dist.broadcast_object(summary)
     return _summarize(cfg, records, indices, out_path, summary_path, meta, n, t0, cache)
+
+
+def _append_records(write_path: Path, todo: list[int], episodes: Any, records: list[dict[str, Any]],
+                    bar: Any) -> None:
+    """One line per finished episode, flushed at once (a kill loses at most the episode running).
+    ``todo`` holds only indices without a record, and the output lock keeps other writers out, so
+    no sample is written twice."""
+    with open(write_path, "a", encoding="utf-8") as f:
+        for index, rec in zip(todo, episodes):
+            rec["index"] = index
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            f.flush()
+            records.append(rec)
+            bar.update(1)
+            bar.set_postfix(f1=f"{rec['f1']:.3f}" if rec.get("f1") is not None else "n/a")
 
 
 def _summarize(cfg: DictConfig, records: list[dict[str, Any]], indices: list[int], out_path: Path,

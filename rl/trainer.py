@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,6 @@ from envs.seeding import derive_rng
 from rl import distributed as dist
 from rl.agent import QRAGAgent
 from rl.config import (
-    atomic_save,
     code_version,
     config_differences,
     hydra_output_dir,
@@ -42,28 +42,62 @@ from rl.evaluate import EvalSettings, greedy_episodes, summarize
 from rl.pqn import PQNLearner
 from rl.sft import SFTLearner
 from rl.speed import SpeedSwitches
+from rl.storage import (
+    FolderLock,
+    append_line,
+    atomic_save,
+    atomic_write_text,
+    load_checkpoint,
+    read_jsonl_rows,
+    remove_stale_tmp,
+    write_jsonl,
+)
+from rl.validate import check_training
 
 log = logging.getLogger("qrag.train")
 RUN_FILES = ("model_last.pt", "model_best.pt", "metrics.jsonl", "summary.json")
+METRICS = "metrics.jsonl"
+RESUME = "continue the run with resume=true"  # what to do after a full disk
 
 
 class RunFolderError(RuntimeError):
     pass
 
 
-def prepare_run_dir(cfg: DictConfig) -> Path:
+def open_run_dir(cfg: DictConfig) -> tuple[Path, FolderLock, bool]:
+    """(run folder, its lock, whether to resume). One training per folder; a folder whose run was
+    killed before its first checkpoint holds nothing to resume and starts again from step 0."""
     run_dir = hydra_output_dir() or Path(cfg.get("run_dir") or "runs/unnamed")
     run_dir.mkdir(parents=True, exist_ok=True)
-    existing = [f for f in RUN_FILES if (run_dir / f).exists()]
-    if cfg.resume:
-        if not (run_dir / "model_last.pt").exists():
-            raise RunFolderError(f"resume=true but {run_dir}/model_last.pt does not exist; point "
-                                 f"hydra.run.dir at the folder of the run to continue")
-    elif existing:
-        raise RunFolderError(
-            f"run folder {run_dir} already holds a run ({', '.join(existing)}). Continue it with "
-            f"resume=true, or choose a new folder (hydra.run.dir=...)")
-    return run_dir
+    lock = FolderLock(run_dir / ".lock", f"run folder {run_dir}",
+                      "wait for that training to end, or choose another folder (hydra.run.dir=...)").acquire()
+    try:
+        for p in remove_stale_tmp(run_dir, (*RUN_FILES, "config.yaml", "config_resolved.yaml")):
+            log.warning("removed %s, a checkpoint left half-written by a killed run", p)
+        has_ckpt = (run_dir / "model_last.pt").exists()
+        if cfg.resume and not has_ckpt and not (run_dir / "config.yaml").exists():
+            raise RunFolderError(f"resume=true but {run_dir} holds no run (no model_last.pt, no config.yaml); "
+                                 f"point hydra.run.dir at the folder of the run to continue")
+        if not cfg.resume and has_ckpt:
+            existing = [f for f in RUN_FILES if (run_dir / f).exists()]
+            raise RunFolderError(
+                f"run folder {run_dir} already holds a run ({', '.join(existing)}). Continue it with "
+                f"resume=true, or choose a new folder (hydra.run.dir=...)")
+        leftovers = [] if has_ckpt else [p for p in (*(run_dir / f for f in RUN_FILES), run_dir / "tb_logs")
+                                         if p.exists()]
+        if leftovers and any(int(r.get("step", 0)) > 0 for r in read_jsonl_rows(run_dir / METRICS)):
+            raise RunFolderError(  # trained past step 0, then model_last.pt went missing: not ours to delete
+                f"{run_dir} holds a run trained past step 0 ({METRICS}) but no model_last.pt to continue it from. "
+                f"Restore model_last.pt, or delete {', '.join(p.name for p in leftovers)} to start again")
+        if leftovers:
+            log.warning("%s has no model_last.pt: its run stopped before the first checkpoint. Removing %s and "
+                        "starting from step 0", run_dir, ", ".join(p.name for p in leftovers))
+            for p in leftovers:
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+    except BaseException:
+        lock.release()
+        raise
+    return run_dir, lock, has_ckpt
 
 
 def agent_from_cfg(cfg: DictConfig, device: torch.device) -> QRAGAgent:
@@ -101,7 +135,20 @@ class Trainer:
     def __init__(self, cfg: DictConfig):
         self.cfg = cfg
         dist.setup()
-        self.run_dir = Path(dist.run_on_main(prepare_run_dir, cfg))  # rank 0's folder for all ranks
+        self.lock: FolderLock | None = None
+        self.writer: Any = None
+        self.run_dir, self.resuming = dist.run_on_main(self._open_run_dir, cfg)  # rank 0's folder for all ranks
+        try:
+            self._build(cfg)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_run_dir(self, cfg: DictConfig) -> tuple[Path, bool]:
+        run_dir, self.lock, resuming = open_run_dir(cfg)
+        return run_dir, resuming
+
+    def _build(self, cfg: DictConfig) -> None:
         seed = int(cfg.seed)
         seed_everything(seed)  # the same on every rank until the agent exists: identical initial weights
         set_precision(str(cfg.precision))
@@ -131,11 +178,23 @@ class Trainer:
         self.eval_indices = sorted(int(i) for i in self.eval_rng.choice(len(self.eval_ds), n_eval, replace=False))
         self.best = float("-inf")
         self.untrained_test: dict[str, Any] | None = None
-        self.writer = None
-        if cfg.logger.get("tensorboard", True) and dist.is_main():
+        self.metrics_rows: list[dict[str, Any]] = []  # also in every checkpoint: metrics.jsonl is rebuilt from it
+
+    def open_writer(self, purge_step: int | None) -> None:
+        """TensorBoard writer; after a resume, events logged past the checkpoint are dropped."""
+        if self.cfg.logger.get("tensorboard", True) and dist.is_main():
             from torch.utils.tensorboard import SummaryWriter
 
-            self.writer = SummaryWriter(str(self.run_dir / "tb_logs"), comment=f"_QRAG_{task}")
+            self.writer = SummaryWriter(str(self.run_dir / "tb_logs"), comment=f"_QRAG_{self.cfg.envs.task}",
+                                        purge_step=purge_step)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
     # -- evaluation -----------------------------------------------------------------------
     def evaluate(self, dataset: Any, indices: list[int], phase: str) -> tuple[dict[str, Any], list[dict]]:
@@ -179,15 +238,16 @@ class Trainer:
             "rng": rng_state(),
             "eval_rng": self.eval_rng.bit_generator.state,
             "untrained_test": self.untrained_test,
+            "metrics": list(self.metrics_rows),
             "config": OmegaConf.to_container(without_hydra(self.cfg), resolve=True),
             "code_version": code_version(),
         }
 
     def save(self, name: str) -> None:
-        atomic_save(self.checkpoint(), self.run_dir / name)
+        atomic_save(self.checkpoint(), self.run_dir / name, RESUME)
 
     def resume(self) -> None:
-        state = torch.load(self.run_dir / "model_last.pt", map_location=self.device, weights_only=False)
+        state = load_checkpoint(self.run_dir / "model_last.pt", map_location=self.device)
         old = OmegaConf.create(state["config"])
         diffs = config_differences(old, OmegaConf.create(OmegaConf.to_container(without_hydra(self.cfg), resolve=True)))
         if diffs and dist.is_main():
@@ -206,7 +266,28 @@ class Trainer:
                 log.warning("rank %d: the checkpoint holds no state for this rank (saved by %d ranks); "
                             "its environments start afresh", dist.rank(), len(saved) or 1)
                 self.load_rank_state(own)
+        if dist.is_main():
+            self.restore_metrics(state)
         log.info("resumed %s at optimiser step %d", self.run_dir, self.learner.counters.optimizer_steps)
+
+    def restore_metrics(self, state: dict[str, Any]) -> None:
+        """metrics.jsonl = the rows of the checkpoint: a row written after it (a kill between the
+        two) is dropped and one it holds but the file lacks is restored, so none is doubled or lost."""
+        path = self.run_dir / METRICS
+        on_disk = read_jsonl_rows(path)
+        rows = state.get("metrics")
+        if rows is None:  # a checkpoint of an older version: the file's rows up to its step, one per step
+            step = int(state["learner"]["counters"]["optimizer_steps"])
+            by_step: dict[int, dict[str, Any]] = {}
+            for r in on_disk:
+                if int(r["step"]) <= step:
+                    by_step.setdefault(int(r["step"]), r)
+            rows = [by_step[k] for k in sorted(by_step)]
+        self.metrics_rows = list(rows)
+        if on_disk != self.metrics_rows:
+            write_jsonl(path, self.metrics_rows, RESUME)
+            log.warning("%s: rewritten from the checkpoint (%d rows on disk, %d in the checkpoint)",
+                        path, len(on_disk), len(self.metrics_rows))
 
     # -- logging --------------------------------------------------------------------------
     def log_scalars(self, scalars: dict[str, float], step: int) -> None:
@@ -217,8 +298,8 @@ class Trainer:
 
     def write_config(self) -> None:
         plain = without_hydra(self.cfg)
-        (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(plain))
-        (self.run_dir / "config_resolved.yaml").write_text(OmegaConf.to_yaml(plain, resolve=True))
+        atomic_write_text(self.run_dir / "config.yaml", OmegaConf.to_yaml(plain))
+        atomic_write_text(self.run_dir / "config_resolved.yaml", OmegaConf.to_yaml(plain, resolve=True))
 
     def env_steps(self) -> int:
         """Environment steps of all ranks together (each rank steps the same number)."""
@@ -234,31 +315,42 @@ class Trainer:
         dist.barrier()
 
     def record_eval(self, summary: dict[str, Any], extra: dict[str, Any]) -> None:
+        """Order matters for kills: model_best.pt, then model_last.pt (which holds the row), then the
+        row in metrics.jsonl. Resume rebuilds metrics.jsonl from model_last.pt, and a model_best.pt
+        newer than model_last.pt is rewritten when the resumed run reaches that evaluation again."""
         c = self.learner.counters
         row = {"step": c.optimizer_steps, "env_steps": self.env_steps(), "eval/return": summary["return"],
                "eval/fact_em": summary["fact_em"], "eval/fact_f1": summary["fact_f1"],
                "eval/split": summary["split"], **extra}
-        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
-        self.log_scalars({"eval r_sum": summary["return"], "eval/fact_em": summary["fact_em"],
-                          "eval/fact_f1": summary["fact_f1"]}, self.env_steps())
+        self.metrics_rows.append(row)
         improved = summary["return"] > self.best
         if improved:
             self.best = summary["return"]
-        self.save("model_last.pt")
-        if improved:
             self.save("model_best.pt")
+        self.save("model_last.pt")
+        append_line(self.run_dir / METRICS, json.dumps(row), RESUME)
+        self.log_scalars({"eval r_sum": summary["return"], "eval/fact_em": summary["fact_em"],
+                          "eval/fact_f1": summary["fact_f1"]}, self.env_steps())
         log.info("eval @ step %d (%s): return %.3f fact_em %s fact_f1 %s%s", c.optimizer_steps, summary["split"],
                  summary["return"], _fmt(summary["fact_em"]), _fmt(summary["fact_f1"]), " (best)" if improved else "")
 
     # -- main loop ------------------------------------------------------------------------
     def train(self) -> dict[str, Any]:
+        """The run to its end; the run folder is released however it ends."""
+        try:
+            return self._train()
+        finally:
+            self.close()
+
+    def _train(self) -> dict[str, Any]:
         cfg, learner = self.cfg, self.learner
         total = int(cfg.steps_count)
         self.log_batch()
-        if cfg.resume:
+        if self.resuming:
             self.resume()
+            self.open_writer(purge_step=self.env_steps())
         else:
+            self.open_writer(purge_step=None)
             if dist.is_main():
                 self.write_config()
             if self.test_indices() and dist.is_main():
@@ -327,7 +419,7 @@ class Trainer:
             summary.update({"world_size": dist.world(),
                             "effective_batch": dist.world() * lrn.rollout_len * lrn.env.n_envs * lrn.k_accum})
         if self.untrained_test is not None:
-            best = torch.load(self.run_dir / "model_best.pt", map_location=self.device, weights_only=False)
+            best = load_checkpoint(self.run_dir / "model_best.pt", map_location=self.device)
             self.agent.load_state_dict(best["learner"]["agent"])
             self.agent.weights_version += 1
             trained, _ = self.evaluate(self.test_ds, self.test_indices(), "test")
@@ -339,9 +431,7 @@ class Trainer:
             print(f"[Q-RAG] held-out test ({trained['n']} samples): fact F1 untrained "
                   f"{_fmt(self.untrained_test['fact_f1'])} -> trained {_fmt(trained['fact_f1'])}; fact EM "
                   f"{_fmt(self.untrained_test['fact_em'])} -> {_fmt(trained['fact_em'])}")
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-        if self.writer is not None:
-            self.writer.close()
+        atomic_write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2))
         return summary
 
 
@@ -350,4 +440,5 @@ def _fmt(x: Any) -> str:
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
+    check_training(cfg)  # every value checked before anything is written
     return Trainer(cfg).train()

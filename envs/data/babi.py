@@ -103,6 +103,11 @@ def parse_babi_lines(lines: list[str], path: str | Path = "<string>") -> list[Ba
         if not sep or not rest.strip():
             raise DatasetFormatError(path, ln, "expected text after the line number")
         if "\t" not in rest:
+            if rest.rstrip().endswith("?"):  # bAbI statements never end with "?": a question lost its tabs
+                raise DatasetFormatError(
+                    path, ln, f"question without answer: expected '<n> <question>\\t<answer>\\t<supporting ids>' "
+                    f"(tab-separated), got {line[:60]!r}; restore the tabs"
+                )
             by_num[n] = (len(facts), rest)
             facts.append(rest)
             continue

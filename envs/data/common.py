@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
+import zlib
 from collections.abc import Iterator, Sequence
-from typing import Any
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
 
 from envs.errors import DatasetFormatError, DatasetNotFoundError
 from envs.seeding import derive_rng
@@ -79,10 +81,19 @@ def require_file(path: Path, what: str, how: str) -> Path:
     raise DatasetNotFoundError(path, what, how)
 
 
-def open_text(path: Path):
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+@contextmanager
+def open_text(path: Path) -> Iterator[TextIO]:
+    """A text file, gunzipped for ``.gz``. Binary, non-UTF-8 or truncated content read inside the
+    ``with`` block becomes a DatasetFormatError naming the file (not a raw decoder traceback)."""
+    try:
+        with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")) as f:
+            yield f
+    except UnicodeDecodeError as e:
+        raise DatasetFormatError(path, None, f"not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start} "
+                                 "of a decoded block); is it a binary file? Rebuild or re-download it") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        raise DatasetFormatError(path, None, f"not a complete gzip file ({e or type(e).__name__}); it is corrupt or "
+                                 "was cut short: rebuild or re-download it") from None
 
 
 def read_json_array(path: Path) -> list[Any]:

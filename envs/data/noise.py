@@ -89,8 +89,9 @@ def _load_cached(resolved: str) -> Corpus:
         books = _read_jsonl(p)
     else:
         raise DatasetFormatError(p, None, "expected a save_to_disk folder or a .jsonl / .jsonl.gz file")
-    if not books:
-        raise DatasetFormatError(p, None, "expected at least one book")
+    if not any(books):
+        raise DatasetFormatError(p, None, f"expected at least one book with sentences ({len(books)} books, all empty)"
+                                 if books else "expected at least one book")
     return books
 
 

@@ -23,7 +23,7 @@ class TransformersBackend:
         device: Optional[str] = None,
         batch_size: int = 8,
         max_model_len: Optional[int] = None,
-        trust_remote_code: bool = True,
+        trust_remote_code: bool = False,  # True runs the model repository's Python code: opt in per run
         num_threads: Optional[int] = None,
         **_ignored: Any,
     ):

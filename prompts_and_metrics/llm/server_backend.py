@@ -25,6 +25,14 @@ def resolve_api_key(api_key: Optional[str]) -> str:
     return "EMPTY"
 
 
+def refuse_key_argument(argv: Sequence[str]) -> None:
+    """A key on the command line shows in ``ps`` and the shell history: the reader scripts take
+    it from the environment only."""
+    if any(a == "--api_key" or a.startswith("--api_key=") for a in argv):
+        raise SystemExit(f"error: --api_key is not accepted (a key on the command line is visible in ps and the "
+                         f"shell history); export {API_KEY_ENV[0]}=<key> instead")
+
+
 class ServerBackend:
     """POSTs ``{api_base_url}/chat/completions``; at most ``max_at_same_time`` requests in flight.
 

@@ -22,12 +22,13 @@ class VLLMBackend:
         max_model_len: Optional[int] = 2048,
         dtype: str = "bfloat16",
         quantization: Optional[str] = None,
-        trust_remote_code: bool = True,
+        trust_remote_code: bool = False,  # True runs the model repository's Python code: opt in per run
         enforce_eager: bool = False,
         seed: int = 0,
         **_ignored: Any,
     ):
         self.model = model
+        self.trust_remote_code = bool(trust_remote_code)
         self.engine_kwargs: dict[str, Any] = dict(
             model=model, tensor_parallel_size=int(tensor_parallel_size),
             gpu_memory_utilization=float(gpu_memory_utilization), dtype=dtype, quantization=quantization,
@@ -46,7 +47,7 @@ class VLLMBackend:
         if self._tokenizer is None:
             from transformers import AutoTokenizer
 
-            self._tokenizer = AutoTokenizer.from_pretrained(self.model, trust_remote_code=True)
+            self._tokenizer = AutoTokenizer.from_pretrained(self.model, trust_remote_code=self.trust_remote_code)
         return self._tokenizer
 
     def count_tokens(self, messages: Messages, enable_thinking: Optional[bool] = False) -> int:

@@ -21,9 +21,18 @@ def lines(path: Path) -> list[dict]:
 
 
 def eval_one_process(run_dir: Path, out: Path, *extra: str) -> dict:
+    """In this process, with one thread like each torchrun rank (OMP_NUM_THREADS=1): CPU results
+    are bit-equal only at equal thread counts."""
+    import torch
+
     from rl.eval_run import run
 
-    return run(compose_cfg([f"pretrained_path={run_dir}", f"output_dir={out}", *EVAL, *extra], "testing"))
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return run(compose_cfg([f"pretrained_path={run_dir}", f"output_dir={out}", *EVAL, *extra], "testing"))
+    finally:
+        torch.set_num_threads(before)
 
 
 def without_timing(records: list[dict]) -> list[dict]:

@@ -163,7 +163,7 @@ def test_config_file_and_build_feedback():
     c = OmegaConf.create({"feedback": c})
     fcfg = c.feedback
     for key in ("type", "model", "reward_scaling", "completion_threshold", "sampling_params", "vllm_config",
-                "use_api", "api_base_url", "api_key", "max_at_same_time", "metric", "disable_thinking",
+                "use_api", "api_base_url", "max_at_same_time", "metric", "disable_thinking",
                 "timeout_s", "max_retries", "on_failure", "chunk_order"):
         assert key in fcfg, key
     assert fcfg.completion_threshold == 1.0

@@ -1,0 +1,224 @@
+"""Writing and reading run files so that kills, full disks and concurrent runs lose nothing.
+
+* :func:`atomic_save` writes a checkpoint to a temporary file in the same folder and renames it
+  over the old one: a kill at any moment leaves either the old or the new file, never a torn one.
+  A full disk removes the temporary file, keeps the old checkpoint and raises :class:`DiskFullError`.
+* :class:`FolderLock` is one writer per run folder / evaluation output (``flock``: the kernel drops
+  it when its process dies, even by ``kill -9``, so a lock is never left stale).
+* :func:`load_checkpoint` never runs code from a file: ``torch.load(weights_only=True)``.
+
+Durability covers process kills (the page cache outlives the process); power loss is not covered
+(no fsync: it would double the time of every checkpoint on a slow disk).
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import pickle
+import socket
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class StorageError(RuntimeError):
+    """A problem with the files of a run that the user has to resolve (message says how)."""
+
+
+class DiskFullError(StorageError):
+    pass
+
+
+class FolderInUseError(StorageError):
+    pass
+
+
+class CheckpointLoadError(StorageError):
+    pass
+
+
+def disk_full_cause(exc: BaseException) -> OSError | None:
+    """The ENOSPC/EDQUOT OSError behind ``exc`` (torch.save wraps it in a RuntimeError)."""
+    seen = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in DISK_FULL:
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def disk_full_message(path: Path, kept: str, then: str = "rerun the same command") -> str:
+    """``kept``: what survived, e.g. "the previous model_last.pt is kept"; ``then``: how to go on."""
+    try:
+        st = os.statvfs(path.parent)
+        free = f"{st.f_bavail * st.f_frsize / 2**20:.0f} MiB free"
+    except OSError:
+        free = "free space unknown"
+    kept = f"; {kept}" if kept else ""
+    return f"disk full while writing {path} ({free}){kept}. Free space on that disk, then {then}"
+
+
+def _open_for_write(path: Path):
+    """The file object every run file is written through (one place to inject a full disk in tests)."""
+    return open(path, "wb")
+
+
+def _open_for_append(path: Path):
+    """Unbuffered, so that a failed write leaves nothing pending to be flushed later."""
+    return open(path, "ab", buffering=0)
+
+
+def _write_atomically(path: Path, write: Any, then: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with _open_for_write(tmp) as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if disk_full_cause(exc) is not None:
+            kept = f"the previous {path.name} is kept" if path.exists() else ""
+            raise DiskFullError(disk_full_message(path, kept, then)) from None
+        raise
+
+
+def atomic_save(obj: Any, path: Path, then: str = "rerun the same command") -> None:
+    """torch.save ``obj`` to ``path`` through a temporary file and a rename."""
+    import torch
+
+    _write_atomically(Path(path), lambda f: torch.save(obj, f), then)
+
+
+def atomic_write_text(path: Path, text: str, then: str = "rerun the same command") -> None:
+    _write_atomically(Path(path), lambda f: f.write(text.encode("utf-8")), then)
+
+
+def remove_stale_tmp(folder: Path, names: Iterable[str]) -> list[Path]:
+    """Temporary files of ``names`` left by writers killed mid-write (call while holding the lock
+    that covers those names; other writers' temporary files in the folder are not touched)."""
+    stale = []
+    for name in names:
+        stale += [p for p in Path(folder).glob(f".{name}.tmp*") if p.is_file()]
+        stale += [p for p in Path(folder).glob(f"{name}.tmp") if p.is_file()]  # the name older versions used
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale
+
+
+def append_line(path: Path, line: str, then: str = "rerun the same command") -> None:
+    """One JSON line appended whole or, on a full disk, cut back to where the file was."""
+    path = Path(path)
+    with _open_for_append(path) as f:
+        start = f.seek(0, os.SEEK_END)
+        try:
+            data = memoryview(line.encode("utf-8") + b"\n")
+            while data:
+                data = data[f.write(data):]
+        except OSError as exc:
+            if exc.errno in DISK_FULL:
+                f.truncate(start)
+                raise DiskFullError(disk_full_message(path, "the lines before it are kept", then)) from None
+            raise
+
+
+def read_jsonl_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a JSONL file; a line that does not parse (the torn last line of a kill) is skipped."""
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    rows = []
+    for line in data.split(b"\n")[:-1]:
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return rows
+
+
+def write_jsonl(path: Path, rows: Iterable[dict[str, Any]], then: str = "rerun the same command") -> None:
+    atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows), then)
+
+
+class FolderLock:
+    """An exclusive ``flock`` on ``<folder>/<name>``, holding the holder's pid, host and start time.
+
+    ``what`` names the resource in the refusal ("run folder runs/x", "evaluation output ...").
+    The holder deletes the file before it lets go, so finished runs leave none behind; a file left
+    by a killed holder is simply locked again by the next one.
+    """
+
+    def __init__(self, path: Path, what: str, advice: str):
+        self.path, self.what, self.advice = Path(path), what, advice
+        self._fd: int | None = None
+
+    def acquire(self) -> "FolderLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "unknown process"
+                os.close(fd)
+                raise FolderInUseError(f"{self.what} is in use by another process ({holder}); {self.advice}") from None
+            try:  # the file we locked may have been deleted by its previous holder meanwhile: lock the new one
+                if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}"
+                  .encode(), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            self.path.unlink(missing_ok=True)  # while still holding it: see acquire
+            os.close(self._fd)
+            self._fd = None
+
+
+# -- checkpoints --------------------------------------------------------------------------------
+def _numpy_globals() -> list[Any]:
+    """What checkpoints of older versions hold besides tensors: numpy's global RNG state (an
+    ndarray of uint32). Rebuilding an ndarray runs no code from the file."""
+    import numpy as np
+
+    core = getattr(np, "_core", None) or np.core  # numpy 2 / numpy 1
+    return [core.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+
+
+def load_checkpoint(path: Path, map_location: Any = None) -> dict[str, Any]:
+    """A checkpoint loaded with ``weights_only=True``: tensors and plain values only, so a crafted
+    file cannot execute anything."""
+    import torch
+
+    path = Path(path)
+    try:
+        with torch.serialization.safe_globals(_numpy_globals()):
+            state = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        first = str(exc).split("WeightsUnpickler error:")[-1].strip().splitlines()[0]
+        raise CheckpointLoadError(
+            f"{path} holds objects other than tensors and plain values ({first}), so it is not loaded: "
+            f"loading it could run code from the file. It was not written by this version of Q-RAG; "
+            f"retrain, or load it yourself with torch.load(weights_only=False) only if you trust its source"
+        ) from None
+    except (RuntimeError, EOFError, OSError) as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise CheckpointLoadError(f"{path} is not a readable checkpoint ({str(exc).splitlines()[0]}); "
+                                  f"it may be truncated: delete it or restore it from a copy") from None
+    if not isinstance(state, dict):
+        raise CheckpointLoadError(f"{path} holds a {type(state).__name__}, not a Q-RAG checkpoint")
+    return state
