@@ -89,7 +89,7 @@ class SFTLearner(LearnerBase):
             for t in range(steps):
                 avail_np[t, gold[:t]] = False
             avail = torch.from_numpy(avail_np).to(agent.device, non_blocking=True)
-            # the env's position codes for every state "gold[:t] selected" (paper §3), one batched pass
+            # the env's position codes of every state "gold[:t] selected", in one batched computation
             codes = ep.codes(self.env.pos, avail)
             rotated = agent.rotate(chunks[c0:c0 + n].expand(steps, -1, -1), codes)  # [T′, N, d]
             logits = torch.bmm(rotated, states[s0:s0 + steps].float()[:, :, None])[:, :, 0]
