@@ -174,10 +174,12 @@ class QRAGAgent(nn.Module):
             module.train(train)
 
     def embed(self, encoder: Embedder, seqs: Any, train: bool, grad: bool = False,
-              out: torch.Tensor | None = None, chunks: bool = False) -> torch.Tensor:
+              out: torch.Tensor | None = None, chunks: bool = False, bucket_grad: bool = False) -> torch.Tensor:
         """Embeddings [len(seqs), d] fp32. Gradient-free calls may replay a CUDA graph or run
         compiled; ``chunks`` marks action sequences (padded to max_action_length when
-        ``speed.length_bucketing`` is off, as the reference does)."""
+        ``speed.length_bucketing`` is off, as the reference does). Gradient calls run as one
+        padded batch unless ``bucket_grad`` (many sequences of mixed lengths, e.g. the SFT loss's
+        chunk sets): then they are length-bucketed like gradient-free ones."""
         self.set_mode(encoder, train)
         if not grad and seqs:
             graphed = self._graphed.get(id(encoder))
@@ -185,7 +187,7 @@ class QRAGAgent(nn.Module):
             if e is not None:
                 return e if out is None else out.copy_(e)
         fn = encoder if grad else self._compiled.get(id(encoder), encoder)
-        bucket = self.speed.length_bucketing and not grad
+        bucket = self.speed.length_bucketing and (bucket_grad or not grad)
         pad_to = self.layout.action_cap if chunks and not self.speed.length_bucketing else None
         with torch.set_grad_enabled(grad):
             return embed_sequences(fn, seqs, self.layout.pad, self.device, self.embed_batch_size, self.amp,

@@ -17,17 +17,50 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 def register_resolvers() -> None:
-    """``${qrag_root:}`` = the project folder, so data paths don't depend on the shell's cwd."""
+    """``${qrag_root:}`` = the project folder, so data paths don't depend on the shell's cwd;
+    ``${qrag_sweep_jobs:N}`` = concurrent sweep jobs for N per visible GPU (:func:`sweep_jobs`)."""
     if not OmegaConf.has_resolver("qrag_root"):
         OmegaConf.register_new_resolver("qrag_root", lambda: str(PROJECT_ROOT))
+    if not OmegaConf.has_resolver("qrag_sweep_jobs"):
+        OmegaConf.register_new_resolver("qrag_sweep_jobs", sweep_jobs)
+
+
+def sweep_jobs(jobs_per_gpu: Any) -> int:
+    """``n_jobs`` of ``hydra/launcher=parallel``: ``jobs_per_gpu`` for every visible GPU, or
+    ``jobs_per_gpu`` processes on a machine without one. Counting GPUs does not initialise CUDA
+    in the launching process (torch counts them through NVML)."""
+    n = int(jobs_per_gpu)
+    if n < 1:
+        raise ValueError(f"jobs_per_gpu must be >= 1, got {jobs_per_gpu!r}")
+    return n * max(1, torch.cuda.device_count())
 
 
 register_resolvers()
 
 
-def pick_device(name: str) -> torch.device:
-    if name in ("auto", None):
-        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+def sweep_job_num() -> int | None:
+    """This process's job number in a Hydra multirun (``-m``), else None."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        hc = HydraConfig.get()
+    except (ImportError, ValueError):  # not inside a Hydra app (tests, scripts)
+        return None
+    return int(hc.job.num) if hc.mode == RunMode.MULTIRUN else None
+
+
+def pick_device(name: str, job_num: int | None = None) -> torch.device:
+    """``auto``: a GPU if there is one, else the CPU. Inside a multirun (``job_num``, default
+    :func:`sweep_job_num`) ``auto`` and a bare ``cuda`` spread the jobs over the visible GPUs by
+    job number, job k on ``cuda:(k mod GPUs)``: a launcher running ``jobs_per_gpu`` x GPUs jobs
+    at once (hydra/launcher=parallel) then keeps ``jobs_per_gpu`` of them on each GPU."""
+    if job_num is None:
+        job_num = sweep_job_num()
+    if name in ("auto", None) or (name == "cuda" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            return torch.device("cpu")
+        return torch.device(f"cuda:{0 if job_num is None else job_num % torch.cuda.device_count()}")
     dev = torch.device(name)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"device={name} but CUDA is not available here; pass device=cpu or device=auto")

@@ -14,9 +14,9 @@ Interface as :class:`rl.pqn.PQNLearner`: ``micro_step() -> scalars``, ``optimize
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -24,6 +24,7 @@ from envs.env import Episode, VecRetrievalEnv
 from envs.types import sf_known
 from rl.agent import QRAGAgent
 from rl.learner_base import LearnerBase
+from rl.ragged import FramedIds, RaggedIds
 
 MAX_DRAWS_PER_TRANSITION = 100  # give up when the training set has (almost) no gold facts
 
@@ -60,37 +61,74 @@ class SFTLearner(LearnerBase):
         return eps
 
     # -- loss -----------------------------------------------------------------------------
+    # Samples whose framed chunk and state tokens add up to at most this many share one
+    # forward/backward pass (a larger haystack goes alone): bounds activation memory like one
+    # haystack at a time did, without a backward pass and an encoder call per sample.
+    GROUP_TOKENS = 1 << 15
+
     def trajectory_logits(self, ep: Episode) -> tuple[torch.Tensor, torch.Tensor]:
         """Q(s_t, ·) over the chunks of ``ep``'s sample for every teacher-forced state (unavailable
         chunks at −inf), with gradient, encoders in train mode: (logits [T′, N], targets [T′])."""
-        agent, gold = self.agent, teacher_trajectory(ep.sample, self.env.max_steps)
-        chunks = agent.embed(agent.action_enc, [agent.action_ids(ep, j) for j in range(ep.n_chunks)],
-                             train=True, grad=True)  # [N, d], un-rotated
+        return self.group_logits([ep])[0]
+
+    def group_logits(self, eps: Sequence[Episode]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """:meth:`trajectory_logits` of several samples from one length-bucketed encoder pass over
+        all their chunks and one over all their teacher-forced states."""
+        agent, layout = self.agent, self.agent.layout
+        golds = [teacher_trajectory(ep.sample, self.env.max_steps) for ep in eps]
+        content = RaggedIds.concat([RaggedIds.from_lists(agent.tokens(ep).action_chunks) for ep in eps])
+        chunks = agent.embed(agent.action_enc, FramedIds(content, layout.bos, layout.sep, layout.action_content),
+                             train=True, grad=True, bucket_grad=True)  # [ΣN, d], un-rotated, same ids as action_ids
         states = agent.embed(agent.state_enc, [agent.state_ids(ep, self.env.sort_by_index, selected=gold[:t])
-                                               for t in range(len(gold))], train=True, grad=True)  # [T′, d]
-        avail = torch.ones((len(gold), ep.n_chunks), dtype=torch.bool, device=agent.device)
-        rows = []
-        for t in range(len(gold)):
-            avail[t, gold[:t]] = False
-            # the env's own position codes for "gold[:t] selected" (SPEC §3), one sample pass
-            codes = dataclasses.replace(ep, available=avail[t], selected=gold[:t]).codes(self.env.pos)
-            rows.append(agent.rotate(chunks, codes) @ states[t].float())
-        logits = torch.stack(rows).masked_fill(~avail, float("-inf"))
-        return logits, torch.tensor(gold, device=agent.device)
+                                               for ep, gold in zip(eps, golds) for t in range(len(gold))],
+                             train=True, grad=True, bucket_grad=True)  # [ΣT′, d]
+        out, c0, s0 = [], 0, 0
+        for ep, gold in zip(eps, golds):
+            n, steps = ep.n_chunks, len(gold)
+            avail_np = np.ones((steps, n), dtype=bool)
+            for t in range(steps):
+                avail_np[t, gold[:t]] = False
+            avail = torch.from_numpy(avail_np).to(agent.device, non_blocking=True)
+            # the env's position codes of every state "gold[:t] selected", in one batched computation
+            codes = ep.codes(self.env.pos, avail)
+            rotated = agent.rotate(chunks[c0:c0 + n].expand(steps, -1, -1), codes)  # [T′, N, d]
+            logits = torch.bmm(rotated, states[s0:s0 + steps].float()[:, :, None])[:, :, 0]
+            out.append((logits.masked_fill(~avail, float("-inf")), torch.tensor(gold, device=agent.device)))
+            c0, s0 = c0 + n, s0 + steps
+        return out
+
+    def groups(self, eps: Sequence[Episode]) -> list[list[Episode]]:
+        """Consecutive samples packed into passes of at most GROUP_TOKENS framed tokens."""
+        agent, n_frame = self.agent, 2 if self.agent.layout.bos is not None else 1
+        out: list[list[Episode]] = []
+        used = 0
+        for ep in eps:
+            lens = np.minimum(RaggedIds.from_lists(agent.tokens(ep).action_chunks).lens, agent.layout.action_content)
+            steps = len(teacher_trajectory(ep.sample, self.env.max_steps))
+            # a state holds the question and at most T′−1 segments of memory_content tokens
+            cost = int(lens.sum()) + n_frame * ep.n_chunks + steps * steps * (agent.layout.memory_content + 1)
+            if not out or used + cost > self.GROUP_TOKENS:
+                out.append([])
+                used = 0
+            out[-1].append(ep)
+            used += cost
+        return out
 
     def loss_on(self, eps: Sequence[Episode], scale: float = 1.0) -> dict[str, float]:
         """Backpropagate ``scale`` × mean cross-entropy over all teacher-forced transitions of
-        ``eps``, one sample at a time (activations of one haystack in memory). Returns scalars."""
+        ``eps``, one backward pass per group of samples (:meth:`groups`). Returns scalars."""
         n_total = sum(len(teacher_trajectory(ep.sample, self.env.max_steps)) for ep in eps)
-        ce_sum, q_sum, correct = 0.0, 0.0, 0
-        for ep in eps:
-            logits, target = self.trajectory_logits(ep)
-            ce = F.cross_entropy(logits, target, reduction="sum")
+        sums = torch.zeros(3, device=self.agent.device)  # Σ CE, Σ Q(s, gold), correct argmax
+        for group in self.groups(eps):
+            parts = self.group_logits(group)
+            ce = sum(F.cross_entropy(logits, target, reduction="sum") for logits, target in parts)
             (ce * (scale / n_total)).backward()
             with torch.no_grad():
-                ce_sum += float(ce)
-                q_sum += float(logits.gather(1, target[:, None]).sum())
-                correct += int((logits.argmax(1) == target).sum())
+                sums[0] += ce.detach()
+                for logits, target in parts:
+                    sums[1] += logits.gather(1, target[:, None]).sum()
+                    sums[2] += (logits.argmax(1) == target).sum()
+        ce_sum, q_sum, correct = sums.tolist()  # one device sync per micro-step
         return {"qf_loss": ce_sum / n_total, "q_mean": q_sum / n_total, "sft_acc": correct / n_total,
                 "transitions": float(n_total)}
 

@@ -36,6 +36,7 @@ from rl.config import (
     seed_everything,
     set_precision,
     set_rng_state,
+    sweep_job_num,
     without_hydra,
 )
 from rl.evaluate import EvalSettings, greedy_episodes, summarize
@@ -153,6 +154,8 @@ class Trainer:
         seed_everything(seed)  # the same on every rank until the agent exists: identical initial weights
         set_precision(str(cfg.precision))
         self.device = dist.device(str(cfg.device)) if dist.enabled() else pick_device(str(cfg.device))
+        job = sweep_job_num()
+        log.info("device %s%s", self.device, "" if job is None else f" (sweep job {job})")
         self.legacy = cfg.get("legacy")
         task = str(cfg.envs.task)
         select_on_test = flag(self.legacy, "select_on_test") or str(cfg.eval_split) == "test"
@@ -363,6 +366,7 @@ class Trainer:
         acc: dict[str, float] = {}
         n_acc = 0
         t_last, env_last = time.perf_counter(), learner.counters.env_steps
+        loop = {"steps": learner.counters.optimizer_steps, "start": time.time(), "eval_s": 0.0}
         bar = tqdm(total=total, initial=learner.counters.optimizer_steps, desc="train", dynamic_ncols=True,
                    disable=not cfg.logger.get("progress_bar", True) or not dist.is_main())
         while learner.counters.optimizer_steps < total:
@@ -394,8 +398,14 @@ class Trainer:
                 acc, n_acc = {}, 0
                 t_last, env_last = now, learner.counters.env_steps
             if step % int(cfg.eval_interval) == 0 or step == total:
+                t_eval = time.time()
                 self.eval_and_record({"lr": learner.optimizer.param_groups[0]["lr"], "alpha": learner.alpha})
+                loop["eval_s"] += time.time() - t_eval
         bar.close()
+        # throughput of this process's training loop (scripts/bench_concurrency.sh sums it over runs)
+        end = time.time()
+        self.train_loop = {"steps": learner.counters.optimizer_steps - loop["steps"], "start": loop["start"],
+                           "end": end, "seconds_without_eval": end - loop["start"] - loop["eval_s"]}
         if not dist.enabled():
             return self.finish()
         summary = self.finish() if dist.is_main() else None
@@ -413,7 +423,7 @@ class Trainer:
     def finish(self) -> dict[str, Any]:
         summary: dict[str, Any] = {"best/eval_return": self.best, "eval_split": self.eval_split,
                                    "optimizer_steps": self.learner.counters.optimizer_steps,
-                                   "env_steps": self.env_steps()}
+                                   "env_steps": self.env_steps(), "train_loop": getattr(self, "train_loop", None)}
         if dist.enabled():
             lrn = self.learner
             summary.update({"world_size": dist.world(),

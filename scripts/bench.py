@@ -1,7 +1,7 @@
 """Speed benchmark (BENCH.md workloads W1-W4) through the project's real training/eval code.
 
     python scripts/bench.py [--workloads W1,W2,W3,W4] [--precision auto|tf32|bf16] [--encoder bert-base-random]
-                            [--set speed.cuda_graphs=false ...] [--ablate]
+                            [--objective pqn|sft] [--set speed.cuda_graphs=false ...] [--ablate]
 
 Prints one JSON line per workload: seconds (mean/median), peak GPU memory, card, torch version
 and every speed switch in force (the ``speed`` block of the config, rl/speed.py). ``--ablate``
@@ -31,9 +31,8 @@ from envs.feedback import build_feedback
 from rl.config import PROJECT_ROOT, pick_device, seed_everything, set_precision
 from rl.evaluate import greedy_episodes
 from rl.agent import autocast_dtype
-from rl.pqn import PQNLearner
 from rl.speed import SpeedSwitches
-from rl.trainer import agent_from_cfg, eval_settings
+from rl.trainer import agent_from_cfg, build_learner, eval_settings
 
 SIZES = {"W2": 1200, "W3": 40000, "W4": 400000}
 
@@ -59,7 +58,7 @@ def compose_cfg(args: argparse.Namespace, model: str, extra: list[str]):
         "max_action_length=64", "max_action_length_in_memory=64", "envs_parallel=1",
         "envs.positions_processor=relative", f"precision={args.precision}", f"device={args.device}",
         "feedback.ground_truth.penalize_extra_steps=true", "feedback.ground_truth.never_terminate=true",
-        "steps_count=100000", "learning_start=0", *args.set, *extra,
+        "steps_count=100000", "learning_start=0", f"algo.objective={args.objective}", *args.set, *extra,
     ]
     with initialize_config_dir(config_dir=str(PROJECT_ROOT / "configs"), version_base="1.3"):
         return compose("training", overrides=overrides)
@@ -86,23 +85,25 @@ def bench_train(args: argparse.Namespace, model: str, extra: list[str], label: s
     ds = build_dataset(cfg.envs, "train", 0, 0.0, None)
     env = VecRetrievalEnv(ds, build_feedback(cfg.feedback, cfg.envs, "train"), 1, 6,
                           PositionSettings.from_cfg(cfg.envs), True, device, 0)
-    learner = PQNLearner(agent, env, cfg.algo, cfg, None)
+    learner = build_learner(agent, env, cfg, None)
     env.reset_all()
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    times, prof = [], None
+    times, cpu_times, prof = [], [], None
     for i in range(args.warmup + args.iters):
         if i == args.warmup:
             prof = start_profile(args)
         sync(device)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         learner.micro_step()
         sync(device)
         if i >= args.warmup:
             times.append(time.perf_counter() - t0)
+            cpu_times.append(time.process_time() - c0)
     stop_profile(prof)
-    return {"workload": "W1 train-babilong-100", "s_per_iter_mean": statistics.mean(times),
-            "s_per_iter_median": statistics.median(times), "iters": len(times),
+    return {"workload": "W1 train-babilong-100", "objective": args.objective, "s_per_iter_mean": statistics.mean(times),
+            "s_per_iter_median": statistics.median(times), "cpu_s_per_iter_mean": statistics.mean(cpu_times),
+            "torch_threads": torch.get_num_threads(), "iters": len(times),
             "peak_gib": peak(device), **base_info(device, args, cfg, label)}
 
 
@@ -181,6 +182,8 @@ def main() -> None:
     ap.add_argument("--encoder", default="bert-base-random", help="bert-base-random or a model folder")
     ap.add_argument("--tokenizer", default="offline:minilm", help="tokenizer for bert-base-random")
     ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--objective", default="pqn", choices=["pqn", "sft"],
+                    help="W1's learner: pqn (Q-RAG) or sft (the supervised baseline, rl/sft.py)")
     ap.add_argument("--precision", default="auto", choices=["auto", "tf32", "fp32", "bf16"])
     ap.add_argument("--device", default="auto")
     ap.add_argument("--data-root", default=str(PROJECT_ROOT / "data"), help="folder holding babilong/...")

@@ -34,9 +34,9 @@ TINY = [
 ]
 
 
-def compose_cfg(overrides: list[str], config_name: str = "training"):
+def compose_cfg(overrides: list[str], config_name: str = "training", return_hydra_config: bool = False):
     with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
-        return compose(config_name, overrides=overrides)
+        return compose(config_name, overrides=overrides, return_hydra_config=return_hydra_config)
 
 
 @pytest.fixture
