@@ -69,7 +69,8 @@ _CACHE: dict[str, object] = {}
 
 
 def build(*extra: str):
-    """(cfg, learner, pristine copy of the agent) for BASE + extra; environments reset."""
+    """(cfg, learner, reference) for BASE + extra, environments reset. The reference is the
+    pristine agent the learner's agent was copied from: the independent computation reads it."""
     cfg = compose_cfg(BASE + list(extra))
     device = torch.device("cpu")
     legacy = cfg.get("legacy")
@@ -80,13 +81,19 @@ def build(*extra: str):
                 m.p = 0.0
         _CACHE["agent"] = agent
         _CACHE["data"] = build_dataset(cfg.envs, "train", int(cfg.seed), 0.0, legacy)
-    agent, ds = copy.deepcopy(_CACHE["agent"]), _CACHE["data"]
+    pristine, ds = _CACHE["agent"], _CACHE["data"]
+    # the previous case used it as its reference: drop its gradients, restore the modes
+    pristine.zero_grad(set_to_none=True)
+    for enc, train in ((pristine.state_enc, True), (pristine.action_enc, True),
+                       (pristine.target_state, False), (pristine.target_action, False)):
+        enc.train(train)
+    agent = copy.deepcopy(pristine)
     env = VecRetrievalEnv(ds, build_feedback(cfg.feedback, cfg.envs, "train", legacy, str(cfg.envs.task)),
                           int(cfg.envs_parallel), int(cfg.envs.max_steps), PositionSettings.from_cfg(cfg.envs),
                           bool(cfg.envs.sort_by_index), device, int(cfg.seed), "train")
     env.reset_all()
     learner = build_learner(agent, env, cfg, legacy)
-    return cfg, learner, copy.deepcopy(agent)
+    return cfg, learner, pristine
 
 
 # -- watching the learner --------------------------------------------------------------
@@ -190,8 +197,8 @@ def assert_close_fast(actual: torch.Tensor, expected: torch.Tensor, rtol: float,
         torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol)
 
 
-def sq_norm(tensors) -> float:
-    return sum(float(t.double().pow(2).sum()) for t in tensors if t is not None)
+def global_norm(tensors) -> float:
+    return math.sqrt(sum(float(t.norm()) ** 2 for t in tensors if t is not None))
 
 
 def check_optimiser_step(cfg, learner, ref, scalars, grads_ref, tau_expected, lr_before, lr_after, alpha_after):
@@ -214,10 +221,10 @@ def check_optimiser_step(cfg, learner, ref, scalars, grads_ref, tau_expected, lr
 def check_gradients_and_adamw(cfg, learner, ref, scalars, grads_ref, lr_before):
     """The reported norm, the clipped gradients AdamW received and the weights after its step."""
     agent, watch = learner.agent, learner._watch
-    norm = math.sqrt(sq_norm(grads_ref))
+    norm = global_norm(grads_ref)
     assert norm > 2 * CLIP, "precondition: clipping must be active for this check to mean anything"
     assert scalars["grad_norm"] == pytest.approx(norm, rel=1e-4)
-    assert math.sqrt(sq_norm(watch.grads)) == pytest.approx(CLIP, rel=1e-4)  # AdamW got the clipped gradient
+    assert global_norm(watch.grads) == pytest.approx(CLIP, rel=1e-4)  # AdamW got the clipped gradient
     coef = CLIP / norm
     gmax = max(float(g.abs().max()) for g in grads_ref if g is not None) * coef
     for g_seen, g_ref in zip(watch.grads, grads_ref, strict=True):
@@ -348,7 +355,7 @@ def test_pqn_micro_step_matches_definition(case, monkeypatch):
     if full:
         loss.backward()
     assert scalars["qf_loss"] == pytest.approx(loss.item(), rel=1e-5)
-    assert scalars["q_mean"] == pytest.approx(float((q1 + q2).mean()), rel=1e-4, abs=1e-6)
+    assert scalars["q_mean"] == pytest.approx((q1 + q2).mean().item(), rel=1e-4, abs=1e-6)
     assert scalars["target_mean"] == pytest.approx(float(g.mean()), rel=1e-5, abs=1e-7)
 
     factor = lr_factor_after_first_step()
@@ -360,7 +367,7 @@ def test_pqn_micro_step_matches_definition(case, monkeypatch):
 
 # -- SFT ---------------------------------------------------------------------------------
 def test_sft_micro_step_matches_definition(monkeypatch):
-    cfg, learner, ref = build("algo.objective=sft")
+    cfg, learner, ref = build("algo.objective=sft", "batch_size=4")  # 2 samples of 2 gold facts
     assert isinstance(learner, SFTLearner)
     watch = learner._watch = Watch(learner, monkeypatch)
     drawn: list = []
