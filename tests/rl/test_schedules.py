@@ -74,3 +74,9 @@ def test_no_warmup_and_one_step_decay():
     assert lrs_of({"name": "WarmupLinear", "warmup": 0, "total": 4}, 3) == pytest.approx([1.0, 0.75, 0.5])
     assert lr_factor("WarmupLinear", 4, 3, 4, 0.1) == pytest.approx(0.1)  # S = W + 1: ρ at S
     assert lr_factor("WarmupLinear", 5, 10, 110, 0.1) == pytest.approx(0.45)  # smooth_warmup defaults to off
+
+
+def test_cosine_one_step_decay_and_the_error_names_the_choices():
+    assert lr_factor("Cosine", 4, 3, 4, 0.1) == pytest.approx(0.1)  # S = W + 1: ρ at S
+    with pytest.raises(ValueError, match="use WarmupLinear or Cosine"):
+        lr_factor("Linear", 0, 1, 2, 0.0)
