@@ -394,7 +394,7 @@ def test_sft_micro_step_matches_definition(monkeypatch):
     assert len(losses) >= int(cfg.batch_size)
     loss = torch.stack(losses).mean()
     loss.backward()
-    assert scalars["qf_loss"] == pytest.approx(float(loss), rel=1e-5)
+    assert scalars["qf_loss"] == pytest.approx(loss.item(), rel=1e-5)
     assert scalars["sft_acc"] == n_correct / len(losses)
     assert scalars["transitions"] == len(losses)
     # no α, no EMA: α stays α0 and the target encoders keep their weights (τ = 0)
