@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 
 from rl.qfunc import q_all, sample_policy, soft_values, twin_heads
@@ -73,3 +74,58 @@ def test_policy_respects_topk_and_availability():
     assert picks == {0, 1}  # top-2 available only; the unavailable best is never taken
     greedyish = {sample_policy(q, avail, 5, 1e-4, g) for _ in range(50)}
     assert greedyish == {0}
+
+
+# -- written against the surviving mutants of `mutmut run` (docs/TESTING.md) ---------------
+def test_twin_heads_split_each_vector_in_half():
+    """Head 1 is the dot product of the first halves, head 2 of the second (batch ≠ width)."""
+    g = torch.Generator().manual_seed(1)
+    s, a = torch.randn(3, 10, generator=g), torch.randn(3, 10, generator=g)
+    q1, q2 = twin_heads(s, a)
+    for b in range(3):
+        assert float(q1[b]) == pytest.approx(sum(float(s[b, i] * a[b, i]) for i in range(5)), abs=1e-5)
+        assert float(q2[b]) == pytest.approx(sum(float(s[b, i] * a[b, i]) for i in range(5, 10)), abs=1e-5)
+
+
+def test_soft_value_is_the_default_and_k_none_means_all_available():
+    g = torch.Generator().manual_seed(2)
+    s, a = torch.randn(2, 8, generator=g), torch.randn(7, 8, generator=g)
+    avail = torch.ones(2, 7, dtype=torch.bool)
+    avail[1, :3] = False
+    got = soft_values(s, a, avail, 3, 0.5)  # α large: the soft value is far from the hard max
+    hard = soft_values(s, a, avail, 3, 0.5, soft=False)
+    for row in range(2):
+        assert float(got[row]) == pytest.approx(brute_value(s[row], a, avail[row].tolist(), 3, 0.5), abs=1e-5)
+        assert abs(float(got[row] - hard[row])) > 1e-2
+    for legacy in (False, True):
+        got = soft_values(s, a, avail, None, 0.5, legacy_topk_before_mask=legacy)
+        for row in range(2):
+            want = brute_value(s[row], a, avail[row].tolist(), 7, 0.5, True, legacy)
+            assert float(got[row]) == pytest.approx(want, abs=1e-5), legacy
+
+
+def test_soft_value_rows_with_different_numbers_available_below_k():
+    """Each state's own count of available chunks limits its candidates, not the batch's."""
+    g = torch.Generator().manual_seed(3)
+    s, a = torch.randn(3, 6, generator=g), torch.randn(8, 6, generator=g)
+    avail = torch.zeros(3, 8, dtype=torch.bool)
+    avail[0, [1]] = True
+    avail[1, [2, 5]] = True
+    avail[2, [0, 3, 4, 6]] = True
+    got = soft_values(s, a, avail, 5, 0.3)
+    for row in range(3):
+        assert float(got[row]) == pytest.approx(brute_value(s[row], a, avail[row].tolist(), 5, 0.3), abs=1e-5)
+
+
+def test_policy_k_none_and_reproducible_from_its_generator():
+    q = torch.tensor([0.0, 0.1, 0.2, 0.3, 5.0])
+    avail = torch.tensor([True, True, True, True, False])
+    picks = {sample_policy(q, avail, None, 10.0, torch.Generator().manual_seed(i)) for i in range(100)}
+    assert picks == {0, 1, 2, 3}  # every available chunk, never the unavailable one
+
+    def draw(global_seed):
+        torch.manual_seed(global_seed)  # the global stream must not matter (resume, data parallel)
+        gen = torch.Generator().manual_seed(7)
+        return [sample_policy(q, avail, 4, 1.0, gen) for _ in range(30)]
+
+    assert draw(0) == draw(1)

@@ -36,3 +36,47 @@ def test_unknown_name_and_lambda_lr():
         opt.step()
         sched.step()
     assert lrs == pytest.approx([0.0, 1.0, 2.0, 1.0])
+
+
+# -- written against the surviving mutants of `mutmut run` (docs/TESTING.md) ---------------
+def lrs_of(cfg, steps):
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    sched = build_scheduler(opt, cfg)
+    out = []
+    for _ in range(steps):
+        out.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    return out
+
+
+def test_build_scheduler_passes_ratio_and_smooth_warmup():
+    got = lrs_of({"name": "WarmupLinear", "warmup": 2, "total": 6, "ratio": 0.2, "smooth_warmup": True}, 8)
+    # smooth ramp n/W to 1, then linear from 1 at W to ρ at S, on below ρ after S, floored at 0
+    want = [0.0, 0.5, 1.0, 0.8, 0.6, 0.4, 0.2, 0.0]
+    assert got == pytest.approx(want)
+    assert lrs_of({"name": "WarmupLinear", "warmup": 2, "total": 6, "ratio": 0.2}, 2) == pytest.approx([0.0, 0.4])
+
+
+def test_build_scheduler_defaults_are_the_configs():
+    from omegaconf import OmegaConf
+
+    from tests.conftest import ROOT
+
+    node = OmegaConf.to_container(OmegaConf.load(ROOT / "configs/algo/pqn.yaml").pqn.scheduler)
+    node["total"] = 1500
+    steps = [0, 1, 999, 1000, 1001, 1250, 1500]
+    full, bare = lrs_of(node, 1501), lrs_of({"total": 1500}, 1501)
+    assert [bare[n] for n in steps] == pytest.approx([full[n] for n in steps])
+
+
+def test_no_warmup_and_one_step_decay():
+    assert lrs_of({"name": "WarmupLinear", "warmup": 0, "total": 4}, 3) == pytest.approx([1.0, 0.75, 0.5])
+    assert lr_factor("WarmupLinear", 4, 3, 4, 0.1) == pytest.approx(0.1)  # S = W + 1: ρ at S
+    assert lr_factor("WarmupLinear", 5, 10, 110, 0.1) == pytest.approx(0.45)  # smooth_warmup defaults to off
+
+
+def test_cosine_one_step_decay_and_the_error_names_the_choices():
+    assert lr_factor("Cosine", 4, 3, 4, 0.1) == pytest.approx(0.1)  # S = W + 1: ρ at S
+    with pytest.raises(ValueError, match="use WarmupLinear or Cosine"):
+        lr_factor("Linear", 0, 1, 2, 0.0)
