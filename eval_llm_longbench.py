@@ -28,7 +28,7 @@ from prompts_and_metrics.longbench import LENGTH_BUCKETS, length_bucket, longben
 from prompts_and_metrics.metrics import SCORING_VERSION
 from prompts_and_metrics.prompts import strip_think
 from prompts_and_metrics.reader_io import (
-    REQUIRED_FIELDS, LogFormatError, append_jsonl, mean, model_basename, read_jsonl, read_output, run_reader_cli,
+    REQUIRED_FIELDS, LogFormatError, append_jsonl, mean, model_basename, pending_records, read_jsonl, read_output, run_reader_cli,
     write_json_atomic,
 )
 
@@ -137,12 +137,7 @@ def run(args: argparse.Namespace, backend: Optional[Any] = None) -> dict[str, An
     settings = {"llm_name": args.llm_name, "filter": spec.key(), "max_tokens": args.max_tokens,
                 "think": bool(args.think), "prompt_file": args.prompt_file}
     existing = read_output(out_path)
-    for r in existing:
-        if r.get("reader_settings") != settings:
-            raise SystemExit(f"{out_path} holds results made with {r.get('reader_settings')}, not {settings}; "
-                             "choose another --output_file_path or delete it")
-    done = {str(r["id"]) for r in existing}
-    pending = [r for r in records if str(r["id"]) not in done]
+    pending = pending_records(out_path, existing, records, settings)
     # one generation length per subset: group the pending records by it
     groups: dict[int, list[tuple[dict[str, Any], list[int], list[dict[str, str]]]]] = {}
     for r in pending:

@@ -21,8 +21,8 @@ from prompts_and_metrics.filters import FILTERS, FilterSpec, apply_filter
 from prompts_and_metrics.metrics import QA_BENCHMARKS, SCORING_VERSION, qa_scores
 from prompts_and_metrics.prompts import extract_final_answer, openqa_messages, strip_think
 from prompts_and_metrics.reader_io import (
-    REQUIRED_FIELDS, LogFormatError, append_jsonl, parse_reader_args, run_reader_cli, mean, read_jsonl, read_output,
-    rescore_outputs, write_json_atomic,
+    REQUIRED_FIELDS, LogFormatError, append_jsonl, parse_reader_args, pending_records, run_reader_cli, mean, read_jsonl,
+    read_output, rescore_outputs, write_json_atomic,
 )
 
 # Optional per-sample metrics, present for some benchmarks only (summary: mean over the lines that have them).
@@ -134,12 +134,7 @@ def run(args: argparse.Namespace, backend: Optional[Any] = None) -> dict[str, An
                 "reader_settings": settings}
 
     existing = rescore_outputs(out_path, read_output(out_path), SCORING_VERSION, upgrade)
-    for r in existing:
-        if r.get("reader_settings") != settings:
-            raise SystemExit(f"{out_path} holds results made with {r.get('reader_settings')}, not {settings}; "
-                             "choose another --output_file_path or delete it")
-    done = {str(r["id"]) for r in existing}
-    pending = [r for r in records if str(r["id"]) not in done]
+    pending = pending_records(out_path, existing, records, settings)
     if pending:
         prepared = []
         for r in pending:

@@ -91,6 +91,18 @@ def rescore_outputs(
     return out
 
 
+def pending_records(out_path: Path, existing: list[dict[str, Any]], records: list[dict[str, Any]],
+                    settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """The retriever records that ``out_path`` has no output for yet. An output made with other
+    reader settings stops the run: mixing them would average two different readers."""
+    for r in existing:
+        if r.get("reader_settings") != settings:
+            raise SystemExit(f"{out_path} holds results made with {r.get('reader_settings')}, not {settings}; "
+                             "choose another --output_file_path or delete it")
+    done = {str(r["id"]) for r in existing}
+    return [r for r in records if str(r["id"]) not in done]
+
+
 def append_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> None:
     with open(path, "a", encoding="utf-8") as fh:
         for r in records:
