@@ -26,6 +26,7 @@ check of that rule (``oracle_check`` in the printed summary).
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import json
 import re
@@ -33,6 +34,8 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Sequence
+
+from prompts_and_metrics.metrics import fact_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,15 +60,7 @@ def oracle_prefix(pred_idx: Sequence[int], sf_idx: Iterable[int]) -> list[int]:
     return list(pred_idx)
 
 
-def fact_scores(pred_idx: Sequence[int], sf_idx: Iterable[int]) -> tuple[float, float]:
-    """(fact EM, fact F1) of one record: EM = every gold chunk retrieved; F1 over chunk indices."""
-    gold, pred = set(sf_idx), set(pred_idx)
-    hit = len(gold & pred)
-    em = float(bool(gold) and gold <= pred)
-    f1 = 0.0 if hit == 0 else 2 * hit / (len(gold) + len(pred))
-    return em, f1
-
-
+@functools.lru_cache(maxsize=None)  # each file is read by several tables
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as fh:
@@ -93,10 +88,10 @@ def score_file(path: Path, limit: int | None = None) -> dict[str, float]:
         recs = [r for r in recs if int(r["index"]) < limit]
     em, f1, of1, tok = [], [], [], []
     for r in recs:
-        e, f = fact_scores(r["pred_idx"], r["sf_idx"])
-        em.append(e)
-        f1.append(f)
-        of1.append(fact_scores(oracle_prefix(r["pred_idx"], r["sf_idx"]), r["sf_idx"])[1])
+        fixed = fact_metrics(r["pred_idx"], r["sf_idx"])
+        em.append(fixed["em"])
+        f1.append(fixed["f1"])
+        of1.append(fact_metrics(oracle_prefix(r["pred_idx"], r["sf_idx"]), r["sf_idx"])["f1"])
         tok.append(r["text_len"])
     return {"n": len(recs), "fact_em": statistics.fmean(em), "fact_f1": statistics.fmean(f1),
             "oracle_f1": statistics.fmean(of1), "tokens": statistics.fmean(tok)}
@@ -326,7 +321,7 @@ def decoy_section(runs: dict[str, Path], babi: Path, out: Path) -> list[str]:
             split: dict[object, list[float]] = defaultdict(list)
             for r in read_jsonl(path):
                 key = (r["question"].strip(), r["answer"], tuple(sorted(r["sf_texts"])))
-                split[flags.get(key)].append(fact_scores(r["pred_idx"], r["sf_idx"])[0])
+                split[flags.get(key)].append(fact_metrics(r["pred_idx"], r["sf_idx"])["em"])
             cell = lambda xs: f"{statistics.fmean(xs):.2f} ({len(xs)})" if xs else "–"  # noqa: E731
             lines.append(f"| {name} | {GRID[ns]} | {cell(split[False])} | {cell(split[True])} | {len(split[None])} |")
     (out / "qa3_decoys.md").write_text("\n".join(lines) + "\n")

@@ -1,7 +1,9 @@
 """Shared test helpers: compose the real Hydra configs with tiny budgets."""
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -10,6 +12,14 @@ from omegaconf import OmegaConf, open_dict
 import rl.config  # noqa: F401  (registers ${qrag_root:})
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script(name: str) -> ModuleType:
+    """Import ``scripts/<name>.py`` (scripts are not a package) so its functions can be tested."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
 CONFIGS = str(ROOT / "configs")
 
 # A 2-layer MiniLM, 8-sentence haystacks, 2 envs: a full training run takes seconds on 2 cores.

@@ -1,20 +1,12 @@
 """scripts/plot_curves.py on tiny metrics.jsonl files in the format rl/trainer.py writes."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("plot_curves", ROOT / "scripts" / "plot_curves.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from tests.conftest import load_script
 
 
 def write_run(d: Path, returns: dict[int, float], fact_em: dict[int, float]) -> Path:
@@ -36,7 +28,7 @@ def test_overlay_and_table(tmp_path, capsys):
     # a second seed of "off", with one extra step no other run has: the table must skip it
     b2 = write_run(tmp_path / "b2", {0: 0.5, 25: 0.8, 50: 0.6, 75: 0.1}, {0: 0.5, 25: 0.8, 50: 0.9, 75: 0.0})
     out, table = tmp_path / "plots" / "p.png", tmp_path / "p.md"
-    stats = load_script().main(["--run", f"on={a}", "--run", f"off={b1}", "--run", f"off={b2}",
+    stats = load_script("plot_curves").main(["--run", f"on={a}", "--run", f"off={b1}", "--run", f"off={b2}",
                                 "--metrics", "return,fact_em,lr", "--out", str(out), "--table", str(table)])
     assert out.stat().st_size > 0
     # off mean: return {0: .5, 25: .7, 50: .7} -> |diff| 0, 0, .2 ; fact_em {0: .5, 25: .7, 50: .9} -> 0, .1, .1
@@ -53,6 +45,6 @@ def test_overlay_and_table(tmp_path, capsys):
 def test_missing_metric_names_file_and_keys(tmp_path):
     a = write_run(tmp_path / "a", {0: 0.5}, {0: 0.5})
     with pytest.raises(SystemExit) as e:
-        load_script().main(["--run", f"on={a}", "--metrics", "return,recall", "--out", str(tmp_path / "p.png")])
+        load_script("plot_curves").main(["--run", f"on={a}", "--metrics", "return,recall", "--out", str(tmp_path / "p.png")])
     msg = str(e.value)
     assert str(a / "metrics.jsonl") in msg and "'recall'" in msg and "'eval/return'" in msg

@@ -1,20 +1,13 @@
 """scripts/report_round.py: the post-hoc oracle-stopping rule and the round tables on tiny run folders."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def load():
-    spec = importlib.util.spec_from_file_location("report_round", ROOT / "scripts" / "report_round.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from prompts_and_metrics.metrics import fact_metrics
+from tests.conftest import load_script
 
 
 @pytest.mark.parametrize("pred, gold, prefix", [
@@ -25,14 +18,14 @@ def load():
     ([1, 2], [], [1, 2]),                                             # no gold: never stops
 ])
 def test_oracle_prefix(pred, gold, prefix):
-    assert load().oracle_prefix(pred, gold) == prefix
+    assert load_script("report_round").oracle_prefix(pred, gold) == prefix
 
 
 def test_fact_scores_worked_cases():
-    m = load()
-    assert m.fact_scores([1, 2, 3, 4, 5, 6], [1, 2, 3]) == (1.0, pytest.approx(2 * 3 / 9))
-    assert m.fact_scores([1, 9], [1, 2]) == (0.0, pytest.approx(0.5))
-    assert m.fact_scores([9], [1]) == (0.0, 0.0)
+    """The report scores records with the project's own fact metrics (EM, F1 over index sets)."""
+    scores = [fact_metrics(p, g) for p, g in (([1, 2, 3, 4, 5, 6], [1, 2, 3]), ([1, 9], [1, 2]), ([9], [1]))]
+    assert [(s["em"], s["f1"]) for s in scores] == [(1.0, pytest.approx(2 * 3 / 9)), (0.0, pytest.approx(0.5)),
+                                                     (0.0, 0.0)]
 
 
 def _run(folder: Path, curve: list[float], records: dict[str, list[dict]]) -> None:
@@ -59,7 +52,7 @@ def test_round_tables(tmp_path: Path):
         _run(runs / name, [0.1], {"eval_seed42_ns50.jsonl": miss[:1]})
     _run(runs / "f_qa1", [1.0], {"eval_seed42_ns50.jsonl": [_rec(0, [4, 5], [4], 1600)]})
     out = tmp_path / "out"
-    res = load().main([str(runs), "--out", str(out), "--babi", str(tmp_path / "none.txt")])
+    res = load_script("report_round").main([str(runs), "--out", str(out), "--babi", str(tmp_path / "none.txt")])
     assert res["oracle_check"][0]["post_hoc"] == pytest.approx(res["oracle_check"][0]["oracle_eval"])
     assert res["oracle_check"][0]["post_hoc"] == pytest.approx((1.0 + 6 / 7) / 2)
     sweep = (out / "sweep.md").read_text()
@@ -80,7 +73,7 @@ def test_decoy_pick_up():
     facts = ["Sandra went to the kitchen.", "Sandra picked up the milk there.", "Sandra moved to the garden.",
              "Sandra dropped the milk.", "John went to the garden.", "John got the milk there."]
     q = "Where was the milk before the garden? "
-    m = load()
+    m = load_script("report_round")
     decoy = BabiSample(facts=facts, question=q, answer="kitchen", references_idx=[0, 1, 2])
     assert m.has_decoy(decoy)  # John's later pick-up (5) is not the asked transition's (1)
     clean = BabiSample(facts=facts[:5], question=q, answer="kitchen", references_idx=[0, 1, 2])

@@ -2,20 +2,12 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-from rl.config import PROJECT_ROOT
-
-
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, PROJECT_ROOT / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod
+from tests.conftest import load_script
 
 
 def write_summary(folder: Path, seed: int, n_sent: int, f1: float, em: float, task: str = "qa3_three-supporting-facts",
