@@ -1,4 +1,4 @@
-"""Answer and retrieval metrics (SPEC §9.2, §9.4, §9.5; per-benchmark official rules: docs/SCORING.md).
+"""Answer and retrieval metrics (docs/EVALUATION.md, docs/READERS.md; per-benchmark official rules: docs/SCORING.md).
 
 Every metric is a pure function of strings / index lists. Names are stable: the reader scripts
 write them into JSONL records and summaries.

@@ -1,4 +1,4 @@
-"""Answer/retrieval metrics against hand-computed cases (SPEC §9.2, §9.4, §9.5); the official
+"""Answer/retrieval metrics against hand-computed cases (docs/EVALUATION.md, docs/SCORING.md); the official
 benchmark rules are pinned in test_scoring_official.py."""
 import pytest
 
