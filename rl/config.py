@@ -78,12 +78,6 @@ def seed_everything(seed: int, deterministic: bool = True) -> None:
         torch.backends.cudnn.benchmark = False
 
 
-def set_precision(precision: str) -> None:
-    """tf32 (ref: matmul precision "high"), fp32 (highest), bf16 / auto (autocast in the encoders
-    on top of tf32 matmuls for what stays fp32)."""
-    torch.set_float32_matmul_precision("highest" if precision == "fp32" else "high")
-
-
 def rng_state() -> dict[str, Any]:
     """Every global RNG as tensors and plain values (loadable with ``weights_only=True``)."""
     numpy_state = np.random.get_state(legacy=False)

@@ -8,19 +8,17 @@ text (SPEC §11 #20).
 """
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Sequence
 
-import numpy as np
 import torch
 from torch import nn
 
-from rl.ragged import RaggedIds, as_seq_set
+from rl.fast.ragged import RaggedIds
+from rl.fast.tokenize import TokenSlice, encode_texts, stream_chunk_tokens
 
 log = logging.getLogger(__name__)
 
@@ -188,43 +186,6 @@ class SampleTokens:
         self.text_len = text_len
 
 
-def _batch_encoder(tokenizer: Any) -> Callable[[list[str]], RaggedIds] | None:
-    """Encode texts with the Rust backend of a fast tokenizer directly (no truncation, no
-    padding, no offsets): several times faster than the Python wrapper at 10^5 chunks."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is None:
-        return None
-    cached = getattr(tokenizer, "_qrag_encoder", None)
-    if cached is not None:
-        return cached
-    from tokenizers import Tokenizer
-
-    raw = Tokenizer.from_str(backend.to_str())  # a private copy: the shared tokenizer keeps its settings
-    raw.no_truncation()
-    raw.no_padding()
-    encode = getattr(raw, "encode_batch_fast", raw.encode_batch)
-
-    def run(texts: list[str]) -> RaggedIds:
-        encs = encode(texts, add_special_tokens=False)
-        lens = np.fromiter((len(e) for e in encs), dtype=np.int64, count=len(encs))
-        flat = np.fromiter(itertools.chain.from_iterable(e.ids for e in encs), dtype=np.int32, count=int(lens.sum()))
-        return RaggedIds.tiling(flat, lens)
-
-    tokenizer._qrag_encoder = run
-    return run
-
-
-def encode_texts(tokenizer: Any, texts: Sequence[str], cut: int) -> tuple[RaggedIds, int]:
-    """Content ids of ``texts`` cut at ``cut`` tokens, and their total length before the cut."""
-    fast = _batch_encoder(tokenizer)
-    if fast is not None:
-        ids = fast(list(texts))
-    else:
-        ids = RaggedIds.from_lists(
-            tokenizer(list(texts), add_special_tokens=False, truncation=False, verbose=False)["input_ids"])
-    return ids.cut(cut), int(ids.lens.sum())
-
-
 def tokenize_sample(
     tokenizer: Any,
     question: str,
@@ -239,46 +200,15 @@ def tokenize_sample(
     return assemble_tokens(tokenizer, question, parts, layout, query_prefix)
 
 
-def stream_chunk_tokens(tokenizer: Any, chunks: Sequence[str], layout: TokenLayout, passage_prefix: str = "",
-                        first: int = 2048, largest: int = 65536, ahead: bool = True) -> Iterator[tuple]:
-    """Yield ``(start, chunk_ids, action_chunk_ids | None, token_count)`` for slices of the
-    chunks that double from ``first`` to ``largest``. With ``ahead`` the next slice is tokenised
-    on a worker thread while the caller works on this one (the Rust tokenizer releases the GIL),
-    so a GPU can embed slice k while the CPU tokenises slice k + 1."""
-    cut = max(layout.action_content, layout.memory_content)
-
-    def work(lo: int, hi: int) -> tuple:
-        ids, count = encode_texts(tokenizer, chunks[lo:hi], cut)
-        act = encode_texts(tokenizer, [passage_prefix + c for c in chunks[lo:hi]], cut)[0] if passage_prefix else None
-        return lo, ids, act, count
-
-    bounds, lo, size = [], 0, max(1, first)
-    while lo < len(chunks):
-        bounds.append((lo, min(len(chunks), lo + size)))
-        lo, size = lo + size, min(size * 2, max(first, largest))
-    if not ahead:
-        yield from (work(lo, hi) for lo, hi in bounds)
-        return
-    pending = _TOKENIZE_POOL.submit(work, *bounds[0]) if bounds else None
-    for k in range(len(bounds)):
-        part = pending.result()
-        pending = _TOKENIZE_POOL.submit(work, *bounds[k + 1]) if k + 1 < len(bounds) else None
-        yield part
-
-
-# one long-lived worker (joining a fresh pool's thread at the end of every haystack cost time)
-_TOKENIZE_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qrag-tokenize")
-
-
-def assemble_tokens(tokenizer: Any, question: str, parts: Sequence[tuple], layout: TokenLayout,
+def assemble_tokens(tokenizer: Any, question: str, parts: Sequence[TokenSlice], layout: TokenLayout,
                     query_prefix: str = "") -> SampleTokens:
-    """A SampleTokens from the question and the slices of :func:`stream_chunk_tokens`."""
+    """A SampleTokens from the question and the chunk slices of :func:`rl.fast.tokenize.stream_chunk_tokens`."""
     cut = max(layout.action_content, layout.memory_content)
     q, q_count = encode_texts(tokenizer, [query_prefix + question], cut)
-    chunk_ids = RaggedIds.concat([part[1] for part in parts]) if parts else RaggedIds.from_lists([])
-    action = RaggedIds.concat([part[2] for part in parts]) if parts and parts[0][2] is not None else None
+    chunk_ids = RaggedIds.concat([part.ids for part in parts]) if parts else RaggedIds.from_lists([])
+    action = RaggedIds.concat([part.action_ids for part in parts]) if parts and parts[0].action_ids is not None else None
     n_special = 2 if layout.bos is not None else 1
-    total = q_count + sum(part[3] for part in parts)
+    total = q_count + sum(part.count for part in parts)
     return SampleTokens(q[0], chunk_ids, action, total + n_special * (len(chunk_ids) + 1))
 
 
@@ -302,119 +232,6 @@ def state_ids(tokens: SampleTokens, selected: Sequence[int], layout: TokenLayout
 def action_ids(tokens: SampleTokens, j: int, layout: TokenLayout) -> list[int]:
     body = tokens.action_chunks[j][: layout.action_content]
     return ([] if layout.bos is None else [layout.bos]) + body + [layout.sep]
-
-
-def pad_batch(seqs: Any, pad: int, device: torch.device, left: bool = False,
-              width: int | None = None, pin: bool = True, idx: np.ndarray | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pad id lists (or an IdLists/FramedIds set; only rows ``idx`` if given) into (input_ids,
-    attention_mask) tensors on ``device``, to the longest sequence or to ``width`` if larger.
-    ``pin``: copy from pinned memory without waiting for the GPU (pageable copies sync)."""
-    seqs = as_seq_set(seqs)
-    idx = np.arange(len(seqs)) if idx is None else idx
-    ids, mask = seqs.rows(idx, max(int(seqs.lens[idx].max()), width or 0), pad, left)
-    return to_device(torch.from_numpy(ids), device, pin), to_device(torch.from_numpy(mask.astype(np.int64)), device, pin)
-
-
-def to_device(t: torch.Tensor, device: torch.device, pin: bool) -> torch.Tensor:
-    if device.type != "cuda":
-        return t
-    return t.pin_memory().to(device, non_blocking=True) if pin else t.to(device)
-
-
-def plan_slices(sorted_lens: np.ndarray, max_batch: int, token_budget: int, call_cost: int = 4096) -> list[tuple[int, int]]:
-    """Cut length-sorted sequences into encoder calls [start, stop) minimising padded tokens plus
-    ``call_cost`` token-equivalents per call (launch overhead), with at most ``max_batch`` rows
-    and ``token_budget`` padded tokens per call. A DP over cuts between distinct lengths (optimal
-    among those cuts; cutting inside a run of equal lengths can save a little when the row limit
-    binds): a call padding a few short sequences up is cheaper than a call of its own, and a
-    large haystack splits into equal-length calls (no mask at all)."""
-    widths, counts = np.unique(sorted_lens, return_counts=True)
-    ends = np.cumsum(counts)  # end (exclusive) of each length group in the sorted order
-    k_groups = len(widths)
-    best = np.full(k_groups + 1, np.inf)
-    best[0] = 0.0
-    choice = np.zeros(k_groups + 1, dtype=np.int64)
-    starts = np.concatenate(([0], ends[:-1]))
-    per_call = np.maximum(1, np.minimum(max_batch, token_budget // widths))  # rows per call at each width
-    for k in range(1, k_groups + 1):  # groups [j, k) padded to widths[k-1]
-        rows = ends[k - 1] - starts[:k]
-        cost = best[:k] + np.ceil(rows / per_call[k - 1]) * call_cost + rows * int(widths[k - 1])
-        choice[k] = int(np.argmin(cost))
-        best[k] = cost[choice[k]]
-    cuts: list[tuple[int, int]] = []
-    k = k_groups
-    while k > 0:
-        j = choice[k]
-        lo, hi = int(starts[j]), int(ends[k - 1])
-        n_calls = -(-(hi - lo) // int(per_call[k - 1]))
-        bounds = np.linspace(lo, hi, n_calls + 1).round().astype(int)  # even split
-        cuts[:0] = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
-        k = j
-    return cuts
-
-
-def embed_sequences(
-    encoder: Embedder,
-    seqs: Any,
-    pad: int,
-    device: torch.device,
-    max_batch: int,
-    autocast_dtype: torch.dtype | None = None,
-    left: bool = False,
-    bucket: bool = True,
-    token_budget: int = 1 << 17,
-    pad_to: int | None = None,
-    pin: bool = True,
-    out: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Embed many id sequences (lists, or an IdLists/FramedIds set); returns [len(seqs), d] fp32
-    in input order (written into ``out`` if given).
-
-    ``bucket``: sorted by length and cut by :func:`plan_slices`, so each call pads only to its
-    own longest member and peak activation memory stays bounded whatever the haystack size;
-    results land in sorted order and are put back with one scatter (no per-call sync).
-    Without it (the reference's schedule): input order, ``max_batch`` rows per call, every
-    sequence padded to ``pad_to`` (or the call's longest)."""
-    seqs = as_seq_set(seqs)
-    n = len(seqs)
-    if out is None:
-        out = torch.empty((n, encoder.dim), device=device, dtype=torch.float32)
-    if n == 0:
-        return out
-    amp = dict(device_type=device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None)
-    lens = seqs.lens
-    if not bucket:
-        for start in range(0, n, max_batch):
-            idx = np.arange(start, min(n, start + max_batch))
-            padded = pad_to is not None or bool((lens[idx] != lens[idx].max()).any())
-            ids_t, mask_t = pad_batch(seqs, pad, device, left, width=pad_to, pin=pin, idx=idx)
-            with torch.autocast(**amp):
-                out[start:start + len(idx)] = encoder(ids_t, mask_t, padded).float()
-        return out
-    order = np.argsort(lens, kind="stable")
-    sorted_out = torch.empty_like(out)
-    calls = plan_slices(lens[order], max_batch, token_budget)
-    # Calls are staged in groups of ~1M padded tokens: one pinned buffer and one copy per group
-    # (pinning a buffer per call cost ~1 ms each), small enough that the GPU starts early.
-    group: list[tuple[int, int]] = []
-    staged = 0  # padded tokens in the group
-    for k, (start, stop) in enumerate(calls):
-        group.append((start, stop))
-        staged += (stop - start) * int(lens[order[stop - 1]])
-        if staged >= 1 << 20 or k == len(calls) - 1:
-            hosts = [seqs.rows(order[a:b], int(lens[order[b - 1]]), pad, left) for a, b in group]
-            flat = np.concatenate([x.ravel() for ids, mask in hosts for x in (ids, mask.astype(np.int64))])
-            dev = to_device(torch.from_numpy(flat), device, pin)
-            pos = 0
-            for (a, b), (ids, _) in zip(group, hosts):
-                ids_t = dev[pos:pos + ids.size].view(ids.shape)
-                mask_t = dev[pos + ids.size:pos + 2 * ids.size].view(ids.shape)
-                pos += 2 * ids.size
-                with torch.autocast(**amp):  # equal first and last length (sorted) = no padding
-                    sorted_out[a:b] = encoder(ids_t, mask_t, bool(lens[order[a]] != lens[order[b - 1]])).float()
-            group, staged = [], 0
-    out.index_copy_(0, to_device(torch.from_numpy(order), device, pin), sorted_out)
-    return out
 
 
 def text_length(tokens: SampleTokens, n_special: int) -> int:

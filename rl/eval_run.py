@@ -34,10 +34,11 @@ from envs.data.registry import build_dataset
 from envs.feedback import build_feedback
 from envs.legacy import flag
 from rl import distributed as dist
-from rl.config import PROJECT_ROOT, pick_device, seed_everything, set_precision, without_hydra
+from rl.config import PROJECT_ROOT, pick_device, seed_everything, without_hydra
 from rl.evaluate import greedy_episodes, summarize
 from rl.haystack_cache import CachedDataset, maybe_cached
 from rl.planner import beam_episodes
+from rl.precision import Precision
 from rl.storage import (
     DISK_FULL,
     DiskFullError,
@@ -396,8 +397,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
     seed = int(cfg.seed)
     seed_everything(seed)
-    set_precision(str(cfg.get("precision", "tf32")))
     device = dist.device(str(cfg.device)) if dist.enabled() else pick_device(str(cfg.device))
+    Precision.resolve(str(cfg.precision), device).apply()
     out_dir = Path(cfg.get("output_dir") or cfg.pretrained_path)
     stem = eval_stem(cfg)
     out_path = out_dir / f"{stem}.jsonl"
@@ -422,7 +423,7 @@ def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
     split = str(cfg.envs.get("test_split", "test"))
     dataset = build_dataset(cfg.envs, split, seed, 0.0, legacy)
     cut = max(agent.layout.action_content, agent.layout.memory_content)
-    dataset = maybe_cached(dataset, cfg, split, seed, lambda s: agent.tokens(_Holder(s)), cut)
+    dataset = maybe_cached(dataset, cfg, split, seed, agent.tokenize, agent.adopt_tokens, cut)
     n = int(cfg.num_samples)
     indices = list(range(len(dataset) if n < 0 else min(n, len(dataset))))
     done_index = {r["index"] for r in records}
@@ -511,13 +512,6 @@ def _summarize(cfg: DictConfig, records: list[dict[str, Any]], indices: list[int
           f"return={summary['return']:.3f}±{summary['return_std']:.3f} text_len={_fmt(summary['mean_text_len'], 0)} "
           f"s/episode={_fmt(summary['episode_s_mean'], 2)} -> {summary_path}", flush=True)
     return summary
-
-
-class _Holder:
-    """A stand-in episode, so the cache tokenises with exactly the agent's own tokenisation."""
-
-    def __init__(self, sample: dict[str, Any]):
-        self.sample = sample
 
 
 def _fmt(x: Any, digits: int = 3) -> str:

@@ -49,8 +49,6 @@ def greedy_episodes(
         chunk = list(indices[start:start + group])
         eps = [env.start(slot, int(i)) for slot, i in enumerate(chunk)]
         _prefetch(agent, eps)
-        if not agent.speed.single_encoder_eval:  # the reference also embeds with the target encoder
-            agent.ensure_chunk_embeddings(eps, "target", train=False)
         q_log: list[list[float]] = [[] for _ in eps]
         active = list(range(len(eps)))
         while active:

@@ -14,6 +14,9 @@ that hashes everything that determines them:
 Anything else changing gives another key, so a wrong haystack is never served. Only samples
 with at least ``min_chunks`` chunks are written. Entries are single ``.npz`` files written
 atomically (temporary file + rename), safe to share between concurrent evaluations.
+
+A large sample is returned as a :class:`CachedSample` and its tokens are handed to the agent
+(``QRAGAgent.adopt_tokens``), which keeps them while that sample object lives.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ import numpy as np
 
 from envs.legacy import flag
 from rl.encoders import SampleTokens
-from rl.ragged import RaggedIds
+from rl.fast.ragged import RaggedIds
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +107,7 @@ def _unpack(flat: np.ndarray, offsets: np.ndarray) -> RaggedIds:
 
 
 def save_entry(path: Path, sample: dict[str, Any], tokens: SampleTokens) -> None:
-    fields = {k: v for k, v in sample.items() if k not in ("chunks", "_tokens")}
+    fields = {k: v for k, v in sample.items() if k != "chunks"}
     texts = [c.encode("utf-8") for c in sample["chunks"]]
     text_off = np.zeros(len(texts) + 1, dtype=np.int64)
     np.cumsum([len(b) for b in texts], out=text_off[1:])
@@ -137,15 +140,25 @@ def load_entry(path: Path) -> tuple[dict[str, Any], SampleTokens]:
     return sample, tokens
 
 
+class CachedSample(dict):
+    """A sample dict that can be weakly referenced (a plain dict cannot), so the tokens handed
+    over with it are dropped when it is."""
+
+
+Tokenize = Callable[[dict[str, Any]], SampleTokens]
+HandOver = Callable[[dict[str, Any], SampleTokens], None]
+
+
 class CachedDataset:
-    """Wraps a test dataset: large samples come from (or go to) the disk cache, carrying their
-    tokens under the sample key ``_tokens`` (read by ``QRAGAgent.tokens``)."""
+    """Wraps a test dataset: large samples come from (or go to) the disk cache; their tokens
+    (from ``tokenize``) go to ``hand_over(sample, tokens)`` with every sample returned."""
 
     def __init__(self, base: Any, cache_dir: str | Path, dataset_id: dict[str, Any], tokenizer_id: dict[str, Any],
-                 split: str, seed: int, tokenize: Callable[[dict[str, Any]], SampleTokens], min_chunks: int = 4600):
+                 split: str, seed: int, tokenize: Tokenize, hand_over: HandOver, min_chunks: int = 4600):
         self.base, self.dir = base, Path(cache_dir)
         self.dataset_id, self.tokenizer_id = dataset_id, tokenizer_id
-        self.split, self.seed, self.tokenize, self.min_chunks = split, int(seed), tokenize, int(min_chunks)
+        self.split, self.seed, self.min_chunks = split, int(seed), int(min_chunks)
+        self.tokenize, self.hand_over = tokenize, hand_over
         self.hits = self.misses = self.writes = 0
 
     def __len__(self) -> int:
@@ -161,8 +174,7 @@ class CachedDataset:
             try:
                 sample, tokens = load_entry(path)
                 self.hits += 1
-                sample["_tokens"] = tokens
-                return sample
+                return self._with_tokens(sample, tokens)
             except (OSError, ValueError, KeyError) as e:  # a damaged entry is rebuilt, not fatal
                 log.warning("haystack cache entry %s unreadable (%s); rebuilding it", path, e)
         self.misses += 1
@@ -171,11 +183,16 @@ class CachedDataset:
             tokens = self.tokenize(sample)
             save_entry(path, sample, tokens)
             self.writes += 1
-            sample["_tokens"] = tokens
+            return self._with_tokens(sample, tokens)
         return sample
 
+    def _with_tokens(self, sample: dict[str, Any], tokens: SampleTokens) -> CachedSample:
+        out = CachedSample(sample)
+        self.hand_over(out, tokens)
+        return out
 
-def maybe_cached(base: Any, cfg: Any, split: str, seed: int, tokenize: Callable[[dict[str, Any]], SampleTokens],
+
+def maybe_cached(base: Any, cfg: Any, split: str, seed: int, tokenize: Tokenize, hand_over: HandOver,
                  cut: int) -> Any:
     """``base`` wrapped in a :class:`CachedDataset` when ``eval.haystack_cache.enabled``.
 
@@ -193,4 +210,4 @@ def maybe_cached(base: Any, cfg: Any, split: str, seed: int, tokenize: Callable[
     legacy = OmegaConf.to_container(cfg.legacy, resolve=True) if cfg.get("legacy") is not None else {}
     model = OmegaConf.to_container(cfg.algo.model, resolve=True)
     return CachedDataset(base, str(hc.get("dir")), dataset_identity(envs, legacy), tokenizer_identity(model, cut),
-                         split, seed, tokenize, int(hc.get("min_chunks", 4600)))
+                         split, seed, tokenize, hand_over, int(hc.get("min_chunks", 4600)))

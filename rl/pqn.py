@@ -89,10 +89,7 @@ class PQNLearner(LearnerBase):
                 actions.append(int(avail[pick]))
         else:
             train = self.hp.acting_dropout
-            if agent.speed.batch_envs:
-                s_emb = agent.embed(agent.state_enc, states, train=train)
-            else:  # one encoder call per env, as the reference
-                s_emb = torch.cat([agent.embed(agent.state_enc, [st], train=train) for st in states])
+            s_emb = agent.embed(agent.state_enc, states, train=train)
             agent.ensure_chunk_embeddings(eps, "online", train)
             for i, ep in enumerate(eps):
                 u = agent.chunk_embeddings(ep, "online", train)
@@ -155,11 +152,8 @@ class PQNLearner(LearnerBase):
         items = [(tr.ep, tr.selected) for tr in flat] + bootstrap_items
         needed = [i for i in range(E, len(items)) if not flat[i - E].done]
         values = torch.zeros(len(items), device=agent.device)
-        # speed.batched_targets=false: one pass per step, as computed at acting time by the reference
-        batches = [needed] if agent.speed.batched_targets else [[i for i in needed if i // E == t] for t in range(1, L + 1)]
-        for part in batches:
-            if part:
-                values[torch.tensor(part, device=agent.device)] = self._target_values([items[i] for i in part])
+        if needed:
+            values[torch.tensor(needed, device=agent.device)] = self._target_values([items[i] for i in needed])
         v = values[: L * E].view(L, E)
         boot = values[L * E:]
         rewards = torch.tensor([[tr.reward for tr in s] for s in steps], device=agent.device)

@@ -24,7 +24,7 @@ from envs.env import Episode, VecRetrievalEnv
 from envs.types import sf_known
 from rl.agent import QRAGAgent
 from rl.learner_base import LearnerBase
-from rl.ragged import FramedIds, RaggedIds
+from rl.fast.ragged import FramedIds, RaggedIds
 
 MAX_DRAWS_PER_TRANSITION = 100  # give up when the training set has (almost) no gold facts
 

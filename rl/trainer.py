@@ -34,7 +34,6 @@ from rl.config import (
     pick_device,
     rng_state,
     seed_everything,
-    set_precision,
     set_rng_state,
     sweep_job_num,
     without_hydra,
@@ -42,7 +41,8 @@ from rl.config import (
 from rl.evaluate import EvalSettings, greedy_episodes, summarize
 from rl.pqn import PQNLearner
 from rl.sft import SFTLearner
-from rl.speed import SpeedSwitches
+from rl.fast.switches import SpeedSwitches
+from rl.precision import Precision
 from rl.storage import (
     FolderLock,
     append_line,
@@ -108,8 +108,8 @@ def agent_from_cfg(cfg: DictConfig, device: torch.device) -> QRAGAgent:
         "eval_max_action_length_in_memory": cfg.get("eval_max_action_length_in_memory"),
         "max_state_length": cfg.get("max_state_length"),
     }
-    return QRAGAgent(cfg.algo.model, layout, device, str(cfg.precision), int(cfg.embed_batch_size),
-                     speed=SpeedSwitches.from_cfg(cfg))
+    return QRAGAgent(cfg.algo.model, layout, device, Precision.resolve(str(cfg.precision), device),
+                     int(cfg.embed_batch_size), SpeedSwitches.from_cfg(cfg))
 
 
 def eval_settings(cfg: DictConfig) -> EvalSettings:
@@ -152,8 +152,8 @@ class Trainer:
     def _build(self, cfg: DictConfig) -> None:
         seed = int(cfg.seed)
         seed_everything(seed)  # the same on every rank until the agent exists: identical initial weights
-        set_precision(str(cfg.precision))
         self.device = dist.device(str(cfg.device)) if dist.enabled() else pick_device(str(cfg.device))
+        Precision.resolve(str(cfg.precision), self.device).apply()
         job = sweep_job_num()
         log.info("device %s%s", self.device, "" if job is None else f" (sweep job {job})")
         self.legacy = cfg.get("legacy")

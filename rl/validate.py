@@ -16,7 +16,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-PRECISIONS = ("auto", "tf32", "fp32", "bf16")
+from rl.precision import PRECISIONS
+
 EVAL_SPLITS = ("validation", "test")
 OBJECTIVES = ("pqn", "sft")
 PLANNERS = ("greedy", "beam")

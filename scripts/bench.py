@@ -4,7 +4,7 @@
                             [--objective pqn|sft] [--set speed.cuda_graphs=false ...] [--ablate]
 
 Prints one JSON line per workload: seconds (mean/median), peak GPU memory, card, torch version
-and every speed switch in force (the ``speed`` block of the config, rl/speed.py). ``--ablate``
+and every speed switch in force (the ``speed`` block of the config, rl/fast/switches.py). ``--ablate``
 runs each workload with all switches as configured, then with each switch that is on turned off
 alone, then with all of them off (the reference's schedule). ``--encoder bert-base-random`` builds a randomly initialised
 BERT-base (contriever's shape) with the MiniLM package's uncased WordPiece tokenizer, so no
@@ -28,10 +28,10 @@ import rl.config  # noqa: F401  (registers ${qrag_root:})
 from envs.data.registry import build_dataset
 from envs.env import PositionSettings, VecRetrievalEnv
 from envs.feedback import build_feedback
-from rl.config import PROJECT_ROOT, pick_device, seed_everything, set_precision
+from rl.config import PROJECT_ROOT, pick_device, seed_everything
 from rl.evaluate import greedy_episodes
-from rl.agent import autocast_dtype
-from rl.speed import SpeedSwitches
+from rl.fast.switches import SpeedSwitches
+from rl.precision import PRECISIONS, Precision
 from rl.trainer import agent_from_cfg, build_learner, eval_settings
 
 SIZES = {"W2": 1200, "W3": 40000, "W4": 400000}
@@ -56,7 +56,8 @@ def compose_cfg(args: argparse.Namespace, model: str, extra: list[str]):
         f"algo.model.random_init={str(args.random_init).lower()}", f"algo.model.predictor.num_layers={args.layers}",
         "envs.num_sentences=100", "envs.max_steps=6", "batch_size=64", "accumulate_grads=1",
         "max_action_length=64", "max_action_length_in_memory=64", "envs_parallel=1",
-        "envs.positions_processor=relative", f"precision={args.precision}", f"device={args.device}",
+        "envs.positions_processor=relative", f"device={args.device}",
+        *([] if args.precision is None else [f"precision={args.precision}"]),
         "feedback.ground_truth.penalize_extra_steps=true", "feedback.ground_truth.never_terminate=true",
         "steps_count=100000", "learning_start=0", f"algo.objective={args.objective}", *args.set, *extra,
     ]
@@ -72,15 +73,15 @@ def sync(device: torch.device) -> None:
 def base_info(device: torch.device, args: argparse.Namespace, cfg, label: str) -> dict:
     card = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     return {"run": label, "card": card, "torch": torch.__version__, "encoder": args.encoder,
-            "precision": str(cfg.precision), "autocast": str(autocast_dtype(str(cfg.precision), device)),
+            "precision": str(cfg.precision), "autocast": str(Precision.resolve(str(cfg.precision), device).autocast),
             "switches": SpeedSwitches.from_cfg(cfg).as_dict()}
 
 
 def bench_train(args: argparse.Namespace, model: str, extra: list[str], label: str) -> dict:
     cfg = compose_cfg(args, model, extra)
     seed_everything(0)
-    set_precision(args.precision)
     device = pick_device(args.device)
+    Precision.resolve(str(cfg.precision), device).apply()
     agent = agent_from_cfg(cfg, device)
     ds = build_dataset(cfg.envs, "train", 0, 0.0, None)
     env = VecRetrievalEnv(ds, build_feedback(cfg.feedback, cfg.envs, "train"), 1, 6,
@@ -111,8 +112,8 @@ def bench_eval(args: argparse.Namespace, model: str, wid: str, extra: list[str],
     n = SIZES[wid]
     cfg = compose_cfg(args, model, [*extra, f"envs.num_sentences={n}"])
     seed_everything(0)
-    set_precision(args.precision)
     device = pick_device(args.device)
+    Precision.resolve(str(cfg.precision), device).apply()
     agent = agent_from_cfg(cfg, device)
     ds = build_dataset(cfg.envs, "test", 0, 0.0, None)
     settings = eval_settings(cfg)
@@ -184,7 +185,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--objective", default="pqn", choices=["pqn", "sft"],
                     help="W1's learner: pqn (Q-RAG) or sft (the supervised baseline, rl/sft.py)")
-    ap.add_argument("--precision", default="auto", choices=["auto", "tf32", "fp32", "bf16"])
+    ap.add_argument("--precision", choices=PRECISIONS, help="overrides the config's precision (configs/training.yaml)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--data-root", default=str(PROJECT_ROOT / "data"), help="folder holding babilong/...")
     ap.add_argument("--task", default="qa2_two-supporting-facts")

@@ -1,11 +1,12 @@
-"""Disk cache of tokenised haystacks: hits, misses, threshold and key sensitivity."""
+"""Disk cache of tokenised haystacks: hits, misses, threshold, key sensitivity, and the hand-over
+of the tokens to the agent."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 from rl.encoders import SampleTokens
-from rl.haystack_cache import CachedDataset, dataset_identity, sample_key, tokenizer_identity
+from rl.haystack_cache import CachedDataset, CachedSample, dataset_identity, sample_key, tokenizer_identity
 
 
 class Source:
@@ -25,12 +26,22 @@ def fake_tokenize(sample: dict) -> SampleTokens:
     return SampleTokens([len(sample["question"])], [[j, len(c)] for j, c in enumerate(sample["chunks"])])
 
 
-def make(tmp: Path, source: Source, files: Path, **kw) -> CachedDataset:
+class Receiver:
+    """Stands for the agent's ``adopt_tokens``: records what was handed over, by sample."""
+
+    def __init__(self) -> None:
+        self.got: list[tuple[dict, SampleTokens]] = []
+
+    def __call__(self, sample: dict, tokens: SampleTokens) -> None:
+        self.got.append((sample, tokens))
+
+
+def make(tmp: Path, source: Source, files: Path, receiver: Receiver | None = None, **kw) -> CachedDataset:
     envs = {"name": "babilong", "num_sentences": source.n_chunks, "noise_test_path": str(files), "max_steps": 4}
     envs.update(kw.pop("envs", {}))
     tok = tokenizer_identity({"name": kw.pop("model", "offline:minilm")}, cut=62)
     return CachedDataset(source, tmp / "cache", dataset_identity(envs, {}), tok, "test", kw.pop("seed", 42),
-                         fake_tokenize, min_chunks=kw.pop("min_chunks", 5))
+                         fake_tokenize, receiver or Receiver(), min_chunks=kw.pop("min_chunks", 5))
 
 
 def test_hit_miss_roundtrip(tmp_path: Path) -> None:
@@ -38,18 +49,23 @@ def test_hit_miss_roundtrip(tmp_path: Path) -> None:
     files.mkdir()
     (files / "a.txt").write_text("x")
     src = Source(8)
-    first = make(tmp_path, src, files)
+    got_a, got_b, got_small = Receiver(), Receiver(), Receiver()
+    first = make(tmp_path, src, files, got_a)
     a = first[1]
     assert (first.misses, first.writes, first.hits, src.built) == (1, 1, 0, 1)
-    second = make(tmp_path, src, files)
+    second = make(tmp_path, src, files, got_b)
     b = second[1]
     assert (second.hits, src.built) == (1, 1)  # served from disk, not rebuilt
     assert b["chunks"] == a["chunks"] and b["sf_idx"] == [1] and b["question"] == "q1?"
-    assert b["_tokens"].chunks == a["_tokens"].chunks and b["_tokens"].question == a["_tokens"].question
-    # small samples are never written
-    small = make(tmp_path, Source(3), files)
+    assert isinstance(a, CachedSample) and isinstance(b, CachedSample) and set(b) == set(src[1])  # no extra keys
+    [(sample_a, tok_a)], [(sample_b, tok_b)] = got_a.got, got_b.got  # handed over with the very sample returned
+    assert sample_a is a and sample_b is b
+    want = fake_tokenize(a)
+    assert tok_b.chunks == tok_a.chunks == want.chunks and tok_b.question == tok_a.question == want.question
+    # small samples are never written and carry no tokens: the agent tokenises them itself
+    small = make(tmp_path, Source(3), files, got_small)
     small[0]
-    assert small.writes == 0 and small[0].get("_tokens") is None
+    assert small.writes == 0 and type(small[0]) is dict and got_small.got == []
     # a damaged entry is rebuilt
     second.path(1).write_bytes(b"garbage")
     third = make(tmp_path, src, files)

@@ -2,8 +2,9 @@
 import pytest
 import torch
 
-from rl.cuda_graphs import ROW_BUCKETS, WIDTH_BUCKETS, GraphedEncoder, _bucket
-from rl.encoders import Embedder, embed_sequences
+from rl.encoders import Embedder
+from rl.fast.batching import embed_sequences
+from rl.fast.cuda_graphs import ROW_BUCKETS, WIDTH_BUCKETS, GraphedEncoder, _bucket
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

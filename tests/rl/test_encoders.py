@@ -54,7 +54,7 @@ def test_mean_pooling_scaled_and_padding_invariant():
 
 
 def test_pad_batch_and_bucketed_embedding_keep_order():
-    from rl.encoders import embed_sequences, pad_batch
+    from rl.fast.batching import embed_sequences, pad_batch
 
     seqs = [[5, 6, 7], [8], [9, 10]]
     ids, mask = pad_batch(seqs, 0, torch.device("cpu"))

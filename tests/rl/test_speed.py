@@ -1,13 +1,18 @@
-"""Speed switches (rl/speed.py) change only the schedule, never the results.
+"""Speed switches (rl/fast/) change only the schedule, never the results; the agent owns its caches.
 
 Covers: the length-bucketing planner against a brute-force optimum, bucketed vs reference
-embedding, streamed vs one-shot tokenisation, the config parsing of the ``speed`` block, the
-token cache, and a learner/evaluation run with every switch on vs ``SpeedSwitches.all_off()``.
+embedding, streamed vs one-shot tokenisation, the config parsing of the ``speed`` block (removed
+switches of older run folders included), the agent's per-episode caches (ids against the
+tokenizer, invalidation, memory), and a learner/evaluation run with every switch on vs
+``SpeedSwitches.all_off()``.
 """
 from __future__ import annotations
 
 import dataclasses
+import gc
+import logging
 import math
+import weakref
 
 import numpy as np
 import pytest
@@ -15,17 +20,12 @@ import torch
 from omegaconf import OmegaConf
 
 from envs.env import Episode
-from rl.encoders import (
-    assemble_tokens,
-    embed_sequences,
-    load_tokenizer,
-    plan_slices,
-    stream_chunk_tokens,
-    text_length,
-    token_layout,
-    tokenize_sample,
-)
-from rl.speed import SpeedSwitches
+from rl.encoders import assemble_tokens, load_tokenizer, text_length, token_layout, tokenize_sample
+from rl.fast import switches as switches_module
+from rl.fast.batching import embed_sequences, plan_slices
+from rl.fast.switches import REMOVED, SpeedSwitches
+from rl.fast.tokenize import stream_chunk_tokens
+from rl.precision import Precision
 
 MODEL = OmegaConf.create({"name": "offline:minilm"})
 CPU = torch.device("cpu")
@@ -182,14 +182,16 @@ def test_speed_switches_from_cfg():
     from tests.conftest import compose_cfg
 
     default = SpeedSwitches()
-    assert default.as_dict() == {f.name: f.name != "compile" for f in dataclasses.fields(SpeedSwitches)}
+    assert default.as_dict() == {"chunk_cache": True, "length_bucketing": True, "overlap_tokenization": True,
+                                 "cuda_graphs": True, "compile": False}
     assert SpeedSwitches.from_cfg(None) == default
     assert SpeedSwitches.from_cfg(OmegaConf.create({})) == default
     assert SpeedSwitches.from_cfg(OmegaConf.create({"speed": None})) == default
     assert SpeedSwitches.from_cfg(compose_cfg(["experiment=demo"])) == default  # training.yaml = the defaults
     nulls = OmegaConf.create({"speed": {f.name: None for f in dataclasses.fields(SpeedSwitches)}})
     assert SpeedSwitches.from_cfg(nulls) == default
-    some = SpeedSwitches.from_cfg(OmegaConf.create({"speed": {"chunk_cache": False, "token_cache": None, "compile": True}}))
+    some = SpeedSwitches.from_cfg(OmegaConf.create({"speed": {"chunk_cache": False, "length_bucketing": None,
+                                                              "compile": True}}))
     assert some == dataclasses.replace(default, chunk_cache=False, compile=True)
     with pytest.raises(ValueError, match="chunk_cahce"):
         SpeedSwitches.from_cfg(OmegaConf.create({"speed": {"chunk_cahce": False}}))
@@ -201,9 +203,26 @@ def test_speed_switches_from_cfg():
     assert not any(off.as_dict().values()) and set(off.as_dict()) == set(default.as_dict())
 
 
+def test_removed_switches_are_ignored_with_one_warning(monkeypatch, caplog):
+    """A run folder of an older version lists the five removed switches (any value): it loads,
+    they change nothing, one warning per process; an unknown name is still refused."""
+    monkeypatch.setattr(switches_module, "_warned", False)
+    assert set(REMOVED) == {"token_cache", "batched_targets", "batch_envs", "single_encoder_eval", "pinned_transfers"}
+    assert not set(REMOVED) & set(SpeedSwitches().as_dict())
+    old = {"speed": {**{k: False for k in REMOVED}, "chunk_cache": False}}
+    with caplog.at_level(logging.WARNING, logger="rl.fast.switches"):
+        assert SpeedSwitches.from_cfg(OmegaConf.create(old)) == dataclasses.replace(SpeedSwitches(), chunk_cache=False)
+        assert SpeedSwitches.from_cfg(OmegaConf.create({"speed": {k: True for k in REMOVED}})) == SpeedSwitches()
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and all(k in warnings[0] for k in REMOVED), warnings
+    with pytest.raises(ValueError, match=r"unknown speed switch\(es\) \['batch_env'\]"):
+        SpeedSwitches.from_cfg(OmegaConf.create({"speed": {"batch_env": True, "token_cache": True}}))
+
+
 def test_speed_block_through_the_eval_merge(tmp_path):
     """testing.yaml's all-null block keeps the run's switches; the command line overrides them;
-    a run folder from before the block (top-level compile_encoders) gets the defaults + compile."""
+    a run folder from before the block (top-level compile_encoders) gets the defaults + compile;
+    one with the removed switches loads and evaluates with the rest."""
     from rl.eval_run import merge_eval_config
     from tests.eval.conftest import TRAIN_OVERRIDES, eval_cfg, write_run_config
 
@@ -211,17 +230,22 @@ def test_speed_block_through_the_eval_merge(tmp_path):
     write_run_config(run_dir, TRAIN_OVERRIDES + ["speed.chunk_cache=false", "speed.compile=true"])
     merged = merge_eval_config(eval_cfg(run_dir))
     assert SpeedSwitches.from_cfg(merged) == dataclasses.replace(SpeedSwitches(), chunk_cache=False, compile=True)
-    merged = merge_eval_config(eval_cfg(run_dir, "speed.batch_envs=false", "speed.compile=false"))
-    assert SpeedSwitches.from_cfg(merged) == dataclasses.replace(SpeedSwitches(), chunk_cache=False, batch_envs=False)
+    merged = merge_eval_config(eval_cfg(run_dir, "speed.length_bucketing=false", "speed.compile=false"))
+    assert SpeedSwitches.from_cfg(merged) == dataclasses.replace(SpeedSwitches(), chunk_cache=False,
+                                                                 length_bucketing=False)
     old = OmegaConf.load(run_dir / "config.yaml")
     del old["speed"]
     old.compile_encoders = True
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(old))
     merged = merge_eval_config(eval_cfg(run_dir))
     assert SpeedSwitches.from_cfg(merged) == dataclasses.replace(SpeedSwitches(), compile=True)
+    old.speed = {"token_cache": True, "batch_envs": False, "pinned_transfers": True, "chunk_cache": False}
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(old))
+    merged = merge_eval_config(eval_cfg(run_dir))
+    assert SpeedSwitches.from_cfg(merged) == dataclasses.replace(SpeedSwitches(), chunk_cache=False, compile=True)
 
 
-# -- token cache -------------------------------------------------------------------------------
+# -- the agent's caches ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def small_agent():
     from rl.agent import QRAGAgent
@@ -230,7 +254,7 @@ def small_agent():
                               "query_prefix": "query: ", "passage_prefix": "passage: "})
     layout = {"max_action_length": 12, "max_action_length_in_memory": 8, "eval_max_action_length_in_memory": 6,
               "max_state_length": 40}
-    return QRAGAgent(model, layout, CPU, "fp32", 64)
+    return QRAGAgent(model, layout, CPU, Precision.resolve("fp32", CPU), 64, SpeedSwitches())
 
 
 SAMPLE = {"id": "s0", "question": "Where is Mary after she went to the garden?",
@@ -243,55 +267,99 @@ def _episode(sample=SAMPLE):
     return Episode(0, dict(sample), torch.ones(len(sample["chunks"]), dtype=torch.bool))
 
 
-def _agent_with(agent, **switches):
-    agent.speed = dataclasses.replace(agent.speed, **switches)
-    return agent
-
-
-def test_token_cache_off_gives_the_same_ids(small_agent):
-    agent = small_agent
-    try:
-        cached_ep, fresh_ep = _episode(), _episode()
-        _agent_with(agent, token_cache=True)
-        cached = agent.tokens(cached_ep)
-        assert agent.tokens(cached_ep) is cached  # tokenised once per episode
-        _agent_with(agent, token_cache=False)
-        fresh = agent.tokens(fresh_ep)
-        assert getattr(fresh_ep, "_tokens", None) is None  # nothing cached
-        assert fresh.question == cached.question
-        assert list(fresh.chunks) == cached.chunks and list(fresh.action_chunks) == cached.action_chunks
-        assert cached.action_chunks != cached.chunks  # the passage prefix is in the action ids
-        for sel in ([], [1], [3, 0], [4, 1, 2], [0, 1, 2, 3, 4]):
-            for sort in (False, True):
-                for evaluation in (False, True):
-                    _agent_with(agent, token_cache=True)
-                    a = agent.state_ids(cached_ep, sort, evaluation, selected=sel)
-                    _agent_with(agent, token_cache=False)
-                    b = agent.state_ids(fresh_ep, sort, evaluation, selected=sel)
-                    assert a == b, (sel, sort, evaluation)
-        for j in range(len(SAMPLE["chunks"])):
-            _agent_with(agent, token_cache=True)
-            a = agent.action_ids(cached_ep, j)
-            _agent_with(agent, token_cache=False)
-            assert agent.action_ids(fresh_ep, j) == a
-        # the pre-tokenised sample of the evaluation haystack cache wins over both paths
-        pre = dict(SAMPLE, _tokens=cached)
-        assert agent.tokens(_episode(pre)) is cached
-    finally:
-        _agent_with(agent, token_cache=True)
-
-
-def test_token_cache_off_keeps_text_len(small_agent):
-    agent = small_agent
+def test_agent_tokens_match_the_tokenizer(small_agent):
+    """State and action ids spliced from the agent's cached ids equal those built from the
+    tokenizer's own output, text by text (the reference re-tokenises every state)."""
+    agent, tok = small_agent, small_agent.tokenizer
+    cls, sep = tok.cls_token_id, tok.sep_token_id
+    ids = lambda text, cut: tok(text, add_special_tokens=False)["input_ids"][:cut]  # noqa: E731
+    ep = _episode()
+    tokens = agent.tokens(ep)
+    assert agent.tokens(ep) is tokens  # tokenised once per episode
+    assert tokens.action_chunks != tokens.chunks  # the passage prefix is in the action ids
+    for sel in ([], [1], [3, 0], [4, 1, 2], [0, 1, 2, 3, 4]):
+        for sort in (False, True):
+            for evaluation, mem in ((False, 6), (True, 4)):  # memory caps 8 and 6, minus [CLS] [SEP]
+                order = sorted(sel) if sort else sel
+                want = [cls] + ids("query: " + SAMPLE["question"], mem) + [sep]
+                for j in order:
+                    want += ids(SAMPLE["chunks"][j], mem) + [sep]
+                if len(want) > 40:
+                    want = want[:39] + [sep]
+                assert agent.state_ids(ep, sort, evaluation, selected=sel) == want, (sel, sort, evaluation)
+    for j, chunk in enumerate(SAMPLE["chunks"]):
+        assert agent.action_ids(ep, j) == [cls] + ids("passage: " + chunk, 10) + [sep]
     n_special = 2
+    want_len = len(tok("query: " + SAMPLE["question"])["input_ids"]) + sum(
+        len(tok(c)["input_ids"]) for c in SAMPLE["chunks"])
+    assert text_length(tokens, n_special) == want_len
+
+
+def test_agent_caches_are_its_own_and_die_with_the_episode(small_agent):
+    """Tokens and chunk embeddings live in the agent, not on the episode; an episode no longer
+    referenced takes its entries with it; embeddings are recomputed when the weights change."""
+    agent = small_agent
+    agent.caches.tokens.clear()
+    for c in agent.caches.chunks.values():
+        c.clear()
+    ep = _episode()
+    before = dict(vars(ep))
+    u = agent.chunk_embeddings(ep, "online", train=False)
+    assert u.shape == (len(SAMPLE["chunks"]), agent.dim)
+    assert agent.chunk_embeddings(ep, "online", train=False) is u  # a hit
+    want = agent.embed(agent.action_enc, [agent.action_ids(ep, j) for j in range(ep.n_chunks)], train=False)
+    torch.testing.assert_close(u, want, rtol=1e-5, atol=1e-6)
+    agent.weights_version += 1  # an optimiser step: stale
+    assert agent.chunk_embeddings(ep, "online", train=False) is not u
+    agent.chunk_embeddings(ep, "target", train=False)
+    assert vars(ep).keys() == before.keys()  # nothing hung on the environment's object
+    assert agent.caches.sizes() == {"tokens": 1, "pretokenized": 0, "chunks_online": 1, "chunks_target": 1}
+    alive = weakref.ref(ep)
+    del ep
+    gc.collect()
+    assert alive() is None  # the caches did not keep the finished episode alive
+    assert agent.caches.sizes() == {"tokens": 0, "pretokenized": 0, "chunks_online": 0, "chunks_target": 0}
+    many = [_episode() for _ in range(5)]
+    agent.ensure_chunk_embeddings(many + many[:2], "online", train=False)  # one pass, duplicates once
+    assert len(agent.caches.chunks["online"]) == 5
+    del many
+    gc.collect()
+    assert agent.caches.sizes()["chunks_online"] == 0 and agent.caches.sizes()["tokens"] == 0
+
+
+def test_chunk_cache_off_reembeds_every_rollout(small_agent):
+    agent = small_agent
+    ep = _episode()
+    u = agent.chunk_embeddings(ep, "online", train=False)
     try:
-        _agent_with(agent, token_cache=True)
-        a = text_length(agent.tokens(_episode()), n_special)
-        _agent_with(agent, token_cache=False)
-        b = text_length(agent.tokens(_episode()), n_special)
+        agent.speed = dataclasses.replace(agent.speed, chunk_cache=False)
+        agent.tick += 1  # a rollout starts (the learner counts them from 1)
+        first = agent.chunk_embeddings(ep, "online", train=False)
+        assert first is not u and agent.chunk_embeddings(ep, "online", train=False) is first  # same rollout
+        agent.tick += 1  # the next rollout
+        assert agent.chunk_embeddings(ep, "online", train=False) is not first
     finally:
-        _agent_with(agent, token_cache=True)
-    assert a == b
+        agent.speed = SpeedSwitches()
+
+
+def test_adopted_tokens_serve_that_sample_only_while_it_lives(small_agent):
+    """The evaluation haystack cache hands pre-tokenised samples over; they are used for every
+    episode over that very sample object and dropped with it."""
+    from rl.haystack_cache import CachedSample
+
+    agent = small_agent
+    sample = CachedSample(SAMPLE)
+    tokens = agent.tokenize(SAMPLE)
+    agent.adopt_tokens(sample, tokens)
+    ep = Episode(0, sample, torch.ones(len(SAMPLE["chunks"]), dtype=torch.bool))
+    assert agent.tokens(ep) is tokens
+    assert agent.tokens(_episode()) is not tokens  # an equal sample, another object: tokenised itself
+    with pytest.raises(TypeError, match="weakly referenced"):
+        agent.adopt_tokens(dict(SAMPLE), tokens)
+    alive = weakref.ref(sample)
+    del sample, ep
+    gc.collect()
+    assert alive() is None and len(agent.caches.pretokenized) == 0
 
 
 # -- learner and evaluation: all switches on vs all off -------------------------------------------

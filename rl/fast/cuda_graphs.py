@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rl.ragged import as_seq_set
+from rl.fast.ragged import as_seq_set
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +40,8 @@ class GraphedEncoder:
     """Replays an Embedder's forward from CUDA graphs for calls that fit a bucket."""
 
     def __init__(self, encoder: nn.Module, pad: int, left: bool, amp: torch.dtype | None,
-                 pool: Any, pin: bool = True, max_tokens: int = 1 << 15, max_width: int = 512):
-        self.encoder, self.pad, self.left, self.amp, self.pool, self.pin = encoder, pad, left, amp, pool, pin
+                 pool: Any, max_tokens: int = 1 << 15, max_width: int = 512):
+        self.encoder, self.pad, self.left, self.amp, self.pool = encoder, pad, left, amp, pool
         self.max_tokens, self.max_width = max_tokens, max_width
         self.graphs: dict[tuple, tuple[torch.cuda.CUDAGraph, torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         self.failed = False
@@ -71,10 +71,9 @@ class GraphedEncoder:
         host_ids[:n], host_mask[:n] = seqs.rows(np.arange(n), key[1], self.pad, self.left)
         host_mask[n:, -1 if self.left else 0] = 1  # filler rows attend to one pad token (no NaN)
         for dst, src in ((ids, host_ids), (mask, host_mask)):
-            t = torch.from_numpy(src)
             # pinned: asynchronous (the caching host allocator keeps the block until the copy
             # is done); pageable copies wait for the stream first
-            dst.copy_(t.pin_memory() if self.pin else t, non_blocking=self.pin)
+            dst.copy_(torch.from_numpy(src).pin_memory(), non_blocking=True)
         graph.replay()
         return out[:n].clone()
 
