@@ -39,10 +39,10 @@ from rl.config import (
     without_hydra,
 )
 from rl.evaluate import EvalSettings, greedy_episodes, summarize
-from rl.pqn import PQNLearner
-from rl.sft import SFTLearner
 from rl.fast.switches import SpeedSwitches
+from rl.pqn import PQNLearner
 from rl.precision import Precision
+from rl.sft import SFTLearner
 from rl.storage import (
     FolderLock,
     append_line,

@@ -15,6 +15,7 @@ import torch
 
 from rl.fast.ragged import as_seq_set
 
+
 def pad_batch(seqs: Any, pad: int, device: torch.device, left: bool = False,
               width: int | None = None, idx: np.ndarray | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Pad id lists (or an IdLists/FramedIds set; only rows ``idx`` if given) into (input_ids,

@@ -100,3 +100,35 @@ def test_compressed_sibling_counts_as_the_data_file(tmp_path: Path) -> None:
     before = make(tmp_path, src, tmp_path / "none", envs={"facts_test_path": ref}).path(0)
     (tmp_path / "facts.txt.gz").write_bytes(b"v2, longer")
     assert make(tmp_path, src, tmp_path / "none", envs={"facts_test_path": ref}).path(0) != before
+
+
+def test_evaluation_through_the_cache_equals_without(tiny_run: Path, tmp_path: Path, monkeypatch) -> None:
+    """eval_retriever with every sample cached (min_chunks=1): the first run tokenises each sample
+    once (for the cache, then handed over), the second serves them from disk (nothing tokenised);
+    the records of both equal those of a run without the cache."""
+    import json
+
+    from rl.agent import QRAGAgent
+    from rl.eval_run import run
+
+    calls = []
+    tokenize = QRAGAgent.tokenize
+    monkeypatch.setattr(QRAGAgent, "tokenize", lambda self, sample: calls.append(1) or tokenize(self, sample))
+
+    from .conftest import eval_cfg
+
+    def go(out: Path, *extra: str) -> list[dict]:
+        summary = run(eval_cfg(tiny_run, f"output_dir={out}", "envs.num_sentences=12", "num_samples=3", *extra))
+        recs = [json.loads(x) for x in (out / "eval_seed42_ns12.jsonl").read_text().splitlines()]
+        return [summary.get("haystack_cache")] + [{k: r[k] for k in ("pred_idx", "q_values", "text_len")} for r in recs]
+
+    cache = [f"eval.haystack_cache.dir={tmp_path / 'cache'}", "eval.haystack_cache.min_chunks=1"]
+    plain = go(tmp_path / "plain", "eval.haystack_cache.enabled=false")
+    n_plain = len(calls)
+    first = go(tmp_path / "first", *cache)
+    n_first = len(calls) - n_plain
+    second = go(tmp_path / "second", *cache)
+    assert (n_plain, n_first, len(calls) - n_plain - n_first) == (3, 3, 0)
+    assert plain[0] is None
+    assert first[0] == {"hits": 0, "misses": 3, "writes": 3} and second[0] == {"hits": 3, "misses": 0, "writes": 0}
+    assert plain[1:] == first[1:] == second[1:]
