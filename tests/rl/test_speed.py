@@ -342,6 +342,26 @@ def test_chunk_cache_off_reembeds_every_rollout(small_agent):
         agent.speed = SpeedSwitches()
 
 
+def test_streamed_haystack_equals_one_pass(small_agent, monkeypatch):
+    """The large-haystack path (tokenised slice by slice while embedding; GPU only by default,
+    forced here at a tiny threshold) gives the agent the same tokens and chunk embeddings."""
+    from rl.fast import encoding
+
+    agent = small_agent
+    monkeypatch.setattr(encoding, "STREAM_MIN_CHUNKS", 3)
+    monkeypatch.setattr(encoding, "STREAM_FIRST_SLICE", 2)
+    monkeypatch.setattr(agent.encoding, "streaming", True)
+    streamed, plain = _episode(), _episode()
+    with monkeypatch.context() as m:
+        m.setattr(type(agent), "tokenize", lambda self, sample: pytest.fail("the streamed path tokenised in one go"))
+        u_streamed = agent.chunk_embeddings(streamed, "online", train=False)
+    monkeypatch.setattr(agent.encoding, "streaming", False)
+    u_plain = agent.chunk_embeddings(plain, "online", train=False)
+    torch.testing.assert_close(u_streamed, u_plain, rtol=1e-5, atol=1e-6)
+    a, b = agent.tokens(streamed), agent.tokens(plain)
+    assert (a.question, a.chunks, a.action_chunks, a.text_len) == (b.question, b.chunks, b.action_chunks, b.text_len)
+
+
 def test_adopted_tokens_serve_that_sample_only_while_it_lives(small_agent):
     """The evaluation haystack cache hands pre-tokenised samples over; they are used for every
     episode over that very sample object and dropped with it."""
