@@ -23,7 +23,6 @@ def test_priority_cli_over_testing_over_saved(config_run: Path) -> None:
     assert (cli.envs.num_sentences, cli.envs.max_steps, cli.seed) == (1200, 4, 3)
     # interpolations are resolved after the merge, so overrides propagate into dependent keys
     assert cli.envs.env.max_steps == 4 and cli.envs.test_env.max_steps == 4
-    assert cli.algo.pqn.hyperparams.action_embed_length == cli.max_action_length
 
 
 def test_overrides_reach_the_dataset(config_run: Path) -> None:
