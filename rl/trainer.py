@@ -37,6 +37,7 @@ from rl.config import (
     set_precision,
     set_rng_state,
     sweep_job_num,
+    upgrade_run_config,
     without_hydra,
 )
 from rl.evaluate import EvalSettings, greedy_episodes, summarize
@@ -105,8 +106,8 @@ def agent_from_cfg(cfg: DictConfig, device: torch.device) -> QRAGAgent:
     layout = {
         "max_action_length": int(cfg.max_action_length),
         "max_action_length_in_memory": int(cfg.max_action_length_in_memory),
-        "eval_max_action_length_in_memory": cfg.get("eval_max_action_length_in_memory"),
-        "max_state_length": cfg.get("max_state_length"),
+        "eval_max_action_length_in_memory": cfg.eval_max_action_length_in_memory,
+        "max_state_length": cfg.max_state_length,
     }
     return QRAGAgent(cfg.algo.model, layout, device, str(cfg.precision), int(cfg.embed_batch_size),
                      speed=SpeedSwitches.from_cfg(cfg))
@@ -119,7 +120,7 @@ def eval_settings(cfg: DictConfig) -> EvalSettings:
         positions=PositionSettings.from_cfg(cfg.envs),
         sort_by_index=bool(cfg.envs.sort_by_index),
         stop_q_threshold=None if stop is None else float(stop),
-        group_size=int(cfg.get("eval_group_size", 8)),
+        group_size=int(cfg.eval_group_size),
     )
 
 
@@ -161,7 +162,7 @@ class Trainer:
         select_on_test = flag(self.legacy, "select_on_test") or str(cfg.eval_split) == "test"
         vf = 0.0 if select_on_test else float(cfg.validation_fraction)
         self.eval_split = "test" if select_on_test else "validation"
-        test_split = str(cfg.envs.get("test_split", "test"))
+        test_split = str(cfg.envs.test_split)
         self.train_ds = build_dataset(cfg.envs, "train", seed, vf, self.legacy)
         self.eval_ds = build_dataset(cfg.envs, "validation" if vf > 0 else test_split, seed, vf, self.legacy)
         self.test_ds = build_dataset(cfg.envs, test_split, seed, 0.0, self.legacy)
@@ -185,7 +186,7 @@ class Trainer:
 
     def open_writer(self, purge_step: int | None) -> None:
         """TensorBoard writer; after a resume, events logged past the checkpoint are dropped."""
-        if self.cfg.logger.get("tensorboard", True) and dist.is_main():
+        if self.cfg.logger.tensorboard and dist.is_main():
             from torch.utils.tensorboard import SummaryWriter
 
             self.writer = SummaryWriter(str(self.run_dir / "tb_logs"), comment=f"_QRAG_{self.cfg.envs.task}",
@@ -215,7 +216,7 @@ class Trainer:
         return summary
 
     def test_indices(self) -> list[int]:
-        n = int(self.cfg.get("final_eval_episodes", 0))
+        n = int(self.cfg.final_eval_episodes)
         n = len(self.test_ds) if n < 0 else min(n, len(self.test_ds))
         return list(range(n))
 
@@ -260,7 +261,7 @@ class Trainer:
 
     def resume(self) -> None:
         state = load_checkpoint(self.run_dir / "model_last.pt", map_location=self.device)
-        old = OmegaConf.create(state["config"])
+        old = OmegaConf.create(upgrade_run_config(state["config"]))  # a checkpoint of an older version
         diffs = config_differences(old, OmegaConf.create(OmegaConf.to_container(without_hydra(self.cfg), resolve=True)))
         if diffs and dist.is_main():
             log.warning("resuming with a config that differs from the checkpoint's:\n  %s", "\n  ".join(diffs))
@@ -371,13 +372,13 @@ class Trainer:
                          _fmt(self.untrained_test["fact_em"]), _fmt(self.untrained_test["fact_f1"]))
             learner.env.reset_all()
             self.eval_and_record({})
-        log_every = int(cfg.logger.get("log_interval", 50))
+        log_every = int(cfg.logger.log_interval)
         acc: dict[str, float] = {}
         n_acc = 0
         t_last, env_last = time.perf_counter(), learner.counters.env_steps
         loop = {"steps": learner.counters.optimizer_steps, "start": time.time(), "eval_s": 0.0}
         bar = tqdm(total=total, initial=learner.counters.optimizer_steps, desc="train", dynamic_ncols=True,
-                   disable=not cfg.logger.get("progress_bar", True) or not dist.is_main())
+                   disable=not cfg.logger.progress_bar or not dist.is_main())
         while learner.counters.optimizer_steps < total:
             before = learner.counters.optimizer_steps
             scalars = learner.micro_step()
