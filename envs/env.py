@@ -10,8 +10,9 @@ part of the task. ``truncated`` is reported separately for logging.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -38,7 +39,7 @@ class PositionSettings:
             raise ValueError(f"envs.positions_processor must be one of {PROCESSORS}, got {self.processor!r}")
 
     @classmethod
-    def from_cfg(cls, envs_cfg: Any) -> "PositionSettings":
+    def from_cfg(cls, envs_cfg: Any) -> PositionSettings:
         return cls(
             processor=str(envs_cfg.positions_processor),
             step_size=int(envs_cfg.step_size),

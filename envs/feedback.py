@@ -9,8 +9,9 @@ send one request batch per vectorised step.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 from envs.types import Sample, sf_known
 

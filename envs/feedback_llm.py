@@ -15,7 +15,8 @@ No LLM client is imported until the backend is built (first construction of LLMF
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from envs.legacy import flag
 from envs.types import Sample
@@ -129,7 +130,7 @@ class LLMFeedback:
         context = " ".join(sample["chunks"][i] for i in order)
         return babilong_messages(self.task, context, sample["question"], self.extra_question_mark)
 
-    def _generate(self, batch: list[list[dict]], slots: list[int]) -> list[Optional[str]]:
+    def _generate(self, batch: list[list[dict]], slots: list[int]) -> list[str | None]:
         from prompts_and_metrics.llm import GenerationError
 
         try:

@@ -34,7 +34,7 @@ class Hyper:
     acting_dropout: bool = True
 
     @classmethod
-    def from_cfg(cls, hp: Any) -> "Hyper":
+    def from_cfg(cls, hp: Any) -> Hyper:
         lam = hp.get("Lambda", hp.get("lam", 0.65))
         k = hp.get("top_k_actions", 5)
         return cls(

@@ -14,7 +14,8 @@ Interface as :class:`rl.pqn.PQNLearner`: ``micro_step() -> scalars``, ``optimize
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch

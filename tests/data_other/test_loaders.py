@@ -203,7 +203,8 @@ def test_combined_source_and_shuffle(fix):
     for x in train.samples:  # conversion follows the source's rules
         if x["source"] == "musique":
             assert "answer_aliases" in x
-    ids = lambda ds: [(x["source"], x["id"]) for x in ds.samples]
+    def ids(ds):
+        return [(x["source"], x["id"]) for x in ds.samples]
     assert ids(build_combined(cfg, "train", 0)) == ids(train)
     assert len({tuple(ids(build_combined(cfg, "train", s))) for s in range(6)}) > 1  # run seed, not fixed 42
     cfg.dataset3_path = None

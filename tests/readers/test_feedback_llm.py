@@ -154,10 +154,11 @@ def test_through_real_server(chat_server):
 
 
 def test_config_file_and_build_feedback():
+    from pathlib import Path
+
     from omegaconf import OmegaConf
 
     from envs.feedback import build_feedback
-    from pathlib import Path
 
     c = OmegaConf.load(Path(__file__).resolve().parents[2] / "configs" / "feedback" / "llm.yaml")
     c = OmegaConf.create({"feedback": c})

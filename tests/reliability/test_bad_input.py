@@ -117,7 +117,7 @@ def test_cli_refuses_before_writing(tmp_path):
     out = subprocess.run([sys.executable, "train_q_rag.py", *TINY, *bad, f"hydra.run.dir={run_dir}"], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 2, out.stderr[-2000:]
-    lines = [l for l in out.stderr.splitlines() if l.startswith("error: ")]
+    lines = [line for line in out.stderr.splitlines() if line.startswith("error: ")]
     assert lines == ["error: precision='bogus': expected one of auto, tf32, fp32, bf16",
                      "error: envs.max_steps=0: expected an integer >= 1",
                      "error: " + BAD_VALUES["+feedback.api_key=sk-secret"],
@@ -143,7 +143,7 @@ def test_eval_cli_refuses_before_writing(tmp_path):
     out = subprocess.run([sys.executable, "eval_retriever.py", f"pretrained_path={tmp_path}/run", "eval.planner=bem",
                           "num_samples=0"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 2, out.stderr[-2000:]
-    assert [l for l in out.stderr.splitlines() if l.startswith("error: ")] == [
+    assert [line for line in out.stderr.splitlines() if line.startswith("error: ")] == [
         "error: num_samples=0: expected an integer >= 1, or -1 for all",
         "error: eval.planner='bem': expected one of greedy, beam"]
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["config.yaml"]  # not even .eval_hydra/

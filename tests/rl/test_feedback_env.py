@@ -99,8 +99,10 @@ def test_env_steps_masks_codes_and_dones():
 
 def test_env_state_roundtrip():
     data = [sample(i, 6, (1, 2)) for i in range(10)]
-    mk = lambda: VecRetrievalEnv(data, GroundTruthFeedback(settings()), 3, 4,
-                                 PositionSettings("random", 20, "linspace", max_chunks_count=50), False, torch.device("cpu"), seed=1)
+    def mk():
+        return VecRetrievalEnv(data, GroundTruthFeedback(settings()), 3, 4,
+                               PositionSettings("random", 20, "linspace", max_chunks_count=50), False,
+                               torch.device("cpu"), seed=1)
     a = mk()
     a.reset_all()
     a.step([0, 1, 2], [1, 0, 5])
