@@ -112,14 +112,14 @@ def merge_eval_config(eval_cfg: DictConfig) -> DictConfig:
                         f"training run, holding config.yaml and model_best.pt)")
     saved = upgrade_run_config(OmegaConf.to_container(OmegaConf.load(saved_path), resolve=False))  # type: ignore
     ev: dict[str, Any] = OmegaConf.to_container(without_hydra(eval_cfg), resolve=False)  # type: ignore
-    if ev.get("eval_env"):
-        saved["envs"] = replace_env(saved.get("envs", {}), load_env_node(str(ev["eval_env"])))
+    if ev["eval_env"]:
+        saved["envs"] = replace_env(saved["envs"], load_env_node(str(ev["eval_env"])))
     ev = _prune_nulls(ev, saved)
     merged = OmegaConf.merge(OmegaConf.create(saved), OmegaConf.create(ev))
     OmegaConf.resolve(merged)
     merged.pretrained_path = str(run_dir)
     # a run folder may come from anyone: its config never decides whether model code runs here
-    OmegaConf.update(merged, "algo.model.trust_remote_code", ev.get("trust_remote_code") is True, force_add=True)
+    OmegaConf.update(merged, "algo.model.trust_remote_code", ev["trust_remote_code"] is True, force_add=True)
     return merged
 
 
@@ -167,9 +167,8 @@ def eval_meta(cfg: DictConfig, ckpt: Path, fingerprint: str) -> dict[str, Any]:
         "model": str(cfg.algo.model.name),
         "dataset": str(envs.name),
         "task": str(envs.task),
-        **dataset_spec(str(envs.name)).eval_meta(envs),  # num_sentences, length, data_path
+        **dataset_spec(str(envs.name)).eval_meta(envs),  # num_sentences, length, context_length, data_path
         "split": str(envs.test_split),
-        "context_length": envs.get("context_length"),
         "seed": int(cfg.seed),
         "max_steps": int(envs.max_steps),
         "oracle_stop": flag(cfg.legacy, "oracle_stop"),

@@ -28,8 +28,8 @@ class EvalSettings:
     max_steps: int
     positions: PositionSettings
     sort_by_index: bool
-    stop_q_threshold: float | None = None
-    group_size: int = 8  # samples stepped together (state encodings batched across them)
+    stop_q_threshold: float | None  # None: the fixed budget of max_steps
+    group_size: int  # samples stepped together (state encodings batched across them)
 
 
 @torch.no_grad()

@@ -157,7 +157,7 @@ class Trainer:
         self.device = dist.device(str(cfg.device)) if dist.enabled() else pick_device(str(cfg.device))
         job = sweep_job_num()
         log.info("device %s%s", self.device, "" if job is None else f" (sweep job {job})")
-        self.legacy = cfg.get("legacy")
+        self.legacy = cfg.legacy
         task = str(cfg.envs.task)
         select_on_test = flag(self.legacy, "select_on_test") or str(cfg.eval_split) == "test"
         vf = 0.0 if select_on_test else float(cfg.validation_fraction)

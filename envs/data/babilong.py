@@ -307,7 +307,7 @@ class BabiLongSpec(DatasetSpec):
             length.update(num_tokens=_sizes(envs.num_tokens), reserve=envs.prompt_reserve_tokens,
                           min_noise=envs.min_noise_sentence_tokens, tokens_per_fact=envs.tokens_per_fact)
         return {"num_sentences": _sizes(envs.num_sentences) if unit == "sentences" else None, "length": length,
-                "data_path": envs.facts_test_path}
+                "context_length": None, "data_path": envs.facts_test_path}
 
     def config_errors(self, envs: Any) -> list[str]:
         n = envs.num_sentences

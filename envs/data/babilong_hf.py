@@ -90,6 +90,9 @@ class BabiLongHFSpec(DatasetSpec):
     def eval_suffix(self, envs: Any) -> str:
         return f"_hf{envs.context_length}"
 
+    def eval_meta(self, envs: Any) -> dict[str, Any]:
+        return {**super().eval_meta(envs), "context_length": envs.context_length}
+
 
 @register("babilong_hf", BabiLongHFSpec())
 def build_babilong_hf(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> ListDataset:

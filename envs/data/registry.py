@@ -53,7 +53,7 @@ class DatasetSpec:
     def eval_meta(self, envs: Any) -> dict[str, Any]:
         """Settings of an evaluation file that size or locate the test data (a file made with others is
         not resumed). Every dataset returns the same keys, so meta files stay comparable."""
-        return {"num_sentences": None, "length": None, "data_path": envs.get("data_path")}
+        return {"num_sentences": None, "length": None, "context_length": None, "data_path": envs.get("data_path")}
 
     def config_errors(self, envs: Any) -> list[str]:
         """One line per bad dataset-specific value (rl/validate.py reports them with the rest)."""

@@ -77,6 +77,13 @@ def test_eval_file_names_of_the_other_datasets(config_run: Path) -> None:
                      "longbench": "eval_seed42_lb-trec_e", "babilong_hf": "eval_seed42_hf32k"}
     niah = merge_eval_config(eval_cfg(config_run, "eval_env=niah"))
     assert niah.envs.task == "mv_niah"  # another family: the run's bAbI task is not carried over
+    from rl.eval_run import eval_meta
+
+    hf = merge_eval_config(eval_cfg(config_run, "eval_env=babilong_hf", "+envs.context_length=32k"))
+    meta = {name: eval_meta(c, config_run / "model_best.pt", "sha256:x") for name, c in [("niah", niah), ("hf", hf)]}
+    assert (meta["hf"]["context_length"], meta["hf"]["num_sentences"], meta["hf"]["length"]) == ("32k", None, None)
+    assert (meta["niah"]["context_length"], meta["niah"]["split"]) == (None, "test4k")
+    assert meta["niah"]["data_path"].endswith("niah_multivalue") and meta["hf"]["task"] == "qa1_single-supporting-fact"
 
 
 # A run folder written before the token mode and before the dead keys went (docs/results: a real run of then).
