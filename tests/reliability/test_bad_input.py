@@ -65,6 +65,9 @@ BAD_VALUES = {
     "envs_parallel=0": "envs_parallel=0: expected an integer >= 1",
     "envs.max_steps=0": "envs.max_steps=0: expected an integer >= 1",
     "envs.num_sentences=0": "envs.num_sentences=0: expected an integer >= 1 or a list of them",
+    "envs.num_sentences=[50,0]": "envs.num_sentences=[50, 0]: expected an integer >= 1 or a list of them",
+    "envs.name=nope": "unknown dataset name 'nope' (envs.name); known: ['2WikiMultihopQA', 'babilong', "
+                      "'babilong_hf', 'combined', 'hotpotqa', 'longbench', 'musique', 'niah', 'ruler_qa']",
     "eval_split=bogus": "eval_split='bogus': expected one of validation, test",
     "algo.pqn.optimizer.lr=-1e-5": "algo.pqn.optimizer.lr=-1e-05: expected a number > 0",
     "precision=bogus": "precision='bogus': expected one of auto, tf32, fp32, bf16",
