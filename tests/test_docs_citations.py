@@ -91,12 +91,15 @@ def resolve_doc(name: str) -> str | None:
     return None
 
 
-def citations(path: str, line: str) -> list[tuple[str, str, str | None]]:
-    """(scope, section, defect) of every § on ``line`` of ``path``. The scope is the qualifier
-    right before the §, else that of the previous § on the line, else "bare"."""
+def citations(line: str, prev: str = "") -> list[tuple[str, str, str | None]]:
+    """(scope, section, defect) of every § on ``line``. The scope is the qualifier right before
+    the §, else that of the previous § on the line, else a qualifier ending the previous line
+    ``prev`` (a citation wrapped after "DESIGN"), else "bare"."""
     out, scope = [], None
     for m in CITE.finditer(line):
-        q = QUALIFIER.search(line[: m.start()])
+        before = line[: m.start()]
+        wrapped = scope is None and not before.strip(" \t#*/\"'")  # only indentation or comment marks
+        q = QUALIFIER.search(before) or (QUALIFIER.search(prev.rstrip() + " ") if wrapped else None)
         if q:
             scope = q.group(1)
         elif scope is None:
@@ -105,10 +108,11 @@ def citations(path: str, line: str) -> list[tuple[str, str, str | None]]:
     return out
 
 
-def citation_errors(path: str, line: str) -> list[str]:
-    """What is wrong with the § citations of one line (empty when they all resolve)."""
+def citation_errors(path: str, line: str, prev: str = "") -> list[str]:
+    """What is wrong with the § citations of ``line`` of ``path`` (empty when they all resolve);
+    ``prev`` is the line before it."""
     errors = []
-    for scope, section, defect in citations(path, line):
+    for scope, section, defect in citations(line, prev):
         target = scope
         if scope in ("paper", "App.", "Sec."):
             continue  # the paper's own sections
@@ -169,6 +173,15 @@ def test_scanner_worked_cases(path, line, n_errors):
     assert len(citation_errors(path, line)) == n_errors, citation_errors(path, line)
 
 
+def test_scanner_follows_a_citation_wrapped_after_its_qualifier():
+    prev = "the gradient step (DESIGN"
+    assert citation_errors("rl/x.py", "§5.5 steps 1-4) and checkpoint state.", prev) == []
+    assert len(citation_errors("rl/x.py", "§5.10 steps 1-4)", prev)) == 1  # still checked
+    assert citation_errors("rl/x.py", "    # §5.5 steps", "    # the gradient step (DESIGN") == []
+    assert len(citation_errors("rl/x.py", "§5.5 steps", "the gradient step")) == 1  # no qualifier: bare
+    assert len(citation_errors("rl/x.py", "see §5.5", "(DESIGN")) == 1  # text before it: not a wrap
+
+
 # -- the repository --------------------------------------------------------------------------------
 
 
@@ -181,7 +194,7 @@ def test_no_external_spec_is_named():
 
 def test_every_section_citation_resolves():
     bad = [f"{p}:{i}: {err}" for p, lines in tracked_text().items() for i, line in enumerate(lines, 1)
-           if "§" in line for err in citation_errors(p, line)]
+           if "§" in line for err in citation_errors(p, line, lines[i - 2] if i > 1 else "")]
     assert not bad, "section citations that lead nowhere:\n" + "\n".join(bad)
 
 
