@@ -28,9 +28,9 @@ import rl.config  # noqa: F401  (registers ${qrag_root:})
 from envs.data.registry import build_dataset
 from envs.env import PositionSettings, VecRetrievalEnv
 from envs.feedback import build_feedback
+from rl.build import agent_from_cfg, build_learner, eval_settings
 from rl.config import PROJECT_ROOT, pick_device, seed_everything
 from rl.evaluate import greedy_episodes
-from rl.build import agent_from_cfg, build_learner, eval_settings
 from rl.fast.switches import SpeedSwitches
 from rl.precision import PRECISIONS, Precision
 

@@ -29,7 +29,7 @@ class SpeedSwitches:
     compile: bool = False  # torch.compile(dynamic=True) of the gradient-free encoder passes
 
     @classmethod
-    def from_cfg(cls, cfg: Any) -> "SpeedSwitches":
+    def from_cfg(cls, cfg: Any) -> SpeedSwitches:
         """From a run config; keys missing in older run folders take their defaults (the old
         top-level ``compile_encoders`` is read as ``speed.compile``); the switches of
         :data:`REMOVED` are ignored with one warning per process."""
@@ -51,7 +51,7 @@ class SpeedSwitches:
         return cls(**{k: bool(v) for k, v in block.items()})
 
     @classmethod
-    def all_off(cls) -> "SpeedSwitches":
+    def all_off(cls) -> SpeedSwitches:
         return cls(**{f.name: False for f in fields(cls)})
 
     def as_dict(self) -> dict[str, bool]:
