@@ -1,4 +1,4 @@
-"""The Q-RAG agent: encoders, the Q-function over a sample, and its per-sample caches (paper §3).
+"""The Q-RAG agent: encoders, the Q-function over a sample, and its per-sample caches (DESIGN §2, §3.4, §4.1).
 
 Five roles, three modules: E_s and E_a are trained; E_s′ and E_a′ are EMA targets; the acting
 state encoder E_s^π is E_s itself (weights change only at optimiser steps, so an alias equals

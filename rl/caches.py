@@ -1,4 +1,4 @@
-"""What the agent computes once per sample and keeps: content token ids and chunk embeddings.
+"""What the agent computes once per sample and keeps: content token ids and chunk embeddings (DESIGN §3.4).
 
 The caches belong to the agent and are keyed by the identity of the object they describe (an
 episode, or a sample the evaluation haystack cache loaded). An entry is dropped when its key
