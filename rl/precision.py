@@ -23,7 +23,7 @@ class Precision:
     matmul: str  # torch.set_float32_matmul_precision value
 
     @classmethod
-    def resolve(cls, name: str, device: torch.device) -> "Precision":
+    def resolve(cls, name: str, device: torch.device) -> Precision:
         if name not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {name!r}")
         import torch
