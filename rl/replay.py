@@ -1,4 +1,4 @@
-"""Replay memory of the DQN learner (rl/agents/dqn.py, docs/AGENTS.md): n-step transitions stored
+"""Replay memory of the DQN learner (rl/agents/dqn.py, docs/DQN.md): n-step transitions stored
 as sample references and selections, never texts or embeddings.
 
 The encoders keep changing, so a stored embedding would be stale at its next use; a transition

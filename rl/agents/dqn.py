@@ -1,4 +1,4 @@
-"""DQN on Q-RAG's Q-network (docs/AGENTS.md): the same agent (state/action encoders, positions,
+"""DQN on Q-RAG's Q-network (docs/DQN.md): the same agent (state/action encoders, positions,
 EMA target encoders), environments and evaluation as PQN; only the learning rule differs.
 
 Each micro-step steps every environment ``env_steps_per_update`` times with an ε-greedy or
@@ -25,7 +25,7 @@ import torch
 
 from envs.env import Episode, VecRetrievalEnv
 from rl.agent import QRAGAgent
-from rl.agents.base import LearnerBase
+from rl.agents.base import BatchShape, LearnerBase
 from rl.qfunc import NEG_INF, masked_topk, q_all, sample_policy, twin_heads
 from rl.replay import NStepAssembler, ReplayBuffer, Step
 
@@ -92,6 +92,24 @@ class DQNLearner(LearnerBase):
     NAME = "dqn"
     LOSS = "qf_loss"
     VIEW_CACHE = 64  # replayed samples whose token ids stay cached (a sample recurs often in a small dataset)
+
+    @classmethod
+    def check_config(cls, checker: Any, hp: str) -> None:
+        """Every value of ``algo.dqn.hyperparams`` checked before a run folder is written."""
+        for k in ("gamma", "tau", "epsilon_start", "epsilon_end"):
+            checker.number(f"{hp}.{k}", 0.0, 1.0)
+        checker.integer(f"{hp}.n_step", 1, high=127)
+        checker.integer(f"{hp}.buffer_size", 1)
+        checker.integer(f"{hp}.learning_starts", 0)
+        checker.integer(f"{hp}.env_steps_per_update", 1)
+        checker.integer(f"{hp}.epsilon_decay_steps", 1)
+        checker.integer(f"{hp}.target_update_interval", 1)
+        checker.integer(f"{hp}.top_k_actions", 1, nullable=True)
+        checker.number(f"{hp}.temperature", 0.0, low_open=True)
+        checker.choice(f"{hp}.exploration", EXPLORATION)
+        checker.choice(f"{hp}.target_update", TARGET_UPDATES)
+        for k in ("double", "acting_dropout"):
+            checker.boolean(f"{hp}.{k}")
 
     def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
         super().__init__(agent, env, cfg, legacy)
@@ -256,6 +274,11 @@ class DQNLearner(LearnerBase):
             self.agent.update_targets(1.0)
         self.finish_step()
         return {**scalars, "epsilon": self.epsilon}
+
+    def batch_shape(self) -> BatchShape:
+        """Env transitions collected per optimiser step (env_steps_per_update × E × K); each
+        micro-step replays batch_size of the stored ones."""
+        return BatchShape(self.hp.env_steps_per_update, self.env.n_envs, self.k_accum, self.batch_size)
 
     def eval_row(self) -> dict[str, float]:
         return {**super().eval_row(), "epsilon": self.epsilon}

@@ -97,7 +97,7 @@ def test_buffer_wraps_around_and_keeps_the_newest():
 
 
 def test_buffer_memory_per_transition():
-    """index 8 + path 4·T + t 4 + k 1 + code 4 + ret 4 + done 1 bytes (docs/AGENTS.md)."""
+    """index 8 + path 4·T + t 4 + k 1 + code 4 + ret 4 + done 1 bytes (docs/DQN.md)."""
     for T in (1, 6):
         assert ReplayBuffer(10, T).bytes_per_transition == 22 + 4 * T
 
