@@ -69,7 +69,7 @@ class Hyper:
     acting_dropout: bool
 
     @classmethod
-    def from_cfg(cls, hp: Any) -> "Hyper":
+    def from_cfg(cls, hp: Any) -> Hyper:
         """From ``algo.dqn.hyperparams`` (configs/learner/dqn.yaml holds every default)."""
         k = hp.top_k_actions
         out = cls(
@@ -214,14 +214,15 @@ class DQNLearner(LearnerBase):
             avail = torch.from_numpy(avail_np).to(agent.device)
             codes = ep.codes(self.env.pos, avail)
             rows = torch.tensor(idx, device=agent.device)
-
-            def scores(which: str, s_emb: torch.Tensor) -> torch.Tensor:
-                u = agent.chunk_embeddings(ep, which, False)
-                return torch.einsum("snd,sd->sn", agent.rotate(u.expand(len(idx), -1, -1), codes), s_emb[rows].float())
-
-            online = scores("online", s_on) if self.hp.double else None
-            out[rows] = bootstrap_values(scores("target", s_tgt), avail, online)
+            online = self._scores(ep, "online", s_on[rows], codes) if self.hp.double else None
+            out[rows] = bootstrap_values(self._scores(ep, "target", s_tgt[rows], codes), avail, online)
         return out
+
+    def _scores(self, ep: Episode, which: str, s_emb: torch.Tensor, codes: torch.Tensor | None) -> torch.Tensor:
+        """Q (online) or Q′ (target) of S states of one sample for every chunk: [S, N]."""
+        u = self.agent.chunk_embeddings(ep, which, False)
+        rotated = self.agent.rotate(u.expand(s_emb.shape[0], -1, -1), codes)
+        return torch.einsum("snd,sd->sn", rotated, s_emb.float())
 
     # -- one micro-step -------------------------------------------------------------------
     def micro_step(self) -> dict[str, float]:

@@ -11,7 +11,8 @@ from rl.agents.dqn import DQNLearner
 from rl.trainer import run
 from tests.conftest import compose_cfg
 
-DQN = ["learner=dqn", "algo.dqn.hyperparams.n_step=2", "algo.dqn.hyperparams.learning_starts=4",
+# TINY episodes last 2 steps; 3 warm-up + 1 + 1 vectorised steps leave half-assembled n-step transitions at the cut
+DQN = ["learner=dqn", "algo.dqn.hyperparams.n_step=2", "algo.dqn.hyperparams.learning_starts=6",
        "algo.dqn.hyperparams.epsilon_decay_steps=8"]
 
 
