@@ -9,7 +9,8 @@ from omegaconf import open_dict
 
 from rl.agents.dqn import DQNLearner
 from rl.trainer import run
-from tests.conftest import compose_cfg
+from rl.validate import ConfigError, check_training
+from tests.conftest import TINY, compose_cfg
 
 # TINY episodes last 2 steps; 3 warm-up + 1 + 1 vectorised steps leave half-assembled n-step transitions at the cut
 DQN = ["learner=dqn", "algo.dqn.hyperparams.n_step=2", "algo.dqn.hyperparams.learning_starts=6",
@@ -49,6 +50,17 @@ def test_resume_equals_uninterrupted(tiny_cfg, tmp_path, monkeypatch):
     for k in ("index", "path", "t", "k", "code", "ret", "done"):
         assert torch.equal(a["replay"][k], b["replay"][k]), k
     assert a["nstep"] == b["nstep"] and a["counters"] == b["counters"]
+
+
+def test_bad_values_are_one_line_each():
+    bad = {"n_step": 0, "exploration": "greedy", "target_update": "never", "epsilon_end": 1.5, "temperature": 0,
+           "buffer_size": 0, "double": "yes"}
+    with pytest.raises(ConfigError) as e:
+        check_training(compose_cfg(TINY + ["learner=dqn"] + [f"algo.dqn.hyperparams.{k}={v}" for k, v in bad.items()]))
+    assert len(e.value.lines) == len(bad)
+    for k in bad:
+        assert any(line.startswith(f"algo.dqn.hyperparams.{k}=") for line in e.value.lines), k
+    check_training(compose_cfg(TINY + ["learner=dqn"]))  # the preset itself passes
 
 
 @pytest.mark.slow
