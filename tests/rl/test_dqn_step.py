@@ -254,3 +254,31 @@ def test_exploration_schedules():
 def test_refuses_random_positions():
     with pytest.raises(ValueError, match="positions_processor=random"):
         build("envs.positions_processor=random")
+
+
+@pytest.mark.parametrize("exploration", ["epsilon", "softmax"])
+def test_acting_after_the_warm_up(exploration, monkeypatch):
+    """ε = 0: the action is the argmax of Q = q1 + q2 over the available chunks; softmax: the
+    policy receives that Q, the temperature and top-k (its sampling is tested in test_qfunc)."""
+    cfg, learner = build(f"algo.dqn.hyperparams.exploration={exploration}", "algo.dqn.hyperparams.learning_starts=0",
+                         "algo.dqn.hyperparams.epsilon_start=0.0", "algo.dqn.hyperparams.epsilon_end=0.0",
+                         "algo.dqn.hyperparams.temperature=0.2", "algo.dqn.hyperparams.top_k_actions=3")
+    ref = copy.deepcopy(learner.agent)
+    learner.env.episodes[0].selected.append(5)  # one slot mid-episode: chunk 5 is not available
+    learner.env.episodes[0].available[5] = False
+    before = [(ep, list(ep.selected)) for ep in learner.env.episodes]
+    calls = []
+    original = rl.agents.dqn.sample_policy
+    monkeypatch.setattr(rl.agents.dqn, "sample_policy", lambda q, a, k, t, g: calls.append((q, a.clone(), k, t))
+                        or original(q, a, k, t, g))
+    steps = learner._act()
+    for slot, (ep, sel) in enumerate(before):
+        q = head_scores(ref, ref.state_enc, ref.action_enc, ep, sel, cfg, train=False).sum(0)
+        avail = [j for j in range(ep.n_chunks) if j not in sel]
+        if exploration == "epsilon":
+            assert steps[slot].action == max(avail, key=lambda j: float(q[j]))
+        else:
+            q_seen, a_seen, k, t = calls[slot]
+            torch.testing.assert_close(q_seen.double(), q, rtol=1e-5, atol=1e-6)
+            assert a_seen.nonzero().flatten().tolist() == avail and (k, t) == (3, 0.2)
+    assert not calls if exploration == "epsilon" else len(calls) == len(before)
