@@ -11,10 +11,11 @@ from typing import Any
 from envs.env import VecRetrievalEnv
 from rl.agent import QRAGAgent
 from rl.agents.base import Learner, LearnerBase
+from rl.agents.dqn import DQNLearner
 from rl.agents.pqn import PQNLearner
 from rl.agents.sft import SFTLearner
 
-LEARNERS: dict[str, type[LearnerBase]] = {"pqn": PQNLearner, "sft": SFTLearner}
+LEARNERS: dict[str, type[LearnerBase]] = {"pqn": PQNLearner, "sft": SFTLearner, "dqn": DQNLearner}
 
 
 def build_learner(agent: QRAGAgent, env: VecRetrievalEnv, cfg: Any, legacy: Any) -> Learner:
