@@ -125,7 +125,9 @@ def eval_settings(cfg: DictConfig) -> EvalSettings:
 
 def build_learner(agent: QRAGAgent, env: VecRetrievalEnv, cfg: DictConfig, legacy: Any) -> PQNLearner | SFTLearner:
     """``algo.objective``: pqn (Q-RAG) | sft (the "multi-step RAG w. SFT" baseline, SPEC §4.5)."""
-    learners = {"pqn": PQNLearner, "sft": SFTLearner}
+    from rl.agents.sac_d import SacDLearner
+    from rl.agents.sarsa import SarsaLearner
+    learners = {"pqn": PQNLearner, "sft": SFTLearner, "sarsa": SarsaLearner, "sac_d": SacDLearner}
     objective = str(cfg.algo.get("objective", "pqn"))
     if objective not in learners:
         raise ValueError(f"algo.objective must be one of {sorted(learners)}, got {objective!r}")

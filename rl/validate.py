@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 PRECISIONS = ("auto", "tf32", "fp32", "bf16")
 EVAL_SPLITS = ("validation", "test")
-OBJECTIVES = ("pqn", "sft")
+OBJECTIVES = ("pqn", "sft", "sarsa", "sac_d")
 PLANNERS = ("greedy", "beam")
 POSITIONS = ("none", "absolute", "random", "relative")
 # A value that becomes part of a file or folder name: no separators, no leading dot.
