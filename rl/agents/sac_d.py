@@ -79,6 +79,38 @@ def alpha_loss(log_alpha: torch.Tensor, entropy: torch.Tensor, target: torch.Ten
     return log_alpha * (entropy.double() - target.double()).mean().detach()
 
 
+class Temperature:
+    """α = max(exp(log α), α_min), log α fixed or learned by Adam on :func:`alpha_loss`."""
+
+    def __init__(self, alpha: float, lr: float, alpha_min: float, learn: bool):
+        if alpha <= 0:
+            raise ValueError(f"the temperature alpha must be > 0, got {alpha}")
+        self.learn, self.alpha_min = learn, alpha_min
+        self.log_alpha = torch.tensor(math.log(alpha), dtype=torch.float64, requires_grad=True)
+        self.optimizer = torch.optim.Adam([self.log_alpha], lr=lr)
+
+    @property
+    def alpha(self) -> float:
+        return max(math.exp(self.log_alpha.item()), self.alpha_min)
+
+    def step(self, entropy: torch.Tensor, target: torch.Tensor) -> float:
+        """One Adam step of log α (when learned); returns J(log α) before it."""
+        loss = alpha_loss(self.log_alpha, entropy, target)
+        if self.learn:
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.optimizer.step()
+        return float(loss.detach())
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"log_alpha": self.log_alpha.detach().clone(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
+
 @dataclass
 class SacHyper(Hyper):
     learn_alpha: bool = True
@@ -97,17 +129,11 @@ class SacDLearner(PQNLearner):
     def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, algo_cfg: Any, cfg: Any, legacy: Any):
         super().__init__(agent, env, algo_cfg, cfg, legacy)
         self.hp = SacHyper.from_cfg(algo_cfg.sac_d.hyperparams)
-        if self.hp.alpha <= 0:
-            raise ValueError(f"algo.sac_d.hyperparams.alpha must be > 0, got {self.hp.alpha}")
         self.legacy_off_by_one = self.legacy_drop_last = self.legacy_topk = self.target_train_mode = False
-        self.log_alpha = torch.tensor(math.log(self.hp.alpha), dtype=torch.float64, requires_grad=True)
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=self.hp.alpha_lr)
-        self.alpha = self._alpha_value()
+        self.temperature = Temperature(self.hp.alpha, self.hp.alpha_lr, self.hp.alpha_min, self.hp.learn_alpha)
+        self.alpha = self.temperature.alpha
         self._entropy: list[torch.Tensor] = []  # H(π′) of the target states since the last optimiser step
         self._target_h: list[torch.Tensor] = []
-
-    def _alpha_value(self) -> float:
-        return max(math.exp(float(self.log_alpha)), self.hp.alpha_min)
 
     @torch.no_grad()
     def _target_values(self, items: list[tuple[Episode, list[int]]]) -> torch.Tensor:
@@ -126,25 +152,17 @@ class SacDLearner(PQNLearner):
         if self._entropy:
             h, target = torch.cat(self._entropy), torch.cat(self._target_h)
             scalars["entropy"] = float(h.mean())
-            if self.hp.learn_alpha:
-                loss = alpha_loss(self.log_alpha, h, target)
-                self.alpha_optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                self.alpha_optimizer.step()
-                scalars["alpha_loss"] = float(loss)
+            scalars["alpha_loss"] = self.temperature.step(h, target)
         self._entropy, self._target_h = [], []
-        self.alpha = self._alpha_value()
+        self.alpha = self.temperature.alpha
         self.agent.update_targets(self.hp.tau if self.hp.use_target_networks else 1.0)
         self.finish_step()
         return {**scalars, "alpha": self.alpha}
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "log_alpha": self.log_alpha.detach().clone(),
-                "alpha_optimizer": self.alpha_optimizer.state_dict()}
+        return {**super().state_dict(), "temperature": self.temperature.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
-        self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
-        self.alpha = self._alpha_value()
+        self.temperature.load_state_dict(state["temperature"])
+        self.alpha = self.temperature.alpha
