@@ -47,7 +47,7 @@ from rl.storage import (
     load_checkpoint,
     remove_stale_tmp,
 )
-from rl.trainer import agent_from_cfg, eval_settings
+from rl.build import agent_from_cfg, eval_settings
 from rl.validate import check_eval
 
 log = logging.getLogger("qrag.eval")

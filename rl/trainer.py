@@ -21,12 +21,10 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from envs.data.registry import build_dataset
-from envs.env import PositionSettings, VecRetrievalEnv
 from envs.feedback import build_feedback
 from envs.legacy import flag
 from envs.seeding import derive_rng
 from rl import distributed as dist
-from rl.agent import QRAGAgent
 from rl.config import (
     code_version,
     config_differences,
@@ -39,10 +37,8 @@ from rl.config import (
     sweep_job_num,
     without_hydra,
 )
-from rl.evaluate import EvalSettings, greedy_episodes, summarize
-from rl.pqn import PQNLearner
-from rl.sft import SFTLearner
-from rl.speed import SpeedSwitches
+from rl.build import agent_from_cfg, build_learner, eval_settings, train_env
+from rl.evaluate import greedy_episodes, summarize
 from rl.storage import (
     FolderLock,
     append_line,
@@ -101,39 +97,6 @@ def open_run_dir(cfg: DictConfig) -> tuple[Path, FolderLock, bool]:
     return run_dir, lock, has_ckpt
 
 
-def agent_from_cfg(cfg: DictConfig, device: torch.device) -> QRAGAgent:
-    layout = {
-        "max_action_length": int(cfg.max_action_length),
-        "max_action_length_in_memory": int(cfg.max_action_length_in_memory),
-        "eval_max_action_length_in_memory": cfg.get("eval_max_action_length_in_memory"),
-        "max_state_length": cfg.get("max_state_length"),
-    }
-    return QRAGAgent(cfg.algo.model, layout, device, str(cfg.precision), int(cfg.embed_batch_size),
-                     speed=SpeedSwitches.from_cfg(cfg))
-
-
-def eval_settings(cfg: DictConfig) -> EvalSettings:
-    stop = (cfg.get("eval") or {}).get("stop_q_threshold")
-    return EvalSettings(
-        max_steps=int(cfg.envs.max_steps),
-        positions=PositionSettings.from_cfg(cfg.envs),
-        sort_by_index=bool(cfg.envs.sort_by_index),
-        stop_q_threshold=None if stop is None else float(stop),
-        group_size=int(cfg.get("eval_group_size", 8)),
-    )
-
-
-def build_learner(agent: QRAGAgent, env: VecRetrievalEnv, cfg: DictConfig, legacy: Any) -> PQNLearner | SFTLearner:
-    """``algo.objective``: pqn (Q-RAG) | sft (the "multi-step RAG w. SFT" baseline, SPEC §4.5)."""
-    from rl.agents.sac_d import SacDLearner
-    from rl.agents.sarsa import SarsaLearner
-    learners = {"pqn": PQNLearner, "sft": SFTLearner, "sarsa": SarsaLearner, "sac_d": SacDLearner}
-    objective = str(cfg.algo.get("objective", "pqn"))
-    if objective not in learners:
-        raise ValueError(f"algo.objective must be one of {sorted(learners)}, got {objective!r}")
-    return learners[objective](agent, env, cfg.algo, cfg, legacy)
-
-
 class Trainer:
     def __init__(self, cfg: DictConfig):
         self.cfg = cfg
@@ -173,9 +136,7 @@ class Trainer:
             dist.broadcast_tensors(self.agent.state_dict().values())
             if not dist.is_main():  # own dropout masks etc.; rank 0 keeps the 1-process stream
                 seed_everything(dist.rank_seed(seed))
-        env = VecRetrievalEnv(self.train_ds, build_feedback(cfg.feedback, cfg.envs, "train", self.legacy, task),
-                              int(cfg.envs_parallel), int(cfg.envs.max_steps), PositionSettings.from_cfg(cfg.envs),
-                              bool(cfg.envs.sort_by_index), self.device, dist.rank_seed(seed), "train")
+        env = train_env(cfg, self.train_ds, self.device, dist.rank_seed(seed), self.legacy)
         self.learner = build_learner(self.agent, env, cfg, self.legacy)
         self.settings = eval_settings(cfg)
         self.eval_rng = derive_rng(seed, "eval-subset")
@@ -395,22 +356,22 @@ class Trainer:
                 means = {k: v / n_acc for k, v in acc.items()}
                 means["sps"] = (learner.counters.env_steps - env_last) * dist.world() / max(now - t_last, 1e-9)
                 means["state_truncations"] = float(self.agent.state_truncations)
-                fin = learner.stats.finished_returns
+                fin = learner.drain_returns()
                 if fin:
                     means["train r_sum"] = sum(fin) / len(fin)
-                    fin.clear()
                 self.log_scalars(means, self.env_steps())
-                bar.set_postfix(ret=f"{means.get('train r_sum', float('nan')):.3f}", loss=f"{means['qf_loss']:.4f}",
+                loss = means.get(learner.LOSS, float("nan"))
+                bar.set_postfix(ret=f"{means.get('train r_sum', float('nan')):.3f}", loss=f"{loss:.4f}",
                                 sps=f"{means['sps']:.1f}")
-                log.info("step %d/%d env_steps %d loss %.4f q %.3f train_return %s alpha %.2e lr %.2e sps %.1f",
-                         step, total, self.env_steps(), means["qf_loss"], means["q_mean"],
-                         _fmt(means.get("train r_sum")), means.get("alpha", learner.alpha),
-                         means.get("lr", 0.0), means["sps"])
+                shown = {k: means[k] for k in ("q_mean", "alpha", "lr") if k in means}
+                log.info("step %d/%d env_steps %d %s %.4f train_return %s %s sps %.1f", step, total,
+                         self.env_steps(), learner.LOSS, loss, _fmt(means.get("train r_sum")),
+                         " ".join(f"{k} {v:.3g}" for k, v in shown.items()), means["sps"])
                 acc, n_acc = {}, 0
                 t_last, env_last = now, learner.counters.env_steps
             if step % int(cfg.eval_interval) == 0 or step == total:
                 t_eval = time.time()
-                self.eval_and_record({"lr": learner.optimizer.param_groups[0]["lr"], "alpha": learner.alpha})
+                self.eval_and_record(learner.eval_row())
                 loop["eval_s"] += time.time() - t_eval
         bar.close()
         # throughput of this process's training loop (scripts/bench_concurrency.sh sums it over runs)
@@ -425,20 +386,20 @@ class Trainer:
 
     def log_batch(self) -> None:
         """Transitions per optimiser step: world × (L × E ≥ batch_size) × accumulate_grads."""
-        lrn, w = self.learner, dist.world()
-        per_rank = lrn.rollout_len * lrn.env.n_envs
+        b, w = self.learner.batch_shape(), dist.world()
+        per_rank = b.rollout_len * b.n_envs
         log.info("effective batch: %d ranks × %d transitions (L=%d × E=%d, batch_size=%d) × accumulate_grads %d "
-                 "= %d transitions per optimiser step", w, per_rank, lrn.rollout_len, lrn.env.n_envs,
-                 lrn.batch_size, lrn.k_accum, w * per_rank * lrn.k_accum)
+                 "= %d transitions per optimiser step", w, per_rank, b.rollout_len, b.n_envs,
+                 b.batch_size, b.k_accum, w * per_rank * b.k_accum)
 
     def finish(self) -> dict[str, Any]:
         summary: dict[str, Any] = {"best/eval_return": self.best, "eval_split": self.eval_split,
                                    "optimizer_steps": self.learner.counters.optimizer_steps,
                                    "env_steps": self.env_steps(), "train_loop": getattr(self, "train_loop", None)}
         if dist.enabled():
-            lrn = self.learner
+            b = self.learner.batch_shape()
             summary.update({"world_size": dist.world(),
-                            "effective_batch": dist.world() * lrn.rollout_len * lrn.env.n_envs * lrn.k_accum})
+                            "effective_batch": dist.world() * b.rollout_len * b.n_envs * b.k_accum})
         if self.untrained_test is not None:
             best = load_checkpoint(self.run_dir / "model_best.pt", map_location=self.device)
             self.agent.load_state_dict(best["learner"]["agent"])

@@ -18,7 +18,6 @@ from omegaconf import DictConfig, OmegaConf
 
 PRECISIONS = ("auto", "tf32", "fp32", "bf16")
 EVAL_SPLITS = ("validation", "test")
-OBJECTIVES = ("pqn", "sft", "sarsa", "sac_d")
 PLANNERS = ("greedy", "beam")
 POSITIONS = ("none", "absolute", "random", "relative")
 # A value that becomes part of a file or folder name: no separators, no leading dot.
@@ -158,20 +157,19 @@ def check_training(cfg: DictConfig) -> None:
     c.boolean("resume")
     c.choice("eval_split", EVAL_SPLITS)
     c.check("validation_fraction", lambda v: _is_num(v) and 0 <= v < 1, "a number >= 0 and < 1")
-    c.choice("algo.objective", OBJECTIVES)
-    c.number("algo.pqn.optimizer.lr", 0.0, low_open=True)
-    c.number("algo.pqn.optimizer.weight_decay", 0.0)
-    c.number("algo.pqn.optimizer.eps", 0.0, low_open=True)
-    c.check("algo.pqn.optimizer.betas", lambda v: len(v) == 2 and all(_is_num(b) and 0 <= b < 1 for b in v),
+    from rl.agents import LEARNERS  # the registry; imported here so the Hydra callback stays light
+
+    c.choice("algo.objective", tuple(LEARNERS))
+    c.number("algo.optimizer.lr", 0.0, low_open=True)
+    c.number("algo.optimizer.weight_decay", 0.0)
+    c.number("algo.optimizer.eps", 0.0, low_open=True)
+    c.check("algo.optimizer.betas", lambda v: len(v) == 2 and all(_is_num(b) and 0 <= b < 1 for b in v),
             "two numbers in [0, 1)")
-    c.integer("algo.pqn.scheduler.warmup", 0)
-    hp = "algo.pqn.hyperparams"
-    for k in ("gamma", "Lambda", "tau"):
-        c.number(f"{hp}.{k}", 0.0, 1.0)
-    c.number(f"{hp}.alpha", 0.0)
-    c.number(f"{hp}.alpha_min", 0.0)
-    c.number(f"{hp}.max_grad_norm", 0.0, low_open=True)
-    c.integer(f"{hp}.top_k_actions", 1, nullable=True)
+    c.integer("algo.scheduler.warmup", 0)
+    c.number("algo.max_grad_norm", 0.0, low_open=True)
+    learner = LEARNERS.get(str(c.value("algo.objective")[1]))
+    if learner is not None:
+        learner.check_config(c, f"algo.{learner.NAME}.hyperparams")
     c.integer("logger.log_interval", 1)
     if c.errors:
         raise ConfigError(c.errors)

@@ -32,7 +32,7 @@ from rl.config import PROJECT_ROOT, pick_device, seed_everything, set_precision
 from rl.evaluate import greedy_episodes
 from rl.agent import autocast_dtype
 from rl.speed import SpeedSwitches
-from rl.trainer import agent_from_cfg, build_learner, eval_settings
+from rl.build import agent_from_cfg, build_learner, eval_settings
 
 SIZES = {"W2": 1200, "W3": 40000, "W4": 400000}
 
@@ -58,7 +58,7 @@ def compose_cfg(args: argparse.Namespace, model: str, extra: list[str]):
         "max_action_length=64", "max_action_length_in_memory=64", "envs_parallel=1",
         "envs.positions_processor=relative", f"precision={args.precision}", f"device={args.device}",
         "feedback.ground_truth.penalize_extra_steps=true", "feedback.ground_truth.never_terminate=true",
-        "steps_count=100000", "learning_start=0", f"algo.objective={args.objective}", *args.set, *extra,
+        "steps_count=100000", "learning_start=0", f"learner={args.objective}", *args.set, *extra,
     ]
     with initialize_config_dir(config_dir=str(PROJECT_ROOT / "configs"), version_base="1.3"):
         return compose("training", overrides=overrides)
@@ -183,7 +183,7 @@ def main() -> None:
     ap.add_argument("--tokenizer", default="offline:minilm", help="tokenizer for bert-base-random")
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--objective", default="pqn", choices=["pqn", "sft"],
-                    help="W1's learner: pqn (Q-RAG) or sft (the supervised baseline, rl/sft.py)")
+                    help="W1's learner: pqn (Q-RAG) or sft (the supervised baseline, rl/agents/sft.py)")
     ap.add_argument("--precision", default="auto", choices=["auto", "tf32", "fp32", "bf16"])
     ap.add_argument("--device", default="auto")
     ap.add_argument("--data-root", default=str(PROJECT_ROOT / "data"), help="folder holding babilong/...")

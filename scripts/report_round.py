@@ -214,7 +214,7 @@ def table3_section(runs: dict[str, Path], qrag_seed1: str, out: Path) -> list[st
         groups["Q-RAG"].append(runs[qrag_seed1])
     for n, run in sorted(runs.items()):
         for prefix, method in METHODS.items():
-            if n == prefix or n.startswith(prefix + "_s"):
+            if (n == prefix or n.startswith(prefix + "_s")) and run not in groups[method]:
                 groups[method].append(run)
     files: dict[str, dict[int, list[Path]]] = {}
     for method in METHODS.values():

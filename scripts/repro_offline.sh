@@ -18,7 +18,8 @@
 # get TIME_LIMIT more seconds), evaluation files resume by sample id.
 # Env (defaults): OUT (runs/repro_offline), GPUS (every GPU nvidia-smi lists, else "0" on CPU),
 # TIME_LIMIT (840), THREADS (2), PYTHON (python), ROUND (the folder holding plan_train.txt and
-# plan_eval.txt: docs/results/round2), TRAIN_EXTRA / EVAL_EXTRA (extra overrides,
+# plan_eval.txt: docs/results/round2), QA3 (the run reported as the qa3 retriever and Q-RAG seed 1:
+# s_D as in round 2; round 3: t_qrag_s1), TRAIN_EXTRA / EVAL_EXTRA (extra overrides,
 # e.g. TRAIN_EXTRA="algo.model.name=/models/minilm" when the PyPI package is not installed).
 set -euo pipefail
 
@@ -61,7 +62,7 @@ else
   status=0
 fi
 mkdir -p "$OUT/report"
-"$PYTHON" scripts/report_round.py "$OUT" --out "$OUT/report" > "$OUT/report/summary.txt" 2>&1 \
+"$PYTHON" scripts/report_round.py "$OUT" --out "$OUT/report" --qa3 "${QA3:-s_D}" > "$OUT/report/summary.txt" 2>&1 \
   || { note "report failed: $OUT/report/summary.txt"; exit 1; }
 note "done: tables and plots in $OUT/report/ (compare with $ROUND/)"
 exit "$status"

@@ -40,7 +40,7 @@ TINY = [
     "max_action_length=16",
     "max_action_length_in_memory=16",
     "logger.progress_bar=false",
-    "algo.pqn.scheduler.warmup=1",
+    "algo.scheduler.warmup=1",
 ]
 
 

@@ -1,7 +1,7 @@
 """Soft actor-critic for discrete actions (SAC-D) on Q-RAG's Q-network (``learner=sac_d``).
 
 The critic is the twin-head Q-network of Q-RAG: Q(s, a) = q1 + q2, and the loss regresses each
-2·q_h to the target (rl/pqn.py), so 2·q_h is head h's own estimate of Q. SAC's two critics are
+2·q_h to the target (rl/agents/pqn.py), so 2·q_h is head h's own estimate of Q. SAC's two critics are
 these two head estimates; their clipped minimum enters the target.
 
 The actor. The retriever has one network, the Q-network, and no policy head; as in the authors'
@@ -37,8 +37,9 @@ import torch
 
 from envs.env import Episode, VecRetrievalEnv
 from rl.agent import QRAGAgent
+from rl.agents.base import LearnerBase
+from rl.agents.pqn import PQNLearner
 from rl.agents.target_heads import target_head_groups
-from rl.pqn import Hyper, PQNLearner
 
 NEG_INF = float("-inf")
 
@@ -102,67 +103,9 @@ class Temperature:
             self.optimizer.step()
         return float(loss.detach())
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"log_alpha": self.log_alpha.detach().clone(), "optimizer": self.optimizer.state_dict()}
+    def extra_state(self) -> dict[str, Any]:
+        return {**super().extra_state(), "temperature": self.temperature.state_dict()}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
-        self.optimizer.load_state_dict(state["optimizer"])
-
-
-@dataclass
-class SacHyper(Hyper):
-    learn_alpha: bool = True
-    alpha_lr: float = 3e-3
-    target_entropy_ratio: float = 0.5
-
-    @classmethod
-    def from_cfg(cls, hp: Any) -> "SacHyper":
-        base = Hyper.from_cfg(hp)
-        return cls(**vars(base), learn_alpha=bool(hp.get("learn_alpha", True)),
-                   alpha_lr=float(hp.get("alpha_lr", 3e-3)),
-                   target_entropy_ratio=float(hp.get("target_entropy_ratio", 0.5)))
-
-
-class SacDLearner(PQNLearner):
-    def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, algo_cfg: Any, cfg: Any, legacy: Any):
-        super().__init__(agent, env, algo_cfg, cfg, legacy)
-        self.hp = SacHyper.from_cfg(algo_cfg.sac_d.hyperparams)
-        self.legacy_off_by_one = self.legacy_drop_last = self.legacy_topk = self.target_train_mode = False
-        self.temperature = Temperature(self.hp.alpha, self.hp.alpha_lr, self.hp.alpha_min, self.hp.learn_alpha)
-        self.alpha = self.temperature.alpha
-        self._entropy: list[torch.Tensor] = []  # H(π′) of the target states since the last optimiser step
-        self._target_h: list[torch.Tensor] = []
-
-    @torch.no_grad()
-    def _target_values(self, items: list[tuple[Episode, list[int]]]) -> torch.Tensor:
-        """SAC-D's V(s) for (episode, chunks held) pairs; records the entropies for the α step."""
-        out = torch.zeros(len(items), device=self.agent.device)
-        for idx, heads, avail in target_head_groups(self, items):
-            v, h, support = sac_values(heads, avail, self.hp.top_k_actions, self.alpha)
-            out[torch.tensor(idx, device=out.device)] = v
-            self._entropy.append(h.cpu())
-            self._target_h.append(target_entropy(support, self.hp.target_entropy_ratio).cpu())
-        return out
-
-    def optimizer_step(self) -> dict[str, float]:
-        """Clip, AdamW, schedule (shared), then the temperature step, EMA, stale caches."""
-        scalars = self.gradient_step()
-        if self._entropy:
-            h, target = torch.cat(self._entropy), torch.cat(self._target_h)
-            scalars["entropy"] = float(h.mean())
-            scalars["alpha_loss"] = self.temperature.step(h, target)
-        self._entropy, self._target_h = [], []
-        self.alpha = self.temperature.alpha
-        self.agent.update_targets(self.hp.tau if self.hp.use_target_networks else 1.0)
-        self.finish_step()
-        return {**scalars, "alpha": self.alpha}
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "temperature": self.temperature.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
+    def load_extra_state(self, state: dict[str, Any]) -> None:
         self.temperature.load_state_dict(state["temperature"])
         self.alpha = self.temperature.alpha

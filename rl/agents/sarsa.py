@@ -1,7 +1,7 @@
 """SARSA on Q-RAG's Q-network (``learner=sarsa``): on-policy TD(0) / n-step with the action the
 behaviour policy actually took next.
 
-Same agent, rollout, loss and optimiser step as PQN (rl/pqn.py); only the regression target
+Same agent, rollout, loss and optimiser step as PQN (rl/agents/pqn.py); only the regression target
 differs. PQN regresses towards soft λ-returns of V(s′) = a soft maximum over the next state's
 chunks; SARSA towards
 
@@ -24,14 +24,16 @@ the reference's PQN and do not apply here.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from envs.env import Episode, VecRetrievalEnv
 from rl.agent import QRAGAgent
+from rl.agents.base import LearnerBase
+from rl.agents.pqn import PQNLearner, Transition
 from rl.agents.target_heads import target_head_groups
-from rl.pqn import Hyper, PQNLearner, Transition
 from rl.qfunc import masked_topk, q_all, twin_heads
 
 
@@ -66,15 +68,50 @@ def policy_probs(q: torch.Tensor, available: torch.Tensor, k: int | None, alpha:
     return probs
 
 
+@dataclass
+class SarsaHyper:
+    """``algo.sarsa.hyperparams`` (configs/learner/sarsa.yaml documents and defaults every key);
+    the acting, α-schedule and EMA keys mean what they mean for PQN."""
+    gamma: float
+    n_steps: int
+    alpha: float
+    alpha_min: float
+    tau: float
+    top_k_actions: int | None
+    use_target_networks: bool
+    acting_dropout: bool
+
+    @classmethod
+    def from_cfg(cls, hp: Any) -> "SarsaHyper":
+        k = hp.top_k_actions
+        return cls(gamma=float(hp.gamma), n_steps=int(hp.n_steps), alpha=float(hp.alpha),
+                   alpha_min=float(hp.alpha_min), tau=float(hp.tau), top_k_actions=None if k is None else int(k),
+                   use_target_networks=bool(hp.use_target_networks), acting_dropout=bool(hp.acting_dropout))
+
+
 class SarsaLearner(PQNLearner):
-    def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, algo_cfg: Any, cfg: Any, legacy: Any):
-        super().__init__(agent, env, algo_cfg, cfg, legacy)
-        hp = algo_cfg.sarsa.hyperparams
-        self.hp = Hyper.from_cfg(hp)  # acting, α schedule and EMA keys as PQN's
-        self.n_steps = int(hp.get("n_steps", 1))
-        if self.n_steps < 1:
-            raise ValueError(f"algo.sarsa.hyperparams.n_steps must be >= 1, got {self.n_steps}")
-        self.alpha = self.hp.alpha
+    NAME = "sarsa"
+
+    @classmethod
+    def check_config(cls, checker: Any, hp: str) -> None:
+        for k in ("gamma", "tau"):
+            checker.number(f"{hp}.{k}", 0.0, 1.0)
+        checker.integer(f"{hp}.n_steps", 1)
+        checker.number(f"{hp}.alpha", 0.0, low_open=True)
+        checker.number(f"{hp}.alpha_min", 0.0)
+        checker.integer(f"{hp}.top_k_actions", 1, nullable=True)
+        for k in ("use_target_networks", "acting_dropout"):
+            checker.boolean(f"{hp}.{k}")
+
+    def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
+        # PQN's own __init__ would read PQN's keys; SARSA sets the attributes PQN's acting and
+        # optimiser step use, from its own node
+        LearnerBase.__init__(self, agent, env, cfg, legacy)
+        self.hp = SarsaHyper.from_cfg(self.hyperparams(cfg))
+        self.n_steps = self.hp.n_steps
+        self.alpha = self.hp.alpha  # α = α₀ until the first optimiser step, then tied to the lr
+        self.learning_start = int(cfg.learning_start)
+        self.sort_by_index = env.sort_by_index
         self.legacy_off_by_one = self.legacy_drop_last = self.legacy_topk = self.target_train_mode = False
 
     # -- targets --------------------------------------------------------------------------

@@ -51,7 +51,7 @@ def config_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run folder with config.yaml and an (untrained) model_best.pt."""
-    from rl.trainer import agent_from_cfg
+    from rl.build import agent_from_cfg
 
     run_dir = tmp_path_factory.mktemp("tiny_run")
     cfg = write_run_config(run_dir)

@@ -4,9 +4,9 @@ import math
 import pytest
 import torch
 
-from rl.pqn import PQNLearner
+from rl.agents.pqn import PQNLearner
 from rl.qfunc import head_scores
-from rl.sft import SFTLearner, teacher_trajectory
+from rl.agents.sft import SFTLearner, teacher_trajectory
 from rl.trainer import Trainer, run
 
 FAST = ["final_eval_episodes=0", "eval_episodes=2"]
@@ -56,7 +56,7 @@ def test_no_soft_q_and_no_target_switches(tiny_cfg):
 
 
 def test_sft_teacher_forcing_and_loss_decreases(tiny_cfg):
-    trainer = Trainer(tiny_cfg("algo.objective=sft", "algo.pqn.optimizer.lr=3e-4", *FAST))
+    trainer = Trainer(tiny_cfg("learner=sft", "algo.optimizer.lr=3e-4", *FAST))
     learner = trainer.learner
     assert isinstance(learner, SFTLearner)
     eps = learner.draw_episodes()
@@ -74,13 +74,13 @@ def test_sft_teacher_forcing_and_loss_decreases(tiny_cfg):
     learner.optimizer.zero_grad(set_to_none=True)
     losses = []
     for _ in range(8):  # the first step has lr 0 (scheduler warm-up starts at 0)
-        losses.append(learner.loss_on(eps)["qf_loss"])
+        losses.append(learner.loss_on(eps)["ce_loss"])
         learner.optimizer_step()
     assert losses[-1] < losses[1] < losses[0] + 1e-6, losses
 
 
 def test_sft_trains_end_to_end(tiny_cfg, tmp_path):
-    summary = run(tiny_cfg("algo.objective=sft", "steps_count=2", *FAST))
+    summary = run(tiny_cfg("learner=sft", "steps_count=2", *FAST))
     assert summary["optimizer_steps"] == 2 and summary["env_steps"] >= 2 * 4
     state = torch.load(tmp_path / "run" / "model_last.pt", weights_only=False)
     assert state["learner"]["objective"] == "sft" and state["config"]["algo"]["objective"] == "sft"

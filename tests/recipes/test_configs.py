@@ -25,7 +25,7 @@ def test_experiment_composes_and_resolves(name):
     cfg = compose_cfg([f"experiment={name}"])
     plain = OmegaConf.to_container(cfg, resolve=True)
     assert plain["envs"]["env"]["max_steps"] == plain["envs"]["max_steps"]
-    assert plain["algo"]["pqn"]["scheduler"]["total"] == plain["steps_count"]
+    assert plain["algo"]["scheduler"]["total"] == plain["steps_count"]
     header = (Path(CONFIGS) / "experiment" / f"{name}.yaml").read_text().splitlines()
     assert header[0] == "# @package _global_"
     if name != "demo":  # ARCHITECTURE habit 2: launch command, hardware, expected metric
@@ -44,12 +44,12 @@ def test_experiment_composes_and_resolves(name):
 ])
 def test_algo_presets_match_spec_table(algo, name, d, alpha, lam, tau, lr, wd, sched, ratio):
     a = compose_cfg([f"algo={algo}"]).algo  # SPEC §8.4
-    hp, opt = a.pqn.hyperparams, a.pqn.optimizer
+    hp, opt = a.pqn.hyperparams, a.optimizer
     assert (a.model.name, a.model.predictor.input_dim) == (name, d)
     assert (hp.gamma, hp.alpha, hp.Lambda, hp.tau) == pytest.approx((0.99, alpha, lam, tau))
     assert (opt.lr, opt.weight_decay) == pytest.approx((lr, wd))
-    assert (a.pqn.scheduler.name, a.pqn.scheduler.ratio) == (sched, pytest.approx(ratio))
-    assert (hp.top_k_actions, hp.max_grad_norm, tuple(opt.betas), a.pqn.scheduler.warmup) == (5, 2.0, (0.9, 0.98), 1000)
+    assert (a.scheduler.name, a.scheduler.ratio) == (sched, pytest.approx(ratio))
+    assert (hp.top_k_actions, a.max_grad_norm, tuple(opt.betas), a.scheduler.warmup) == (5, 2.0, (0.9, 0.98), 1000)
     assert a.objective == "pqn" and hp.soft_target and hp.use_target_networks
     if algo == "pqn_gte":
         assert a.model.trust_remote_code
@@ -65,8 +65,8 @@ def test_preset_values():
     assert (e5.batch_size, e5.accumulate_grads, e5.steps_count, e5.eval_max_action_length_in_memory) == (12, 8, 10000, 128)
     p = compose_cfg(["experiment=paper_babilong_qa2"])
     assert (p.envs.max_steps, p.envs.step_size, p.max_action_length, p.max_action_length_in_memory) == (4, 10, 64, 64)
-    assert p.algo.pqn.scheduler.smooth_warmup and p.algo.pqn.scheduler.ratio == pytest.approx(0.1)
-    assert p.algo.pqn.optimizer.lr == pytest.approx(1.5e-5) and p.algo.pqn.hyperparams.alpha == pytest.approx(0.05)
+    assert p.algo.scheduler.smooth_warmup and p.algo.scheduler.ratio == pytest.approx(0.1)
+    assert p.algo.optimizer.lr == pytest.approx(1.5e-5) and p.algo.pqn.hyperparams.alpha == pytest.approx(0.05)
     hq = compose_cfg(["experiment=paper_hotpotqa"])
     assert (hq.envs.max_steps, hq.max_action_length, hq.envs.sort_by_index) == (2, 220, True)
     assert hq.algo.model.name == "intfloat/multilingual-e5-large"

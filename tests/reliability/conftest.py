@@ -48,7 +48,7 @@ def reference_run(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def eval_run_dir(tmp_path_factory) -> Path:
     """A run folder with config.yaml and an untrained model_best.pt, as in tests/eval."""
-    from rl.trainer import agent_from_cfg
+    from rl.build import agent_from_cfg
 
     run_dir = tmp_path_factory.mktemp("eval_run")
     cfg = write_run_config(run_dir)

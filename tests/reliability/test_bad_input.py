@@ -66,7 +66,7 @@ BAD_VALUES = {
     "envs.max_steps=0": "envs.max_steps=0: expected an integer >= 1",
     "envs.num_sentences=0": "envs.num_sentences=0: expected an integer >= 1 or a list of them",
     "eval_split=bogus": "eval_split='bogus': expected one of validation, test",
-    "algo.pqn.optimizer.lr=-1e-5": "algo.pqn.optimizer.lr=-1e-05: expected a number > 0",
+    "algo.optimizer.lr=-1e-5": "algo.optimizer.lr=-1e-05: expected a number > 0",
     "precision=bogus": "precision='bogus': expected one of auto, tf32, fp32, bf16",
     "envs.num_sentences=/../../escaped/x":
         "envs.num_sentences='/../../escaped/x': expected an integer >= 1 or a list of them",

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from rl.agents.sac_d import SacDLearner, Temperature, sac_values, target_entropy
+import tests.rl.test_learner_step as tls
 from tests.rl.test_learner_step import (
     ALPHA0,
     LAM,
@@ -126,7 +127,8 @@ ALPHA_LR, RATIO = 0.01, 0.5
 
 
 def test_sac_d_micro_step_matches_definition(monkeypatch):
-    cfg, learner, ref = build("+learner=sac_d", f"algo.sac_d.hyperparams.gamma={GAMMA}",
+    monkeypatch.setattr(tls, "BASE", [o for o in tls.BASE if not o.startswith("algo.pqn.")])  # PQN's keys
+    cfg, learner, ref = build("learner=sac_d", f"algo.sac_d.hyperparams.gamma={GAMMA}",
                               f"algo.sac_d.hyperparams.Lambda={LAM}", f"algo.sac_d.hyperparams.alpha={ALPHA0}",
                               f"algo.sac_d.hyperparams.tau={TAU}", f"algo.sac_d.hyperparams.top_k_actions={TOPK}",
                               f"algo.sac_d.hyperparams.alpha_lr={ALPHA_LR}",

@@ -19,6 +19,7 @@ import rl.agents.sarsa as sarsa_mod
 from envs.env import PositionSettings
 from rl.agents.sarsa import SarsaLearner, policy_probs, sarsa_returns
 from rl.qfunc import sample_policy
+import tests.rl.test_learner_step as tls
 from tests.rl.test_learner_step import (
     ALPHA0,
     TAU,
@@ -108,7 +109,8 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_sarsa_micro_step_matches_definition(case, monkeypatch):
-    cfg, learner, ref = build("+learner=sarsa", f"algo.sarsa.hyperparams.gamma={GAMMA}",
+    monkeypatch.setattr(tls, "BASE", [o for o in tls.BASE if not o.startswith("algo.pqn.")])  # PQN's keys
+    cfg, learner, ref = build("learner=sarsa", f"algo.sarsa.hyperparams.gamma={GAMMA}",
                               f"algo.sarsa.hyperparams.alpha={ALPHA0}", f"algo.sarsa.hyperparams.tau={TAU}",
                               f"algo.sarsa.hyperparams.top_k_actions={TOPK}", *CASES[case])
     assert isinstance(learner, SarsaLearner)

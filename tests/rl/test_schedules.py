@@ -63,7 +63,7 @@ def test_build_scheduler_defaults_are_the_configs():
 
     from tests.conftest import ROOT
 
-    node = OmegaConf.to_container(OmegaConf.load(ROOT / "configs/algo/pqn.yaml").pqn.scheduler)
+    node = OmegaConf.to_container(OmegaConf.load(ROOT / "configs/algo/pqn.yaml").scheduler)
     node["total"] = 1500
     steps = [0, 1, 999, 1000, 1001, 1250, 1500]
     full, bare = lrs_of(node, 1501), lrs_of({"total": 1500}, 1501)

@@ -1,4 +1,4 @@
-"""The SFT loss (rl/sft.py) against a straightforward computation written from its definition:
+"""The SFT loss (rl/agents/sft.py) against a straightforward computation written from its definition:
 every chunk and every teacher-forced state embedded alone (no padding, no batching), position
 codes from the env's per-state path, cross-entropy as logsumexp over the available chunks minus
 the gold chunk's Q. Same loss and gradients up to float noise, however samples are grouped."""
@@ -7,11 +7,11 @@ import dataclasses
 import pytest
 import torch
 
-from rl.sft import SFTLearner, teacher_trajectory
+from rl.agents.sft import SFTLearner, teacher_trajectory
 from rl.trainer import Trainer
 
 DEFAULT_GROUP_TOKENS = SFTLearner.GROUP_TOKENS
-SFT = ["algo.objective=sft", "batch_size=6", "final_eval_episodes=0", "eval_episodes=2"]  # qa2, T = 2
+SFT = ["learner=sft", "batch_size=6", "final_eval_episodes=0", "eval_episodes=2"]  # qa2, T = 2
 
 
 def embed_unpadded(encoder, seqs):
@@ -80,7 +80,7 @@ def check_against_reference(learner, eps, monkeypatch):
         agent.zero_grad(set_to_none=True)
         scalars = learner.loss_on(eps)
         assert scalars["transitions"] == 2 * len(eps)
-        assert scalars["qf_loss"] == pytest.approx(ref.item(), rel=1e-5, abs=1e-6)
+        assert scalars["ce_loss"] == pytest.approx(ref.item(), rel=1e-5, abs=1e-6)
         for w, g in zip(want, grads(agent)):
             if w is None:
                 assert g is None or float(g.abs().max()) <= 1e-5 * scale

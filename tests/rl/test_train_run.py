@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from rl.pqn import PQNLearner
+from rl.agents.pqn import PQNLearner
 from rl.trainer import RunFolderError, run
 from tests.conftest import ROOT, TINY
 

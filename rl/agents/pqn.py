@@ -16,7 +16,7 @@ import torch
 from envs.env import Episode, VecRetrievalEnv
 from envs.legacy import flag
 from rl.agent import QRAGAgent
-from rl.learner_base import LearnerBase
+from rl.agents.base import LearnerBase
 from rl.qfunc import q_all, sample_policy, soft_values, twin_heads
 from rl.returns import lambda_returns
 
@@ -35,15 +35,13 @@ class Hyper:
 
     @classmethod
     def from_cfg(cls, hp: Any) -> "Hyper":
-        lam = hp.get("Lambda", hp.get("lam", 0.65))
-        k = hp.get("top_k_actions", 5)
+        """From ``algo.pqn.hyperparams`` (configs/learner/pqn.yaml holds every default)."""
+        k = hp.top_k_actions
         return cls(
-            gamma=float(hp.get("gamma", 0.99)), alpha=float(hp.get("alpha", 0.01)), lam=float(lam),
-            tau=float(hp.get("tau", 0.1)), top_k_actions=None if k is None else int(k),
-            alpha_min=float(hp.get("alpha_min", 1e-6)),
-            soft_target=bool(hp.get("soft_target", True)),
-            use_target_networks=bool(hp.get("use_target_networks", True)),
-            acting_dropout=bool(hp.get("acting_dropout", True)),
+            gamma=float(hp.gamma), alpha=float(hp.alpha), lam=float(hp.Lambda), tau=float(hp.tau),
+            top_k_actions=None if k is None else int(k), alpha_min=float(hp.alpha_min),
+            soft_target=bool(hp.soft_target), use_target_networks=bool(hp.use_target_networks),
+            acting_dropout=bool(hp.acting_dropout),
         )
 
 
@@ -59,9 +57,21 @@ class Transition:
 
 
 class PQNLearner(LearnerBase):
-    def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, algo_cfg: Any, cfg: Any, legacy: Any):
-        super().__init__(agent, env, algo_cfg, cfg)
-        self.hp = Hyper.from_cfg(algo_cfg.pqn.hyperparams)
+    NAME = "pqn"
+    LOSS = "qf_loss"
+
+    @classmethod
+    def check_config(cls, checker: Any, hp: str) -> None:
+        for k in ("gamma", "Lambda", "tau"):
+            checker.number(f"{hp}.{k}", 0.0, 1.0)
+        checker.number(f"{hp}.alpha", 0.0)
+        checker.number(f"{hp}.alpha_min", 0.0)
+        checker.integer(f"{hp}.top_k_actions", 1, nullable=True)
+
+    def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
+        super().__init__(agent, env, cfg, legacy)
+        self.hp = Hyper.from_cfg(self.hyperparams(cfg))
+        self.alpha = self.hp.alpha  # α = α₀ until the first optimiser step
         self.learning_start = int(cfg.learning_start)
         self.sort_by_index = env.sort_by_index
         self.legacy_off_by_one = flag(legacy, "lambda_return_off_by_one")
@@ -107,7 +117,7 @@ class PQNLearner(LearnerBase):
         for slot, tr, r, d in zip(slots, trans, rewards, dones):
             tr.reward, tr.done = r, d
             if d:
-                self.stats.finished_returns.append(tr.ep.ret)
+                self._finished_returns.append(tr.ep.ret)
                 self.counters.episodes += 1
                 env.reset_random(slot)
         return trans
@@ -193,3 +203,12 @@ class PQNLearner(LearnerBase):
         self.agent.update_targets(tau)
         self.finish_step()
         return {**scalars, "alpha": self.alpha}
+
+    def eval_row(self) -> dict[str, float]:
+        return {**super().eval_row(), "alpha": self.alpha}
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"alpha": self.alpha}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        self.alpha = float(state["alpha"])

@@ -8,9 +8,8 @@ cross-entropy of Q(s_t, ·) over the available chunks with the next gold chunk a
 
 Same agent (encoders E_s, E_a, state layout, rotation by the chunk position codes of s_t) and the
 same greedy evaluation as Q-RAG; only the learning signal differs. No rollouts, no target values:
-the target encoders and α are unused (α is kept as a constant attribute for the trainer's logs).
-Interface as :class:`rl.pqn.PQNLearner`: ``micro_step() -> scalars``, ``optimizer_step``,
-``state_dict``/``load_state_dict``, ``counters``, ``stats``, ``env``, ``alpha``, ``optimizer``.
+the target encoders, α and the acting generator are unused. The learner contract is
+:class:`rl.agents.base.Learner`; the main scalar is ``ce_loss``.
 """
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ import torch.nn.functional as F
 from envs.env import Episode, VecRetrievalEnv
 from envs.types import sf_known
 from rl.agent import QRAGAgent
-from rl.learner_base import LearnerBase
+from rl.agents.base import LearnerBase
 from rl.ragged import FramedIds, RaggedIds
 
 MAX_DRAWS_PER_TRANSITION = 100  # give up when the training set has (almost) no gold facts
@@ -37,10 +36,13 @@ def teacher_trajectory(sample: dict[str, Any], max_steps: int) -> list[int]:
 
 
 class SFTLearner(LearnerBase):
-    def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, algo_cfg: Any, cfg: Any, legacy: Any = None):
+    NAME = "sft"
+    LOSS = "ce_loss"
+
+    def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
         # batch_size = minimum teacher-forced transitions per micro-step; rollout_len is nominal
-        # (for the trainer's batch log); α and the policy generator are unused by this objective.
-        super().__init__(agent, env, algo_cfg, cfg)
+        # (for the trainer's batch log); the policy generator is unused by this objective.
+        super().__init__(agent, env, cfg, legacy)
 
     # -- data -----------------------------------------------------------------------------
     def draw_episodes(self) -> list[Episode]:
@@ -51,7 +53,7 @@ class SFTLearner(LearnerBase):
         while n < self.batch_size:
             draws += 1
             if draws > MAX_DRAWS_PER_TRANSITION * self.batch_size:
-                raise RuntimeError("algo.objective=sft needs training samples with gold chunks (sf_idx); "
+                raise RuntimeError("learner=sft needs training samples with gold chunks (sf_idx); "
                                    f"none found in {draws - 1} draws from the {self.env.name} set")
             ep = self.env.reset_random(0)
             steps = len(teacher_trajectory(ep.sample, self.env.max_steps))
@@ -129,7 +131,7 @@ class SFTLearner(LearnerBase):
                     sums[1] += logits.gather(1, target[:, None]).sum()
                     sums[2] += (logits.argmax(1) == target).sum()
         ce_sum, q_sum, correct = sums.tolist()  # one device sync per micro-step
-        return {"qf_loss": ce_sum / n_total, "q_mean": q_sum / n_total, "sft_acc": correct / n_total,
+        return {"ce_loss": ce_sum / n_total, "q_mean": q_sum / n_total, "sft_acc": correct / n_total,
                 "transitions": float(n_total)}
 
     # -- one micro-step -------------------------------------------------------------------

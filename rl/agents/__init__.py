@@ -1,0 +1,29 @@
+"""Learners: one file per learning rule, all on the same agent, environments and evaluation.
+
+``algo.objective`` (set by ``learner=<name>``, configs/learner/<name>.yaml) picks one; the trainer
+uses it only through :class:`rl.agents.base.Learner`. Adding a learner = a module here, its entry
+in ``LEARNERS`` and configs/learner/<name>.yaml.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from envs.env import VecRetrievalEnv
+from rl.agent import QRAGAgent
+from rl.agents.base import Learner, LearnerBase
+from rl.agents.pqn import PQNLearner
+from rl.agents.sac_d import SacDLearner
+from rl.agents.sarsa import SarsaLearner
+from rl.agents.sft import SFTLearner
+
+LEARNERS: dict[str, type[LearnerBase]] = {"pqn": PQNLearner, "sft": SFTLearner, "sarsa": SarsaLearner,
+                                          "sac_d": SacDLearner}
+
+
+def build_learner(agent: QRAGAgent, env: VecRetrievalEnv, cfg: Any, legacy: Any) -> Learner:
+    """The learner named by ``algo.objective``: pqn (Q-RAG), sft (the "multi-step RAG w. SFT"
+    baseline, SPEC §4.5), sarsa, sac_d (rl/agents/sarsa.py, rl/agents/sac_d.py)."""
+    objective = str(cfg.algo.objective)
+    if objective not in LEARNERS:
+        raise ValueError(f"algo.objective must be one of {sorted(LEARNERS)}, got {objective!r}")
+    return LEARNERS[objective](agent, env, cfg, legacy)

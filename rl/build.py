@@ -1,0 +1,48 @@
+"""From a run config to the objects a run is made of: the agent, the training environments, the
+learner and the evaluation settings. Training (rl/trainer.py), evaluation (rl/eval_run.py) and
+the benchmark (scripts/bench.py) build them here, so evaluation never imports the trainer."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+
+from envs.env import PositionSettings, VecRetrievalEnv
+from envs.feedback import build_feedback
+from rl.agent import QRAGAgent
+from rl.agents import build_learner
+from rl.evaluate import EvalSettings
+from rl.speed import SpeedSwitches
+
+__all__ = ["agent_from_cfg", "build_learner", "eval_settings", "train_env"]
+
+
+def agent_from_cfg(cfg: DictConfig, device: torch.device) -> QRAGAgent:
+    layout = {
+        "max_action_length": int(cfg.max_action_length),
+        "max_action_length_in_memory": int(cfg.max_action_length_in_memory),
+        "eval_max_action_length_in_memory": cfg.get("eval_max_action_length_in_memory"),
+        "max_state_length": cfg.get("max_state_length"),
+    }
+    return QRAGAgent(cfg.algo.model, layout, device, str(cfg.precision), int(cfg.embed_batch_size),
+                     speed=SpeedSwitches.from_cfg(cfg))
+
+
+def train_env(cfg: DictConfig, dataset: Any, device: torch.device, seed: int, legacy: Any) -> VecRetrievalEnv:
+    """``envs_parallel`` persistent training environments over ``dataset`` (ground-truth or LLM
+    feedback as configured), seeded with ``seed``."""
+    feedback = build_feedback(cfg.feedback, cfg.envs, "train", legacy, str(cfg.envs.task))
+    return VecRetrievalEnv(dataset, feedback, int(cfg.envs_parallel), int(cfg.envs.max_steps),
+                           PositionSettings.from_cfg(cfg.envs), bool(cfg.envs.sort_by_index), device, seed, "train")
+
+
+def eval_settings(cfg: DictConfig) -> EvalSettings:
+    stop = (cfg.get("eval") or {}).get("stop_q_threshold")
+    return EvalSettings(
+        max_steps=int(cfg.envs.max_steps),
+        positions=PositionSettings.from_cfg(cfg.envs),
+        sort_by_index=bool(cfg.envs.sort_by_index),
+        stop_q_threshold=None if stop is None else float(stop),
+        group_size=int(cfg.get("eval_group_size", 8)),
+    )
