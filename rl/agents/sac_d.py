@@ -103,9 +103,95 @@ class Temperature:
             self.optimizer.step()
         return float(loss.detach())
 
+    def state_dict(self) -> dict[str, Any]:
+        return {"log_alpha": self.log_alpha.detach().clone(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
+
+@dataclass
+class SacHyper:
+    """``algo.sac_d.hyperparams`` (configs/learner/sac_d.yaml documents and defaults every key)."""
+    gamma: float
+    lam: float
+    alpha: float
+    learn_alpha: bool
+    alpha_lr: float
+    target_entropy_ratio: float
+    alpha_min: float
+    tau: float
+    top_k_actions: int | None
+    use_target_networks: bool
+    acting_dropout: bool
+
+    @classmethod
+    def from_cfg(cls, hp: Any) -> "SacHyper":
+        k = hp.top_k_actions
+        return cls(gamma=float(hp.gamma), lam=float(hp.Lambda), alpha=float(hp.alpha),
+                   learn_alpha=bool(hp.learn_alpha), alpha_lr=float(hp.alpha_lr),
+                   target_entropy_ratio=float(hp.target_entropy_ratio), alpha_min=float(hp.alpha_min),
+                   tau=float(hp.tau), top_k_actions=None if k is None else int(k),
+                   use_target_networks=bool(hp.use_target_networks), acting_dropout=bool(hp.acting_dropout))
+
+
+class SacDLearner(PQNLearner):
+    NAME = "sac_d"
+
+    @classmethod
+    def check_config(cls, checker: Any, hp: str) -> None:
+        for k in ("gamma", "Lambda", "tau", "target_entropy_ratio"):
+            checker.number(f"{hp}.{k}", 0.0, 1.0)
+        checker.number(f"{hp}.alpha", 0.0, low_open=True)
+        checker.number(f"{hp}.alpha_lr", 0.0)
+        checker.number(f"{hp}.alpha_min", 0.0)
+        checker.integer(f"{hp}.top_k_actions", 1, nullable=True)
+        for k in ("learn_alpha", "use_target_networks", "acting_dropout"):
+            checker.boolean(f"{hp}.{k}")
+
+    def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
+        # PQN's own __init__ would read PQN's keys; SAC-D sets the attributes PQN's acting and
+        # micro-step use, from its own node
+        LearnerBase.__init__(self, agent, env, cfg, legacy)
+        self.hp = SacHyper.from_cfg(self.hyperparams(cfg))
+        self.learning_start = int(cfg.learning_start)
+        self.sort_by_index = env.sort_by_index
+        self.legacy_off_by_one = self.legacy_drop_last = self.legacy_topk = self.target_train_mode = False
+        self.temperature = Temperature(self.hp.alpha, self.hp.alpha_lr, self.hp.alpha_min, self.hp.learn_alpha)
+        self.alpha = self.temperature.alpha
+        self._entropy: list[torch.Tensor] = []  # H(π′) of the target states since the last optimiser step
+        self._target_h: list[torch.Tensor] = []
+
+    @torch.no_grad()
+    def _target_values(self, items: list[tuple[Episode, list[int]]]) -> torch.Tensor:
+        """SAC-D's V(s) for (episode, chunks held) pairs; records the entropies for the α step."""
+        out = torch.zeros(len(items), device=self.agent.device)
+        for idx, heads, avail in target_head_groups(self, items):
+            v, h, support = sac_values(heads, avail, self.hp.top_k_actions, self.alpha)
+            out[torch.tensor(idx, device=out.device)] = v
+            self._entropy.append(h.cpu())
+            self._target_h.append(target_entropy(support, self.hp.target_entropy_ratio).cpu())
+        return out
+
+    def optimizer_step(self) -> dict[str, float]:
+        """Clip, AdamW, schedule (shared), then the temperature step, EMA, stale caches."""
+        scalars = self.gradient_step()
+        if self._entropy:
+            h, target = torch.cat(self._entropy), torch.cat(self._target_h)
+            scalars["entropy"] = float(h.mean())
+            scalars["alpha_loss"] = self.temperature.step(h, target)
+        self._entropy, self._target_h = [], []
+        self.alpha = self.temperature.alpha
+        self.agent.update_targets(self.hp.tau if self.hp.use_target_networks else 1.0)
+        self.finish_step()
+        return {**scalars, "alpha": self.alpha}
+
     def extra_state(self) -> dict[str, Any]:
         return {**super().extra_state(), "temperature": self.temperature.state_dict()}
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
+        super().load_extra_state(state)
         self.temperature.load_state_dict(state["temperature"])
         self.alpha = self.temperature.alpha
