@@ -166,7 +166,11 @@ class SarsaLearner(PQNLearner):
             vals = self._q_taken([(steps[t][e].ep, steps[t][e].selected, steps[t][e].action) for t, e in needed])
             for (t, e), v in zip(needed, vals):
                 q_taken[t, e] = v
-        boot = self._expected_next_q(list(self.env.episodes))
+        # the bootstrap enters only where the last step did not end the episode
+        live = [e for e in range(E) if not steps[L - 1][e].done]
+        boot = torch.zeros(E, device=agent.device)
+        if live:
+            boot[torch.tensor(live, device=agent.device)] = self._expected_next_q([self.env.episodes[e] for e in live])
         returns = sarsa_returns(rewards, dones, q_taken, boot, self.hp.gamma, n)
         flat = [tr for s in steps for tr in s]
         return self._regress(flat, returns.flatten())
