@@ -8,7 +8,8 @@ from omegaconf import open_dict
 from rl.agents.sac_d import SacDLearner
 from rl.agents.sarsa import SarsaLearner
 from rl.trainer import run
-from tests.conftest import compose_cfg
+from rl.validate import ConfigError, check_training
+from tests.conftest import TINY, compose_cfg
 from tests.rl.test_train_run import read_metrics
 
 LEARNERS = {"sarsa": SarsaLearner, "sac_d": SacDLearner}
@@ -57,3 +58,18 @@ def test_learns_the_demo_task(name, tmp_path):
     summary = run(cfg)
     gain = summary["trained/fact_f1"] - summary["untrained/fact_f1"]
     assert gain >= 0.2, summary
+
+
+@pytest.mark.parametrize("override,line", [
+    (["learner=sarsa", "algo.sarsa.hyperparams.n_steps=0"],
+     "algo.sarsa.hyperparams.n_steps=0: expected an integer >= 1"),
+    (["learner=sarsa", "algo.sarsa.hyperparams.alpha=0"], "algo.sarsa.hyperparams.alpha=0: expected a number > 0"),
+    (["learner=sac_d", "algo.sac_d.hyperparams.target_entropy_ratio=1.5"],
+     "algo.sac_d.hyperparams.target_entropy_ratio=1.5: expected a number >= 0 and <= 1"),
+    (["learner=sac_d", "algo.sac_d.hyperparams.learn_alpha=maybe"],
+     "algo.sac_d.hyperparams.learn_alpha='maybe': expected true or false"),
+])
+def test_bad_hyperparameters_have_their_line(override, line):
+    with pytest.raises(ConfigError) as e:
+        check_training(compose_cfg(TINY + override))
+    assert e.value.lines == [line]
