@@ -128,7 +128,7 @@ class SacHyper:
     acting_dropout: bool
 
     @classmethod
-    def from_cfg(cls, hp: Any) -> "SacHyper":
+    def from_cfg(cls, hp: Any) -> SacHyper:
         k = hp.top_k_actions
         return cls(gamma=float(hp.gamma), lam=float(hp.Lambda), alpha=float(hp.alpha),
                    learn_alpha=bool(hp.learn_alpha), alpha_lr=float(hp.alpha_lr),

@@ -82,7 +82,7 @@ class SarsaHyper:
     acting_dropout: bool
 
     @classmethod
-    def from_cfg(cls, hp: Any) -> "SarsaHyper":
+    def from_cfg(cls, hp: Any) -> SarsaHyper:
         k = hp.top_k_actions
         return cls(gamma=float(hp.gamma), n_steps=int(hp.n_steps), alpha=float(hp.alpha),
                    alpha_min=float(hp.alpha_min), tau=float(hp.tau), top_k_actions=None if k is None else int(k),

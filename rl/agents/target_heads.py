@@ -6,7 +6,7 @@ embeddings of a sample are computed once and rotated per state, as PQN's target 
 """
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import torch

@@ -16,15 +16,15 @@ import pytest
 import torch
 
 import rl.agents.sarsa as sarsa_mod
+import tests.rl.test_learner_step as tls
 from envs.env import PositionSettings
 from rl.agents.sarsa import SarsaLearner, policy_probs, sarsa_returns
 from rl.qfunc import sample_policy
-import tests.rl.test_learner_step as tls
 from tests.rl.test_learner_step import (
     ALPHA0,
+    LR0,
     TAU,
     TOPK,
-    LR0,
     Watch,
     build,
     check_optimiser_step,
@@ -153,7 +153,7 @@ def test_sarsa_micro_step_matches_definition(case, monkeypatch):
             w = {j: math.exp((qo[j].item() - m) / ALPHA0) for j in top}
             boot.append(sum(w[j] * qt[j].item() for j in top) / sum(w.values()))
     G = sarsa_ref(r, d, q, boot, GAMMA, n)
-    rewards, dones, q_taken, boot_seen, gamma, n_seen = seen["args"]
+    *_, boot_seen, gamma, n_seen = seen["args"]
     assert (gamma, n_seen) == (GAMMA, n)
     for e in range(E):
         if not d[L - 1][e]:
