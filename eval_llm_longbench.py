@@ -21,14 +21,22 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from prompts_and_metrics.filters import FILTERS, FilterSpec, apply_filter
 from prompts_and_metrics.longbench import LENGTH_BUCKETS, length_bucket, longbench_score, subset
 from prompts_and_metrics.metrics import SCORING_VERSION
 from prompts_and_metrics.prompts import strip_think
 from prompts_and_metrics.reader_io import (
-    REQUIRED_FIELDS, LogFormatError, append_jsonl, mean, model_basename, pending_records, read_jsonl, read_output, run_reader_cli,
+    REQUIRED_FIELDS,
+    LogFormatError,
+    append_jsonl,
+    mean,
+    model_basename,
+    pending_records,
+    read_jsonl,
+    read_output,
+    run_reader_cli,
     write_json_atomic,
 )
 
@@ -74,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def load_prompts(path: Optional[str]) -> dict[str, str]:
+def load_prompts(path: str | None) -> dict[str, str]:
     """Templates per subset from ``--prompt_file`` ({} = the project's own)."""
     if path is None:
         return {}
@@ -88,7 +96,7 @@ def load_prompts(path: Optional[str]) -> dict[str, str]:
     return prompts
 
 
-def fill_prompt(dataset: str, context: str, text_in: str, prompts: dict[str, str], prompt_file: Optional[str]) -> str:
+def fill_prompt(dataset: str, context: str, text_in: str, prompts: dict[str, str], prompt_file: str | None) -> str:
     if prompts and dataset not in prompts:
         raise LogFormatError(f"{prompt_file}: no template for subset {dataset!r}")
     template = prompts[dataset] if prompts else subset(dataset).prompt
@@ -119,7 +127,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def run(args: argparse.Namespace, backend: Optional[Any] = None) -> dict[str, Any]:
+def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
     if args.score_predictions:
         return score_prediction_dir(Path(args.score_predictions), args.e)
     from tqdm import tqdm
@@ -222,11 +230,11 @@ def make_backend(args: argparse.Namespace) -> Any:
     )
 
 
-def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return build_parser().parse_args(argv)
 
 
-def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     return run_reader_cli(run, parse_args(argv))
 
 

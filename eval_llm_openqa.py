@@ -15,14 +15,23 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from prompts_and_metrics.filters import FILTERS, FilterSpec, apply_filter
 from prompts_and_metrics.metrics import QA_BENCHMARKS, SCORING_VERSION, qa_scores
 from prompts_and_metrics.prompts import extract_final_answer, openqa_messages, strip_think
 from prompts_and_metrics.reader_io import (
-    REQUIRED_FIELDS, LogFormatError, append_jsonl, parse_reader_args, pending_records, run_reader_cli, mean, read_jsonl,
-    read_output, rescore_outputs, write_json_atomic,
+    REQUIRED_FIELDS,
+    LogFormatError,
+    append_jsonl,
+    mean,
+    parse_reader_args,
+    pending_records,
+    read_jsonl,
+    read_output,
+    rescore_outputs,
+    run_reader_cli,
+    write_json_atomic,
 )
 
 # Optional per-sample metrics, present for some benchmarks only (summary: mean over the lines that have them).
@@ -101,7 +110,7 @@ def score_line(line: dict[str, Any], benchmark: str, ignore_aliases: bool, legac
     return out
 
 
-def run(args: argparse.Namespace, backend: Optional[Any] = None) -> dict[str, Any]:
+def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
     from tqdm import tqdm
 
     log_path = Path(args.retriever_logfile)
@@ -198,14 +207,14 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 READER_PRESETS: dict[str, dict[str, Any]] = {"paper": {}, "ref": {"max_tokens": 4000, "think": True}}
 
 
-def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from prompts_and_metrics.llm.server_backend import refuse_key_argument
 
     refuse_key_argument(sys.argv[1:] if argv is None else argv)
     return parse_reader_args(build_parser(), READER_PRESETS, argv)
 
 
-def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     return run_reader_cli(run, parse_args(argv))
 
 

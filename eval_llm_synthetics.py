@@ -15,14 +15,24 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from prompts_and_metrics.filters import FILTERS, FilterSpec, apply_filter
 from prompts_and_metrics.metrics import NIAH_TASKS, SCORING_VERSION, synthetic_scores, task_key
 from prompts_and_metrics.prompts import babilong_messages, strip_think
 from prompts_and_metrics.reader_io import (
-    REQUIRED_FIELDS, LogFormatError, append_jsonl, context_key, mean, model_basename, parse_reader_args, read_jsonl,
-    read_output, rescore_outputs, run_reader_cli, write_json_atomic,
+    REQUIRED_FIELDS,
+    LogFormatError,
+    append_jsonl,
+    context_key,
+    mean,
+    model_basename,
+    parse_reader_args,
+    read_jsonl,
+    read_output,
+    rescore_outputs,
+    run_reader_cli,
+    write_json_atomic,
 )
 
 # Reader settings stored in every output line; a resume with other values is refused.
@@ -117,7 +127,7 @@ def make_backend(args: argparse.Namespace) -> Any:
     )
 
 
-def run(args: argparse.Namespace, backend: Optional[Any] = None) -> dict[str, Any]:
+def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
     """Evaluate; returns {context, filter, em, acc, f1, n, output, results}. ``backend`` lets a caller
     reuse an already loaded model."""
     from tqdm import tqdm
@@ -196,14 +206,14 @@ def run(args: argparse.Namespace, backend: Optional[Any] = None) -> dict[str, An
 READER_PRESETS: dict[str, dict[str, Any]] = {"paper": {}, "ref": {"max_tokens": 32, "max_model_len": 2048}}
 
 
-def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from prompts_and_metrics.llm.server_backend import refuse_key_argument
 
     refuse_key_argument(sys.argv[1:] if argv is None else argv)
     return parse_reader_args(build_parser(), READER_PRESETS, argv)
 
 
-def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     return run_reader_cli(run, parse_args(argv))
 
 

@@ -10,8 +10,9 @@ part of the task. ``truncated`` is reported separately for logging.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -25,22 +26,25 @@ HOST_CODES_MAX_CHUNKS = 4096  # smaller samples get their acting codes from nump
 
 @dataclass
 class PositionSettings:
-    processor: str = "relative"
-    step_size: int = 20
-    formula: str = "linspace"
-    max_chunks_count: int = 2000
+    """How chunk positions are coded. No defaults here: every value comes from the ``envs`` node
+    (configs/envs/*.yaml hold the one default of each key)."""
+
+    processor: str
+    step_size: int
+    formula: str
+    max_chunks_count: int
 
     def __post_init__(self) -> None:
         if self.processor not in PROCESSORS:
             raise ValueError(f"envs.positions_processor must be one of {PROCESSORS}, got {self.processor!r}")
 
     @classmethod
-    def from_cfg(cls, envs_cfg: Any) -> "PositionSettings":
+    def from_cfg(cls, envs_cfg: Any) -> PositionSettings:
         return cls(
-            processor=str(envs_cfg.get("positions_processor", "none")),
-            step_size=int(envs_cfg.get("step_size", 20)),
-            formula=str(envs_cfg.get("relative_formula", "linspace")),
-            max_chunks_count=int(envs_cfg.get("max_chunks_count", 2000)),
+            processor=str(envs_cfg.positions_processor),
+            step_size=int(envs_cfg.step_size),
+            formula=str(envs_cfg.relative_formula),
+            max_chunks_count=int(envs_cfg.max_chunks_count),
         )
 
 

@@ -9,8 +9,9 @@ send one request batch per vectorised step.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 from envs.types import Sample, sf_known
 
@@ -25,14 +26,17 @@ class Feedback(Protocol):
 
 @dataclass
 class GroundTruthSettings:
-    completion_reward: float = 1.0
-    per_fact_reward: float = 0.0
-    penalize_extra_steps: bool = True
-    never_terminate: bool = True
-    reward_timing: str = "completion"  # completion (ref) | terminal (paper's text)
+    """Filled by :func:`build_feedback` from configs/feedback/defaults.yaml and the env's
+    ``feedback_defaults`` (the only defaults of these values)."""
+
+    completion_reward: float
+    per_fact_reward: float
+    penalize_extra_steps: bool
+    never_terminate: bool
+    reward_timing: str  # completion (ref) | terminal (paper's text)
     # a sample without known gold: "refuse" (training: an error naming the sample) or "zero"
     # (evaluation: return 0, the episode never completes)
-    empty_gold: str = "refuse"
+    empty_gold: str
 
 
 class GroundTruthFeedback:
@@ -110,34 +114,35 @@ def build_feedback(feedback_cfg: Any, envs_cfg: Any, phase: str, legacy: Any = N
     """
     from envs.legacy import flag
 
-    ftype = str(feedback_cfg.get("type", "gt"))
+    ftype = str(feedback_cfg["type"])
     if ftype in ("babilong_em", "llm"):
         from envs.feedback_llm import LLMFeedback  # lazy: vLLM/HTTP only when asked for
 
         return LLMFeedback(feedback_cfg, task=task, legacy=legacy)
     if ftype != "gt":
         raise ValueError(f"unknown feedback.type {ftype!r}; use 'gt' or 'babilong_em' (alias 'llm')")
-    gt = feedback_cfg.get("ground_truth", {}) or {}
-    env_defaults = (envs_cfg.get("feedback_defaults", {}) or {}).get(phase, {}) or {}
+    gt = feedback_cfg["ground_truth"]
+    env_defaults = envs_cfg["feedback_defaults"][phase]
 
-    def pick(key: str, fallback: Any) -> Any:
-        if phase == "train" and gt.get(key) is not None:
-            return gt.get(key)
-        return env_defaults.get(key, fallback)
+    def pick(key: str) -> Any:
+        """feedback.ground_truth.<key> where set (training only), else the env's default."""
+        if phase == "train" and gt[key] is not None:
+            return gt[key]
+        return env_defaults[key]
 
     if phase == "train":
-        never_terminate = bool(pick("never_terminate", True))
+        never_terminate = bool(pick("never_terminate"))
     elif flag(legacy, "oracle_stop"):
-        never_terminate = bool(env_defaults.get("never_terminate_ref", False))
+        never_terminate = bool(env_defaults["never_terminate_ref"])
     else:
         never_terminate = True
     return GroundTruthFeedback(
         GroundTruthSettings(
-            completion_reward=float(gt.get("completion_reward", 1.0)),
-            per_fact_reward=float(gt.get("per_fact_reward", 0.0)),
-            penalize_extra_steps=bool(pick("penalize_extra_steps", True)),
+            completion_reward=float(gt["completion_reward"]),
+            per_fact_reward=float(gt["per_fact_reward"]),
+            penalize_extra_steps=bool(pick("penalize_extra_steps")),
             never_terminate=never_terminate,
-            reward_timing=str(gt.get("reward_timing", "completion")),
+            reward_timing=str(gt["reward_timing"]),
             empty_gold="refuse" if phase == "train" else "zero",
         )
     )

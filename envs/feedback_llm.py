@@ -15,7 +15,8 @@ No LLM client is imported until the backend is built (first construction of LLMF
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from envs.legacy import flag
 from envs.types import Sample
@@ -32,16 +33,6 @@ METRICS: dict[str, Callable[[str, str, str, str], float]] = {
 }
 
 
-def _get(cfg: Any, key: str, default: Any = None) -> Any:
-    if cfg is None:
-        return default
-    try:
-        val = cfg.get(key, default)
-    except AttributeError:
-        val = getattr(cfg, key, default)
-    return default if val is None else val
-
-
 def _plain(node: Any) -> dict:
     if node is None:
         return {}
@@ -56,7 +47,8 @@ def _plain(node: Any) -> dict:
 
 
 class LLMFeedback:
-    """Feedback protocol (envs/feedback.py) backed by a reader LLM.
+    """Feedback protocol (envs/feedback.py) backed by a reader LLM. ``feedback_cfg`` is the
+    ``feedback`` node of configs/feedback/llm.yaml (every key read here, defaulted only there).
 
     ``backend``: an already built backend (tests, sharing one engine); else one is built from the
     config: ``use_api`` -> server backend, otherwise vLLM if importable, else transformers.
@@ -64,34 +56,34 @@ class LLMFeedback:
 
     def __init__(self, feedback_cfg: Any, task: str, legacy: Any = None, backend: Any = None):
         self.task = task_key(task)
-        self.reward_scaling = float(_get(feedback_cfg, "reward_scaling", 1.0))
-        self.completion_threshold = float(_get(feedback_cfg, "completion_threshold", self.reward_scaling))
-        metric = str(_get(feedback_cfg, "metric", "em"))
+        self.reward_scaling = float(feedback_cfg["reward_scaling"])
+        self.completion_threshold = float(feedback_cfg["completion_threshold"])
+        metric = str(feedback_cfg["metric"])
         if metric not in METRICS:
             raise ValueError(f"feedback.metric {metric!r} unknown; choose one of {sorted(METRICS)}")
         if metric in ("acc", "f1") and self.task in NIAH_TASKS:
             raise ValueError(f"feedback.metric {metric!r} scores bAbI answer labels; NIAH ({self.task}) takes em")
         self.metric = METRICS[metric]
-        sp = _plain(_get(feedback_cfg, "sampling_params", {}))
-        self.max_tokens = int(sp.get("max_tokens", 32))
-        self.temperature = float(sp.get("temperature", 0.0))
-        self.top_p = float(sp.get("top_p", 0.95))
-        self.disable_thinking = bool(_get(feedback_cfg, "disable_thinking", True))
-        self.chunk_order = str(_get(feedback_cfg, "chunk_order", "selection"))
+        sp = _plain(feedback_cfg["sampling_params"])
+        self.max_tokens = int(sp["max_tokens"])
+        self.temperature = float(sp["temperature"])
+        self.top_p = float(sp["top_p"])
+        self.disable_thinking = bool(feedback_cfg["disable_thinking"])
+        self.chunk_order = str(feedback_cfg["chunk_order"])
         if self.chunk_order not in ("selection", "index"):
             raise ValueError(f"feedback.chunk_order must be 'selection' or 'index', got {self.chunk_order!r}")
-        self.on_failure = str(_get(feedback_cfg, "on_failure", "raise"))
+        self.on_failure = str(feedback_cfg["on_failure"])
         if self.on_failure not in ("raise", "zero"):
             raise ValueError(f"feedback.on_failure must be 'raise' or 'zero', got {self.on_failure!r}")
         self.repeat_reward = flag(legacy, "repeat_llm_reward")
         self.silent_failures = flag(legacy, "silent_llm_failures")
         self.extra_question_mark = flag(legacy, "prompt_extra_question_mark")
-        self.model = str(_get(feedback_cfg, "model", "Qwen/Qwen3-4B"))
-        self.server = str(_get(feedback_cfg, "api_base_url", "http://localhost:10001/v1"))
-        self.use_api = bool(_get(feedback_cfg, "use_api", True))
+        self.model = str(feedback_cfg["model"])
+        self.server = str(feedback_cfg["api_base_url"])
+        self.use_api = bool(feedback_cfg["use_api"])
         # As with ground-truth feedback: the returned ``completed`` ends the episode only when
         # never_terminate is false; payment (once) always follows the internal solved state.
-        self.never_terminate = bool(_get(feedback_cfg, "never_terminate", True))
+        self.never_terminate = bool(feedback_cfg["never_terminate"])
         self.backend = backend if backend is not None else self._build_backend(feedback_cfg)
         self.failures = 0
         self.calls = 0
@@ -105,12 +97,12 @@ class LLMFeedback:
         if self.use_api:
             return build_backend(
                 "server", self.model, api_base_url=self.server, api_key=None,  # from the environment only
-                max_at_same_time=int(_get(cfg, "max_at_same_time", 20)),
-                timeout_s=float(_get(cfg, "timeout_s", 30.0)), max_retries=int(_get(cfg, "max_retries", 2)),
+                max_at_same_time=int(cfg["max_at_same_time"]),
+                timeout_s=float(cfg["timeout_s"]), max_retries=int(cfg["max_retries"]),
                 on_failure="none",
             )
-        vc = _plain(_get(cfg, "vllm_config", {}))
-        return build_backend(str(_get(cfg, "backend", "auto")), self.model, **vc)
+        vc = _plain(cfg["vllm_config"])
+        return build_backend(str(cfg["backend"]), self.model, **vc)
 
     @property
     def terminates(self) -> bool:
@@ -129,7 +121,7 @@ class LLMFeedback:
         context = " ".join(sample["chunks"][i] for i in order)
         return babilong_messages(self.task, context, sample["question"], self.extra_question_mark)
 
-    def _generate(self, batch: list[list[dict]], slots: list[int]) -> list[Optional[str]]:
+    def _generate(self, batch: list[list[dict]], slots: list[int]) -> list[str | None]:
         from prompts_and_metrics.llm import GenerationError
 
         try:

@@ -6,8 +6,9 @@ from ``sf_texts`` (only ``gt`` can keep an unretrieved gold chunk).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 FILTERS = ("none", "gt", "no_noise", "early_stop", "qvalue", "retrieval_step", "llm")
 

@@ -15,8 +15,8 @@ import re
 import string
 import warnings
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from prompts_and_metrics.metrics import normalize_answer
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 # Version of the answer scoring written into every reader output line. Bump it whenever a metric
 # changes; the readers then rescore older lines from the model output they stored.

@@ -1,12 +1,13 @@
 """File handling shared by the two reader scripts: retriever logs in, resumable JSONL out."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
-import argparse
-from typing import Any, Callable, Iterable, Optional
+from typing import Any
 
 REQUIRED_FIELDS = ("id", "question", "answer", "sf_idx", "pred_idx", "sf_texts", "pred_texts")
 
@@ -143,7 +144,7 @@ def mean(values: list[float]) -> float | None:
 
 
 def parse_reader_args(
-    parser: argparse.ArgumentParser, presets: dict[str, dict[str, Any]], argv: Optional[list[str]] = None
+    parser: argparse.ArgumentParser, presets: dict[str, dict[str, Any]], argv: list[str] | None = None
 ) -> argparse.Namespace:
     """Parse a reader CLI whose ``--reader`` preset (paper | ref, SPEC §9.6) sets the defaults of
     other flags; flags given explicitly still win."""

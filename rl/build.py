@@ -22,8 +22,8 @@ def agent_from_cfg(cfg: DictConfig, device: torch.device) -> QRAGAgent:
     layout = {
         "max_action_length": int(cfg.max_action_length),
         "max_action_length_in_memory": int(cfg.max_action_length_in_memory),
-        "eval_max_action_length_in_memory": cfg.get("eval_max_action_length_in_memory"),
-        "max_state_length": cfg.get("max_state_length"),
+        "eval_max_action_length_in_memory": cfg.eval_max_action_length_in_memory,
+        "max_state_length": cfg.max_state_length,
     }
     return QRAGAgent(cfg.algo.model, layout, device, str(cfg.precision), int(cfg.embed_batch_size),
                      speed=SpeedSwitches.from_cfg(cfg))
@@ -44,5 +44,5 @@ def eval_settings(cfg: DictConfig) -> EvalSettings:
         positions=PositionSettings.from_cfg(cfg.envs),
         sort_by_index=bool(cfg.envs.sort_by_index),
         stop_q_threshold=None if stop is None else float(stop),
-        group_size=int(cfg.get("eval_group_size", 8)),
+        group_size=int(cfg.eval_group_size),
     )

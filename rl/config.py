@@ -1,6 +1,7 @@
 """Hydra/OmegaConf glue shared by the entry points: resolvers, devices, run folders, seeding."""
 from __future__ import annotations
 
+import copy
 import logging
 import random
 import subprocess
@@ -118,6 +119,32 @@ def hydra_output_dir() -> Path | None:
         return Path(HydraConfig.get().runtime.output_dir)
     except (ImportError, ValueError):
         return None
+
+
+# Keys that configs saved by earlier versions still carry although nothing reads them any more.
+REMOVED_KEYS = ("envs.env", "envs.test_env", "algo.model.predictor.input_dim", "algo.model.predictor.max_seq_len")
+
+
+def upgrade_run_config(saved: dict[str, Any]) -> dict[str, Any]:
+    """A run folder's saved config (config.yaml, or a checkpoint's config) in today's layout: the
+    one migration of old runs. Removed keys are dropped; keys added since get the value the run
+    used, as its dataset declares them (``DatasetSpec.added_keys``). Code then reads every key
+    without a default of its own."""
+    from envs.data.registry import dataset_spec
+
+    out = copy.deepcopy(saved)
+    for dotted in REMOVED_KEYS:
+        *parents, leaf = dotted.split(".")
+        node: Any = out
+        for key in parents:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    envs = out.get("envs")
+    if isinstance(envs, dict) and "name" in envs:
+        for key, value in dataset_spec(str(envs["name"])).added_keys.items():
+            envs.setdefault(key, value)
+    return out
 
 
 def without_hydra(cfg: DictConfig) -> DictConfig:

@@ -15,7 +15,8 @@ one stream and every output is copied out at once, so no graph reads another's b
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch

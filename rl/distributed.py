@@ -12,7 +12,8 @@ import atexit
 import datetime
 import logging
 import os
-from typing import Any, Callable, Iterable, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist

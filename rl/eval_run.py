@@ -30,11 +30,12 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from envs.data.registry import build_dataset
+from envs.data.registry import ACTING_KEYS, build_dataset, dataset_spec
 from envs.feedback import build_feedback
 from envs.legacy import flag
 from rl import distributed as dist
-from rl.config import PROJECT_ROOT, pick_device, seed_everything, set_precision, without_hydra
+from rl.build import agent_from_cfg, eval_settings
+from rl.config import PROJECT_ROOT, pick_device, seed_everything, set_precision, upgrade_run_config, without_hydra
 from rl.evaluate import greedy_episodes, summarize
 from rl.haystack_cache import CachedDataset, maybe_cached
 from rl.planner import beam_episodes
@@ -47,15 +48,10 @@ from rl.storage import (
     load_checkpoint,
     remove_stale_tmp,
 )
-from rl.build import agent_from_cfg, eval_settings
 from rl.validate import check_eval
 
 log = logging.getLogger("qrag.eval")
 
-# The run's settings kept when ``eval_env`` replaces the test dataset/env node.
-KEPT_ENV_KEYS = ("max_steps", "positions_processor", "step_size", "relative_formula", "max_chunks_count",
-                 "sort_by_index")
-BABILONG_GRID = {50: "1K", 160: "4K", 1200: "32K", 4600: "128K", 40000: "1M", 400000: "10M"}
 FULL_HASH_LIMIT = 256 * 2**20
 PARTIAL_HASH_BYTES = 32 * 2**20
 # 2: records keyed on the sample position only; records carry num_tokens where the loader counts
@@ -92,14 +88,15 @@ def load_env_node(name: str) -> dict[str, Any]:
 
 
 def replace_env(saved_envs: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
-    """The eval_env node with the run's acting settings (positions, order, T) kept; BabiLong
-    variants also keep the run's task (the model was trained on it)."""
+    """The eval_env node with the run's acting settings (positions, order, T) kept; a dataset of
+    the run's family (BabiLong and its official sets) also keeps the run's task (the model was
+    trained on it)."""
     new = dict(node)
-    for k in KEPT_ENV_KEYS:
-        if k in saved_envs:
-            new[k] = saved_envs[k]
-    if str(node.get("name", "")).startswith("babilong") and str(saved_envs.get("name", "")).startswith("babilong"):
-        new["task"] = saved_envs.get("task", new.get("task"))
+    for k in ACTING_KEYS:
+        new[k] = saved_envs[k]
+    family = dataset_spec(str(node["name"])).family
+    if family is not None and family == dataset_spec(str(saved_envs["name"])).family:
+        new["task"] = saved_envs["task"]
     return new
 
 
@@ -113,48 +110,32 @@ def merge_eval_config(eval_cfg: DictConfig) -> DictConfig:
     if not saved_path.is_file():
         raise EvalError(f"pretrained_path={run_dir}: no config.yaml there (expected the folder of a "
                         f"training run, holding config.yaml and model_best.pt)")
-    saved: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(saved_path), resolve=False)  # type: ignore
+    saved = upgrade_run_config(OmegaConf.to_container(OmegaConf.load(saved_path), resolve=False))  # type: ignore
     ev: dict[str, Any] = OmegaConf.to_container(without_hydra(eval_cfg), resolve=False)  # type: ignore
-    if ev.get("eval_env"):
-        saved["envs"] = replace_env(saved.get("envs", {}), load_env_node(str(ev["eval_env"])))
+    if ev["eval_env"]:
+        saved["envs"] = replace_env(saved["envs"], load_env_node(str(ev["eval_env"])))
     ev = _prune_nulls(ev, saved)
     merged = OmegaConf.merge(OmegaConf.create(saved), OmegaConf.create(ev))
     OmegaConf.resolve(merged)
     merged.pretrained_path = str(run_dir)
     # a run folder may come from anyone: its config never decides whether model code runs here
-    OmegaConf.update(merged, "algo.model.trust_remote_code", ev.get("trust_remote_code") is True, force_add=True)
+    OmegaConf.update(merged, "algo.model.trust_remote_code", ev["trust_remote_code"] is True, force_add=True)
     return merged
 
 
 # -- output files -----------------------------------------------------------------------------
-def _num(x: Any) -> str:
-    return "-".join(str(v) for v in x) if isinstance(x, (list, tuple)) or OmegaConf.is_list(x) else str(x)
-
-
 def eval_stem(cfg: DictConfig) -> str:
-    """eval_seed{seed}_ns{N} (BabiLong; _nt{tokens} in its token mode), _{split} (NIAH, RULER QA),
-    _hf{length} (official BabiLong sets), _lb-{subset} (LongBench), no suffix (HotpotQA, MuSiQue,
-    combined); then suffixes for settings that change results."""
-    name, seed = str(cfg.envs.name), int(cfg.seed)
-    stem = f"eval_seed{seed}"
-    if _sentence_sized(cfg.envs):
-        stem += f"_ns{_num(cfg.envs.num_sentences)}"
-    elif name == "babilong":
-        stem += f"_nt{_num(cfg.envs.num_tokens)}"
-    elif name in ("niah", "ruler_qa"):
-        stem += f"_{cfg.envs.get('test_split', 'test')}"
-    elif name == "babilong_hf":
-        stem += f"_hf{cfg.envs.get('context_length')}"
-    elif name == "longbench":
-        stem += f"_lb-{cfg.envs.task}" + ("_e" if cfg.envs.get("longbench_e") else "")
-    ev = cfg.get("eval") or {}
-    if cfg.get("use_last"):
+    """eval_seed{seed}, then what sets the test samples (the dataset's part: ``_ns{N}`` BabiLong,
+    ``_{split}`` NIAH and RULER QA, ...; envs/data/ loaders), then suffixes for settings that
+    change results."""
+    stem = f"eval_seed{int(cfg.seed)}" + dataset_spec(str(cfg.envs.name)).eval_suffix(cfg.envs)
+    if cfg.use_last:
         stem += "_last"
-    if str(ev.get("planner", "greedy")) == "beam":
-        stem += f"_beam{int(ev.beam_width)}x{int(ev.beam_expand)}"
-    if ev.get("stop_q_threshold") is not None:
-        stem += f"_qstop{float(ev.stop_q_threshold):g}"
-    if flag(cfg.get("legacy"), "oracle_stop"):
+    if str(cfg.eval.planner) == "beam":
+        stem += f"_beam{int(cfg.eval.beam_width)}x{int(cfg.eval.beam_expand)}"
+    if cfg.eval.stop_q_threshold is not None:
+        stem += f"_qstop{float(cfg.eval.stop_q_threshold):g}"
+    if flag(cfg.legacy, "oracle_stop"):
         stem += "_oracle"
     return stem
 
@@ -177,57 +158,31 @@ def file_fingerprint(path: Path) -> str:
 
 def eval_meta(cfg: DictConfig, ckpt: Path, fingerprint: str) -> dict[str, Any]:
     """Everything that makes two eval files incomparable (SPEC §9.1 resume, §11 #23)."""
-    ev = cfg.get("eval") or {}
-    envs = cfg.envs
-    beam = str(ev.get("planner", "greedy")) == "beam"
+    ev, envs = cfg.eval, cfg.envs
+    beam = str(ev.planner) == "beam"
     return {
         "record_format": RECORD_FORMAT,
         "checkpoint": ckpt.name,
         "checkpoint_hash": fingerprint,
         "model": str(cfg.algo.model.name),
         "dataset": str(envs.name),
-        "task": str(envs.get("task")),
-        "num_sentences": _plain(envs.get("num_sentences")) if _sentence_sized(envs) else None,
-        "length": _babilong_length(envs),
-        "split": str(envs.get("test_split", "test")),
-        "context_length": envs.get("context_length"),
-        "data_path": envs.get("data_path") or envs.get("facts_test_path"),
+        "task": str(envs.task),
+        **dataset_spec(str(envs.name)).eval_meta(envs),  # num_sentences, length, context_length, data_path
+        "split": str(envs.test_split),
         "seed": int(cfg.seed),
         "max_steps": int(envs.max_steps),
-        "oracle_stop": flag(cfg.get("legacy"), "oracle_stop"),
-        "positions": f"{envs.get('positions_processor')}/{envs.get('step_size')}/{envs.get('relative_formula')}",
-        "sort_by_index": bool(envs.get("sort_by_index")),
-        "caps": {k: cfg.get(k) for k in ("max_action_length", "max_action_length_in_memory",
-                                         "eval_max_action_length_in_memory", "max_state_length")},
-        "planner": str(ev.get("planner", "greedy")),
+        "oracle_stop": flag(cfg.legacy, "oracle_stop"),
+        "positions": f"{envs.positions_processor}/{envs.step_size}/{envs.relative_formula}",
+        "sort_by_index": bool(envs.sort_by_index),
+        "caps": {k: cfg[k] for k in ("max_action_length", "max_action_length_in_memory",
+                                     "eval_max_action_length_in_memory", "max_state_length")},
+        "planner": str(ev.planner),
         "beam_width": int(ev.beam_width) if beam else None,
         "beam_expand": int(ev.beam_expand) if beam else None,
-        "stop_q_threshold": ev.get("stop_q_threshold"),
-        "feedback": str((cfg.get("feedback") or {}).get("type", "gt")),
+        "stop_q_threshold": ev.stop_q_threshold,
+        "feedback": str(cfg.feedback.type),
         "precision": str(cfg.get("precision")),
     }
-
-
-def _sentence_sized(envs: Any) -> bool:
-    """A BabiLong set sized in sentences (runs made before ``length_unit`` existed are)."""
-    return str(envs.name) == "babilong" and str(envs.get("length_unit") or "sentences") == "sentences"
-
-
-def _babilong_length(envs: Any) -> dict[str, Any] | None:
-    """How a BabiLong haystack is sized (envs/data/babilong.py): the unit and, in token mode, the
-    budget and the tokenizer that counts it."""
-    if str(envs.name) != "babilong":
-        return None
-    unit = str(envs.get("length_unit") or "sentences")  # runs made before the key: sentences
-    out: dict[str, Any] = {"unit": unit, "tokenizer": str(envs.get("length_tokenizer"))}
-    if unit == "tokens":
-        out.update(num_tokens=_plain(envs.get("num_tokens")), reserve=envs.get("prompt_reserve_tokens"),
-                   min_noise=envs.get("min_noise_sentence_tokens"), tokens_per_fact=envs.get("tokens_per_fact"))
-    return out
-
-
-def _plain(x: Any) -> Any:
-    return OmegaConf.to_container(x) if OmegaConf.is_config(x) else x
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -334,21 +289,10 @@ def check_meta(meta_path: Path, out_path: Path, meta: dict[str, Any]) -> None:
 
 
 # -- the run ----------------------------------------------------------------------------------
-def describe_length(cfg: DictConfig) -> str:
-    if str(cfg.envs.name) != "babilong":
-        return f"{cfg.envs.name} split {cfg.envs.get('test_split', 'test')}"
-    if not _sentence_sized(cfg.envs):
-        return (f"envs.num_tokens = {_num(cfg.envs.num_tokens)} {cfg.envs.get('length_tokenizer')} tokens "
-                f"(official BabiLong sizing)")
-    n = cfg.envs.num_sentences
-    label = BABILONG_GRID.get(int(n)) if isinstance(n, int) else None
-    return f"envs.num_sentences = {_num(n)}" + (f" (≈ {label} tokens)" if label else "")
-
-
 def checkpoint_path(cfg: DictConfig) -> Path:
-    ckpt = Path(cfg.pretrained_path) / ("model_last.pt" if cfg.get("use_last") else "model_best.pt")
+    ckpt = Path(cfg.pretrained_path) / ("model_last.pt" if cfg.use_last else "model_best.pt")
     if not ckpt.is_file():
-        raise EvalError(f"{ckpt} not found" + ("" if cfg.get("use_last") else " (use_last=true takes model_last.pt)"))
+        raise EvalError(f"{ckpt} not found" + ("" if cfg.use_last else " (use_last=true takes model_last.pt)"))
     return ckpt
 
 
@@ -364,7 +308,7 @@ def prepare_files(cfg: DictConfig, out_path: Path, meta_path: Path, summary_path
     """(checkpoint, meta, records present). Only rank 0 touches the files before the episodes."""
     out_path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_tmp(out_path.parent, (out_path.name, meta_path.name, summary_path.name))  # killed mid-write
-    if cfg.get("overwrite"):
+    if cfg.overwrite:
         for p in (out_path, meta_path, summary_path, *part_files(out_path)):
             p.unlink(missing_ok=True)
     ckpt = checkpoint_path(cfg)
@@ -398,7 +342,7 @@ def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
     seed_everything(seed)
     set_precision(str(cfg.get("precision", "tf32")))
     device = dist.device(str(cfg.device)) if dist.enabled() else pick_device(str(cfg.device))
-    out_dir = Path(cfg.get("output_dir") or cfg.pretrained_path)
+    out_dir = Path(cfg.output_dir or cfg.pretrained_path)
     stem = eval_stem(cfg)
     out_path = out_dir / f"{stem}.jsonl"
     meta_path = out_dir / f"{stem}.jsonl.meta.json"
@@ -408,8 +352,8 @@ def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
                         f"values in it (seed, envs.num_sentences, envs.test_split, ...)")
     main = dist.is_main()
     if main:
-        print(f"[eval] {cfg.envs.name}/{cfg.envs.get('task')}: {describe_length(cfg)}, T = {cfg.envs.max_steps}, "
-              f"planner {cfg.eval.planner} -> {out_path}", flush=True)
+        print(f"[eval] {cfg.envs.name}/{cfg.envs.task}: {dataset_spec(str(cfg.envs.name)).describe(cfg.envs)}, "
+              f"T = {cfg.envs.max_steps}, planner {cfg.eval.planner} -> {out_path}", flush=True)
 
     def prepare() -> tuple:
         locks.append(output_lock(out_path).acquire())
@@ -418,8 +362,8 @@ def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
     ckpt, meta, records = dist.run_on_main(prepare)
     agent = load_agent(cfg, ckpt, device)
 
-    legacy = cfg.get("legacy")
-    split = str(cfg.envs.get("test_split", "test"))
+    legacy = cfg.legacy
+    split = str(cfg.envs.test_split)
     dataset = build_dataset(cfg.envs, split, seed, 0.0, legacy)
     cut = max(agent.layout.action_content, agent.layout.memory_content)
     dataset = maybe_cached(dataset, cfg, split, seed, lambda s: agent.tokens(_Holder(s)), cut)
@@ -430,7 +374,7 @@ def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
     n_todo = len(todo)
 
     settings = eval_settings(cfg)
-    group = cfg.eval.get("group_size")
+    group = cfg.eval.group_size
     if group is not None:
         settings.group_size = int(group)
     write_path = out_path
@@ -453,7 +397,7 @@ def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
         print(f"[eval] {n_todo} samples over {dist.world()} ranks -> {part_path(out_path, 0).name} ...", flush=True)
     t0 = time.perf_counter()
     bar = tqdm(total=len(todo), desc=f"eval {stem}", dynamic_ncols=True,
-               disable=not cfg.get("progress_bar", True) or not main)
+               disable=not cfg.progress_bar or not main)
     try:
         _append_records(write_path, todo, episodes, records, bar)
     except OSError as e:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import torch
 
@@ -27,8 +28,8 @@ class EvalSettings:
     max_steps: int
     positions: PositionSettings
     sort_by_index: bool
-    stop_q_threshold: float | None = None
-    group_size: int = 8  # samples stepped together (state encodings batched across them)
+    stop_q_threshold: float | None  # None: the fixed budget of max_steps
+    group_size: int  # samples stepped together (state encodings batched across them)
 
 
 @torch.no_grad()

@@ -21,22 +21,19 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
+from envs.data.registry import NON_SAMPLE_KEYS
 from envs.legacy import flag
 from rl.encoders import SampleTokens
 from rl.ragged import RaggedIds
 
 log = logging.getLogger(__name__)
 
-# envs keys that do not change the haystack (acting / reward settings)
-_NOT_DATA = frozenset({
-    "max_steps", "positions_processor", "step_size", "relative_formula", "max_chunks_count",
-    "sort_by_index", "feedback_defaults", "env", "test_env", "test_split",
-})
 _MAX_LISTED_FILES = 2000
 
 
@@ -71,7 +68,7 @@ def _files_in(node: Any, out: dict[str, Any]) -> None:
 
 def dataset_identity(envs: dict[str, Any], legacy: dict[str, Any] | None) -> dict[str, Any]:
     """What determines the test samples, apart from split, seed and index."""
-    data = {k: v for k, v in envs.items() if k not in _NOT_DATA}
+    data = {k: v for k, v in envs.items() if k not in NON_SAMPLE_KEYS}
     files: dict[str, Any] = {}
     _files_in(data, files)
     return {"envs": data, "files": files, "legacy": dict(legacy or {})}
@@ -79,11 +76,11 @@ def dataset_identity(envs: dict[str, Any], legacy: dict[str, Any] | None) -> dic
 
 def tokenizer_identity(model_cfg: dict[str, Any], cut: int) -> dict[str, Any]:
     return {
-        "name": str(model_cfg.get("name")),
-        "revision": str(model_cfg.get("revision", "main")),
-        "use_fast": bool(model_cfg.get("use_fast_tokenizer", True)),
-        "query_prefix": str(model_cfg.get("query_prefix", "") or ""),
-        "passage_prefix": str(model_cfg.get("passage_prefix", "") or ""),
+        "name": str(model_cfg["name"]),
+        "revision": str(model_cfg["revision"]),
+        "use_fast": bool(model_cfg["use_fast_tokenizer"]),
+        "query_prefix": str(model_cfg["query_prefix"]),
+        "passage_prefix": str(model_cfg["passage_prefix"]),
         "cut": int(cut),
     }
 
@@ -142,7 +139,7 @@ class CachedDataset:
     tokens under the sample key ``_tokens`` (read by ``QRAGAgent.tokens``)."""
 
     def __init__(self, base: Any, cache_dir: str | Path, dataset_id: dict[str, Any], tokenizer_id: dict[str, Any],
-                 split: str, seed: int, tokenize: Callable[[dict[str, Any]], SampleTokens], min_chunks: int = 4600):
+                 split: str, seed: int, tokenize: Callable[[dict[str, Any]], SampleTokens], min_chunks: int):
         self.base, self.dir = base, Path(cache_dir)
         self.dataset_id, self.tokenizer_id = dataset_id, tokenizer_id
         self.split, self.seed, self.tokenize, self.min_chunks = split, int(seed), tokenize, int(min_chunks)
@@ -183,14 +180,14 @@ def maybe_cached(base: Any, cfg: Any, split: str, seed: int, tokenize: Callable[
     """
     from omegaconf import OmegaConf
 
-    hc = ((cfg.get("eval") or {}).get("haystack_cache") or {})
-    if not hc.get("enabled", False):
+    hc = cfg.eval.haystack_cache
+    if not hc.enabled:
         return base
-    if flag(cfg.get("legacy"), "fixed_noise_seed"):
+    if flag(cfg.legacy, "fixed_noise_seed"):
         log.warning("legacy.fixed_noise_seed: samples depend on access order; haystack cache disabled")
         return base
     envs = OmegaConf.to_container(cfg.envs, resolve=True)
-    legacy = OmegaConf.to_container(cfg.legacy, resolve=True) if cfg.get("legacy") is not None else {}
+    legacy = OmegaConf.to_container(cfg.legacy, resolve=True) if cfg.legacy is not None else {}
     model = OmegaConf.to_container(cfg.algo.model, resolve=True)
-    return CachedDataset(base, str(hc.get("dir")), dataset_identity(envs, legacy), tokenizer_identity(model, cut),
-                         split, seed, tokenize, int(hc.get("min_chunks", 4600)))
+    return CachedDataset(base, str(hc.dir), dataset_identity(envs, legacy), tokenizer_identity(model, cut),
+                         split, seed, tokenize, int(hc.min_chunks))

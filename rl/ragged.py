@@ -23,14 +23,14 @@ class RaggedIds(Sequence):
         self.flat, self.starts, self.lens = flat, starts, lens
 
     @classmethod
-    def tiling(cls, flat: np.ndarray, lens: np.ndarray) -> "RaggedIds":
+    def tiling(cls, flat: np.ndarray, lens: np.ndarray) -> RaggedIds:
         """Items of lengths ``lens`` laid end to end in ``flat``."""
         starts = np.zeros(len(lens), dtype=np.int64)
         np.cumsum(lens[:-1], out=starts[1:])
         return cls(flat, starts, lens)
 
     @classmethod
-    def from_lists(cls, lists: Sequence[Sequence[int]]) -> "RaggedIds":
+    def from_lists(cls, lists: Sequence[Sequence[int]]) -> RaggedIds:
         if isinstance(lists, RaggedIds):
             return lists
         lens = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
@@ -38,7 +38,7 @@ class RaggedIds(Sequence):
         return cls.tiling(flat, lens)
 
     @classmethod
-    def concat(cls, parts: Sequence["RaggedIds"]) -> "RaggedIds":
+    def concat(cls, parts: Sequence[RaggedIds]) -> RaggedIds:
         if len(parts) == 1:
             return parts[0]
         dense = [p.compact() for p in parts]
@@ -46,7 +46,7 @@ class RaggedIds(Sequence):
         flat = np.concatenate([p.flat for p in dense]) if dense else np.zeros(0, np.int32)
         return cls.tiling(flat, lens)
 
-    def compact(self) -> "RaggedIds":
+    def compact(self) -> RaggedIds:
         """The same items tiling a fresh ``flat`` in order (one vectorised gather)."""
         tiled = RaggedIds.tiling(self.flat, self.lens)
         if len(self.flat) == int(self.lens.sum()) and np.array_equal(tiled.starts, self.starts):
@@ -54,7 +54,7 @@ class RaggedIds(Sequence):
         pos = np.arange(int(self.lens.sum())) + np.repeat(self.starts - tiled.starts, self.lens)
         return RaggedIds.tiling(self.flat[pos], self.lens.copy())
 
-    def cut(self, n: int) -> "RaggedIds":
+    def cut(self, n: int) -> RaggedIds:
         """Every item cut to its first ``n`` ids (shares ``flat``)."""
         return RaggedIds(self.flat, self.starts, np.minimum(self.lens, n))
 

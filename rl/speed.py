@@ -26,7 +26,7 @@ class SpeedSwitches:
     compile: bool = False  # torch.compile(dynamic=True) of the gradient-free encoder passes
 
     @classmethod
-    def from_cfg(cls, cfg: Any) -> "SpeedSwitches":
+    def from_cfg(cls, cfg: Any) -> SpeedSwitches:
         """From a run config; keys missing in older run folders take their defaults (the old
         top-level ``compile_encoders`` is read as ``speed.compile``)."""
         block = {k: v for k, v in dict(cfg.get("speed") or {}).items() if v is not None} if cfg is not None else {}
@@ -39,7 +39,7 @@ class SpeedSwitches:
         return cls(**{k: bool(v) for k, v in block.items()})
 
     @classmethod
-    def all_off(cls) -> "SpeedSwitches":
+    def all_off(cls) -> SpeedSwitches:
         return cls(**{f.name: False for f in fields(cls)})
 
     def as_dict(self) -> dict[str, bool]:

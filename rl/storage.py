@@ -159,7 +159,7 @@ class FolderLock:
         self.path, self.what, self.advice = Path(path), what, advice
         self._fd: int | None = None
 
-    def acquire(self) -> "FolderLock":
+    def acquire(self) -> FolderLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)

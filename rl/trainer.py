@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
@@ -25,6 +24,7 @@ from envs.feedback import build_feedback
 from envs.legacy import flag
 from envs.seeding import derive_rng
 from rl import distributed as dist
+from rl.build import agent_from_cfg, build_learner, eval_settings, train_env
 from rl.config import (
     code_version,
     config_differences,
@@ -35,9 +35,9 @@ from rl.config import (
     set_precision,
     set_rng_state,
     sweep_job_num,
+    upgrade_run_config,
     without_hydra,
 )
-from rl.build import agent_from_cfg, build_learner, eval_settings, train_env
 from rl.evaluate import greedy_episodes, summarize
 from rl.storage import (
     FolderLock,
@@ -121,12 +121,11 @@ class Trainer:
         self.device = dist.device(str(cfg.device)) if dist.enabled() else pick_device(str(cfg.device))
         job = sweep_job_num()
         log.info("device %s%s", self.device, "" if job is None else f" (sweep job {job})")
-        self.legacy = cfg.get("legacy")
-        task = str(cfg.envs.task)
+        self.legacy = cfg.legacy
         select_on_test = flag(self.legacy, "select_on_test") or str(cfg.eval_split) == "test"
         vf = 0.0 if select_on_test else float(cfg.validation_fraction)
         self.eval_split = "test" if select_on_test else "validation"
-        test_split = str(cfg.envs.get("test_split", "test"))
+        test_split = str(cfg.envs.test_split)
         self.train_ds = build_dataset(cfg.envs, "train", seed, vf, self.legacy)
         self.eval_ds = build_dataset(cfg.envs, "validation" if vf > 0 else test_split, seed, vf, self.legacy)
         self.test_ds = build_dataset(cfg.envs, test_split, seed, 0.0, self.legacy)
@@ -148,7 +147,7 @@ class Trainer:
 
     def open_writer(self, purge_step: int | None) -> None:
         """TensorBoard writer; after a resume, events logged past the checkpoint are dropped."""
-        if self.cfg.logger.get("tensorboard", True) and dist.is_main():
+        if self.cfg.logger.tensorboard and dist.is_main():
             from torch.utils.tensorboard import SummaryWriter
 
             self.writer = SummaryWriter(str(self.run_dir / "tb_logs"), comment=f"_QRAG_{self.cfg.envs.task}",
@@ -178,7 +177,7 @@ class Trainer:
         return summary
 
     def test_indices(self) -> list[int]:
-        n = int(self.cfg.get("final_eval_episodes", 0))
+        n = int(self.cfg.final_eval_episodes)
         n = len(self.test_ds) if n < 0 else min(n, len(self.test_ds))
         return list(range(n))
 
@@ -223,7 +222,7 @@ class Trainer:
 
     def resume(self) -> None:
         state = load_checkpoint(self.run_dir / "model_last.pt", map_location=self.device)
-        old = OmegaConf.create(state["config"])
+        old = OmegaConf.create(upgrade_run_config(state["config"]))  # a checkpoint of an older version
         diffs = config_differences(old, OmegaConf.create(OmegaConf.to_container(without_hydra(self.cfg), resolve=True)))
         if diffs and dist.is_main():
             log.warning("resuming with a config that differs from the checkpoint's:\n  %s", "\n  ".join(diffs))
@@ -334,13 +333,13 @@ class Trainer:
                          _fmt(self.untrained_test["fact_em"]), _fmt(self.untrained_test["fact_f1"]))
             learner.env.reset_all()
             self.eval_and_record({})
-        log_every = int(cfg.logger.get("log_interval", 50))
+        log_every = int(cfg.logger.log_interval)
         acc: dict[str, float] = {}
         n_acc = 0
         t_last, env_last = time.perf_counter(), learner.counters.env_steps
         loop = {"steps": learner.counters.optimizer_steps, "start": time.time(), "eval_s": 0.0}
         bar = tqdm(total=total, initial=learner.counters.optimizer_steps, desc="train", dynamic_ncols=True,
-                   disable=not cfg.logger.get("progress_bar", True) or not dist.is_main())
+                   disable=not cfg.logger.progress_bar or not dist.is_main())
         while learner.counters.optimizer_steps < total:
             before = learner.counters.optimizer_steps
             scalars = learner.micro_step()

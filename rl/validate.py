@@ -108,9 +108,19 @@ def _device_want() -> str:
     return "auto or cpu" + (f" or cuda:N with N < {n}" if n else " (no CUDA device here)")
 
 
-def _sentences_ok(v: Any) -> bool:
-    values = v if isinstance(v, list) else [v]
-    return bool(values) and all(_is_int(x) and x >= 1 for x in values)
+def _check_dataset(c: Checker) -> None:
+    """``envs.name`` names a registered dataset, whose own settings are checked by its spec."""
+    from envs.data.registry import dataset_spec
+
+    present, name = c.value("envs.name")
+    if not present:
+        return
+    try:
+        spec = dataset_spec(str(name))
+    except KeyError as e:
+        c.errors.append(str(e.args[0]))
+        return
+    c.errors.extend(spec.config_errors(c.cfg.envs))
 
 
 def _check_common(c: Checker) -> None:
@@ -131,8 +141,7 @@ def _check_common(c: Checker) -> None:
     c.name("envs.task")
     c.name("envs.test_split")
     c.name("envs.context_length")
-    if str(c.value("envs.name")[1]) == "babilong":
-        c.check("envs.num_sentences", _sentences_ok, "an integer >= 1 or a list of them")
+    _check_dataset(c)
     _, speed = c.value("speed")
     for k in speed or {}:
         c.check(f"speed.{k}", lambda v: isinstance(v, bool), "true or false", nullable=True)

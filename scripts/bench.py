@@ -28,11 +28,11 @@ import rl.config  # noqa: F401  (registers ${qrag_root:})
 from envs.data.registry import build_dataset
 from envs.env import PositionSettings, VecRetrievalEnv
 from envs.feedback import build_feedback
+from rl.agent import autocast_dtype
+from rl.build import agent_from_cfg, build_learner, eval_settings
 from rl.config import PROJECT_ROOT, pick_device, seed_everything, set_precision
 from rl.evaluate import greedy_episodes
-from rl.agent import autocast_dtype
 from rl.speed import SpeedSwitches
-from rl.build import agent_from_cfg, build_learner, eval_settings
 
 SIZES = {"W2": 1200, "W3": 40000, "W4": 400000}
 

@@ -20,8 +20,9 @@ import math
 import re
 import sys
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 # BabiLong context grid (SPEC §7.12): num_sentences -> (label, ≈ tokens)
 GRID = {50: ("1K", 1e3), 160: ("4K", 4e3), 1200: ("32K", 32e3), 4600: ("128K", 128e3),

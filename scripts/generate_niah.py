@@ -18,7 +18,15 @@ import argparse
 import time
 from pathlib import Path
 
-from envs.data.niah_generator import TASKS, generate, hf_token_counter, length_name, read_corpus, whitespace_counter, write_jsonl
+from envs.data.niah_generator import (
+    TASKS,
+    generate,
+    hf_token_counter,
+    length_name,
+    read_corpus,
+    whitespace_counter,
+    write_jsonl,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = REPO / "data" / "babilong" / "pg19-with-sentences"

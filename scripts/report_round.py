@@ -32,8 +32,9 @@ import json
 import re
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from prompts_and_metrics.metrics import fact_metrics
 
@@ -60,7 +61,7 @@ def oracle_prefix(pred_idx: Sequence[int], sf_idx: Iterable[int]) -> list[int]:
     return list(pred_idx)
 
 
-@functools.lru_cache(maxsize=None)  # each file is read by several tables
+@functools.cache  # each file is read by several tables
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as fh:

@@ -21,8 +21,9 @@ import argparse
 import csv
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 COLUMNS = ("threshold", "n", "mean_kept_len", "fact_em", "fact_f1", "n_completable", "mean_earliest_len",
            "early", "perfect", "late", "tpr_continue", "fpr_continue")
@@ -36,7 +37,7 @@ def load_records(path: Path) -> list[dict[str, Any]]:
         try:
             rec = json.loads(line)
         except json.JSONDecodeError as e:
-            raise SystemExit(f"{path}:{no}: not valid JSON ({e})")
+            raise SystemExit(f"{path}:{no}: not valid JSON ({e})") from None
         for key in ("pred_idx", "sf_idx", "q_values"):
             if key not in rec:
                 raise SystemExit(f"{path}:{no}: record lacks {key!r} (expected an eval_retriever.py log)")

@@ -7,7 +7,7 @@ from types import ModuleType
 
 import pytest
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf, open_dict
+from omegaconf import open_dict
 
 import rl.config  # noqa: F401  (registers ${qrag_root:})
 

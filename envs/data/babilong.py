@@ -37,7 +37,7 @@ from envs.data.babi import BabiSample, load_babi_file
 from envs.data.common import cfg_get
 from envs.data.length_tokenizer import LengthTokenizer, length_tokenizer
 from envs.data.noise import Corpus, NoiseSampler, Run, load_noise_corpus
-from envs.data.registry import register
+from envs.data.registry import DatasetSpec, register
 from envs.legacy import flag
 from envs.seeding import derive_rng
 from envs.types import Sample, validate_sample
@@ -264,7 +264,61 @@ class BabiLongDataset:
         return chunks, facts_idx, fact_tokens + sum(lens)
 
 
-@register("babilong")
+# The context-length grid of BabiLong's sentence mode: haystack sentences -> tokens they approximate.
+SENTENCE_GRID = {50: "1K", 160: "4K", 1200: "32K", 4600: "128K", 40000: "1M", 400000: "10M"}
+
+
+def _sizes(value: Any) -> int | list[int]:
+    """``num_sentences`` / ``num_tokens`` as plain JSON values (an int or a list of them)."""
+    return int(value) if isinstance(value, (int, np.integer)) else [int(x) for x in value]
+
+
+def _label(value: Any) -> str:
+    """A size for file names: ``1200``, or ``50-160`` for a list drawn from per sample."""
+    sizes = _sizes(value)
+    return "-".join(str(x) for x in sizes) if isinstance(sizes, list) else str(sizes)
+
+
+class BabiLongSpec(DatasetSpec):
+    """Evaluation files are named and checked by the haystack size of the chosen unit."""
+
+    family = "babilong"
+    # Runs saved before the token mode existed sized haystacks in sentences; the token mode's keys
+    # are filled too, so that such a run can be evaluated with envs.length_unit=tokens.
+    added_keys = {"length_unit": "sentences", "length_tokenizer": "gpt2", "num_tokens": 4000,
+                  "prompt_reserve_tokens": 300, "min_noise_sentence_tokens": 10, "tokens_per_fact": 8}
+
+    def eval_suffix(self, envs: Any) -> str:
+        if envs.length_unit == "sentences":
+            return f"_ns{_label(envs.num_sentences)}"
+        return f"_nt{_label(envs.num_tokens)}"
+
+    def describe(self, envs: Any) -> str:
+        if envs.length_unit != "sentences":
+            return f"envs.num_tokens = {_label(envs.num_tokens)} {envs.length_tokenizer} tokens (official BabiLong sizing)"
+        n = envs.num_sentences
+        grid = SENTENCE_GRID.get(int(n)) if isinstance(n, (int, np.integer)) else None
+        return f"envs.num_sentences = {_label(n)}" + (f" (≈ {grid} tokens)" if grid else "")
+
+    def eval_meta(self, envs: Any) -> dict[str, Any]:
+        unit = str(envs.length_unit)
+        length: dict[str, Any] = {"unit": unit, "tokenizer": str(envs.length_tokenizer)}
+        if unit == "tokens":
+            length.update(num_tokens=_sizes(envs.num_tokens), reserve=envs.prompt_reserve_tokens,
+                          min_noise=envs.min_noise_sentence_tokens, tokens_per_fact=envs.tokens_per_fact)
+        return {"num_sentences": _sizes(envs.num_sentences) if unit == "sentences" else None, "length": length,
+                "context_length": None, "data_path": envs.facts_test_path}
+
+    def config_errors(self, envs: Any) -> list[str]:
+        n = envs.num_sentences
+        values = n if isinstance(n, Sequence) and not isinstance(n, str) else [n]
+        if values and all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 1 for x in values):
+            return []
+        shown = list(n) if isinstance(n, Sequence) and not isinstance(n, str) else n
+        return [f"envs.num_sentences={shown!r}: expected an integer >= 1 or a list of them"]
+
+
+@register("babilong", BabiLongSpec())
 def build_babilong(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> BabiLongDataset:
     """Builder for ``envs.name: babilong``.
 
@@ -280,19 +334,19 @@ def build_babilong(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> 
     facts_path = Path(str(cfg_get(envs_cfg, f"facts_{split}_path")))
     noise_path = Path(str(cfg_get(envs_cfg, f"noise_{split}_path")))
     babi = load_babi_file(facts_path, drop_last_question=flag(legacy, "babi_drop_last_question"))
-    unit = str(cfg_get(envs_cfg, "length_unit", "sentences"))
+    unit = str(cfg_get(envs_cfg, "length_unit"))
     if unit not in ("sentences", "tokens"):
         raise ValueError(f"envs.length_unit must be 'sentences' or 'tokens', got {unit!r}")
-    tokenizer = length_tokenizer(str(cfg_get(envs_cfg, "length_tokenizer", "gpt2")))
+    tokenizer = length_tokenizer(str(cfg_get(envs_cfg, "length_tokenizer")))
     tokens = None
     if unit == "tokens":
         tokens = TokenBudget(
             sizes=_ints(cfg_get(envs_cfg, "num_tokens")),
-            reserve=int(cfg_get(envs_cfg, "prompt_reserve_tokens", 300)),
-            min_noise=int(cfg_get(envs_cfg, "min_noise_sentence_tokens", 10)),
-            tokens_per_fact=int(cfg_get(envs_cfg, "tokens_per_fact", 8)),
+            reserve=int(cfg_get(envs_cfg, "prompt_reserve_tokens")),
+            min_noise=int(cfg_get(envs_cfg, "min_noise_sentence_tokens")),
+            tokens_per_fact=int(cfg_get(envs_cfg, "tokens_per_fact")),
         )
-    num_sentences = cfg_get(envs_cfg, "num_sentences", 100)
+    num_sentences = cfg_get(envs_cfg, "num_sentences")
     if not isinstance(num_sentences, (int, np.integer)):
         num_sentences = [int(x) for x in num_sentences]  # ListConfig / tuple
     return BabiLongDataset(
@@ -301,11 +355,11 @@ def build_babilong(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> 
         num_sentences,
         seed,
         split,
-        subsample_size=int(cfg_get(envs_cfg, "subsample_size", 100)),
+        subsample_size=int(cfg_get(envs_cfg, "subsample_size")),
         fixed_noise_seed=flag(legacy, "fixed_noise_seed"),
         tokenizer=tokenizer,
         tokens=tokens,
-        length=int(cfg_get(envs_cfg, "length", -1)),
+        length=int(cfg_get(envs_cfg, "length")),
     )
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.data.common import ListDataset, cfg_get, checked, iter_jsonl, order_and_cap
-from envs.data.registry import register
+from envs.data.registry import DatasetSpec, register
 from envs.data.splitter import split_sentences
 from envs.errors import DatasetFormatError, DatasetNotFoundError
 from envs.types import Sample
@@ -82,13 +82,25 @@ def load_babilong_hf(data_path: str | Path, context_length: str, task: str) -> l
     return out
 
 
-@register("babilong_hf")
+class BabiLongHFSpec(DatasetSpec):
+    """Official sets: one file per context length; a model trained on a bAbI task keeps it."""
+
+    family = "babilong"
+
+    def eval_suffix(self, envs: Any) -> str:
+        return f"_hf{envs.context_length}"
+
+    def eval_meta(self, envs: Any) -> dict[str, Any]:
+        return {**super().eval_meta(envs), "context_length": envs.context_length}
+
+
+@register("babilong_hf", BabiLongHFSpec())
 def build_babilong_hf(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> ListDataset:
     """Reads ``data_path``, ``context_length`` (``4k`` …), ``task`` (short key or full bAbI name)
     and ``length``. Answer-only: there is no training split."""
     if split == "train":
         raise ValueError("babilong_hf is an answer-only evaluation set: it has no 'train' split (train on envs=babilong)")
-    task = short_task(cfg_get(envs_cfg, "task", "qa1"))
-    ctx = str(cfg_get(envs_cfg, "context_length", "4k"))
+    task = short_task(cfg_get(envs_cfg, "task"))
+    ctx = str(cfg_get(envs_cfg, "context_length"))
     samples = load_babilong_hf(cfg_get(envs_cfg, "data_path"), ctx, task)
-    return ListDataset(order_and_cap(samples, seed, cfg_get(envs_cfg, "length", -1), "babilong_hf", ctx, task), f"babilong_hf/{ctx}/{task}")
+    return ListDataset(order_and_cap(samples, seed, cfg_get(envs_cfg, "length"), "babilong_hf", ctx, task), f"babilong_hf/{ctx}/{task}")

@@ -26,33 +26,28 @@ def _tag(samples: list[Sample], source: str) -> list[Sample]:
 
 def load_combined(envs_cfg: Any, split: str) -> list[Sample]:
     """Concatenation in dataset order for ``split`` (``train`` or a test split such as ``eval``)."""
-    test_split = str(cfg_get(envs_cfg, "test_split", "eval"))
+    test_split = str(cfg_get(envs_cfg, "test_split"))
     part = test_split if split == "test" else split
     samples = _tag(load_hotpotqa(cfg_get(envs_cfg, "dataset1_path"), part), "hotpotqa")
     samples += _tag(load_musique(cfg_get(envs_cfg, "dataset2_path"), part), "musique")
     third = cfg_get(envs_cfg, "dataset3_path")
     if third:
         # 2Wiki has train/dev/test; its held-out split is ``dataset3_test_split`` (default dev)
-        wiki_split = "train" if part == "train" else str(cfg_get(envs_cfg, "dataset3_test_split", "dev"))
+        wiki_split = "train" if part == "train" else str(cfg_get(envs_cfg, "dataset3_test_split"))
         samples += _tag(load_2wiki(third, wiki_split), "2WikiMultihopQA")
     return samples
 
 
 @register("combined")
 def build_combined(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> ListDataset:
-    """Reads ``dataset1_path``, ``dataset2_path``, optional ``dataset3_path``, ``test_split``
-    (default ``eval``), ``dataset3_test_split`` (default ``dev``), ``shuffle`` ({train, test}
-    or one bool; default train true / test false) and ``length``."""
+    """Reads ``dataset1_path``, ``dataset2_path``, ``dataset3_path`` (null: two sets),
+    ``test_split``, ``dataset3_test_split``, ``shuffle`` ({train, test} or one bool) and ``length``
+    (defaults: configs/envs/hotpotqa+musique*.yaml)."""
     samples = load_combined(envs_cfg, split)
-    shuffle = cfg_get(envs_cfg, "shuffle", None)
+    shuffle = cfg_get(envs_cfg, "shuffle")
     kind = "train" if split == "train" else "test"
-    if shuffle is None:
-        do_shuffle = kind == "train"
-    elif isinstance(shuffle, bool):
-        do_shuffle = shuffle
-    else:
-        do_shuffle = bool(cfg_get(shuffle, kind, kind == "train"))
+    do_shuffle = shuffle if isinstance(shuffle, bool) else bool(shuffle[kind])
     if do_shuffle:
         perm = derive_rng(int(seed), "combined-shuffle", split).permutation(len(samples))
         samples = [samples[int(i)] for i in perm]
-    return ListDataset(cap(samples, cfg_get(envs_cfg, "length", -1)), f"combined/{split}")
+    return ListDataset(cap(samples, cfg_get(envs_cfg, "length")), f"combined/{split}")

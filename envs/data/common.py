@@ -40,22 +40,19 @@ class ListDataset:
         return f"ListDataset({self.name!r}, {len(self)} samples)"
 
 
-def cfg_get(cfg: Any, key: str, default: Any = None) -> Any:
-    """``cfg.key`` for a DictConfig / dict / object, ``default`` when absent or None."""
-    if cfg is None:
-        return default
+def cfg_get(cfg: Any, key: str) -> Any:
+    """``cfg[key]`` of an ``envs`` node (DictConfig or dict). configs/envs/*.yaml give every key
+    its one default, so a key that is absent is an error naming it (no second default here)."""
     try:
-        value = cfg.get(key, default)
-    except AttributeError:
-        value = getattr(cfg, key, default)
-    return default if value is None else value
+        return cfg[key]
+    except KeyError:
+        raise ValueError(f"envs.{key} is not set (dataset {cfg.get('name')!r}): add it to the envs node, "
+                         f"as configs/envs/*.yaml do") from None
 
 
-def resolve_split(cfg: Any, split: str, default_test: str = "test") -> str:
+def resolve_split(cfg: Any, split: str) -> str:
     """``test`` means the config's ``test_split``; any other name is taken as given."""
-    if split == "test":
-        return str(cfg_get(cfg, "test_split", default_test))
-    return split
+    return str(cfg_get(cfg, "test_split")) if split == "test" else split
 
 
 def order_and_cap(samples: list[Sample], seed: int, length: int | None, *keys: object) -> list[Sample]:

@@ -162,15 +162,15 @@ def load_2wiki(data_path: str | Path, split: str) -> list[Sample]:
 
 @register("hotpotqa")
 def build_hotpotqa(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> ListDataset:
-    """Reads ``data_path``, ``test_split`` (default ``eval``), ``length``."""
-    split = resolve_split(envs_cfg, split, "eval")
+    """Reads ``data_path``, ``test_split`` (its configs/envs yaml: ``eval``), ``length``."""
+    split = resolve_split(envs_cfg, split)
     samples = load_hotpotqa(cfg_get(envs_cfg, "data_path"), split)
-    return ListDataset(order_and_cap(samples, seed, cfg_get(envs_cfg, "length", -1), "hotpotqa", split), f"hotpotqa/{split}")
+    return ListDataset(order_and_cap(samples, seed, cfg_get(envs_cfg, "length"), "hotpotqa", split), f"hotpotqa/{split}")
 
 
 @register("2WikiMultihopQA")
 def build_2wiki(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> ListDataset:
-    """Reads ``data_path``, ``test_split`` (default ``dev``), ``length``."""
-    split = resolve_split(envs_cfg, split, "dev")
+    """Reads ``data_path``, ``test_split`` (``dev``: no envs yaml of its own, so the node must name it), ``length``."""
+    split = resolve_split(envs_cfg, split)
     samples = load_2wiki(cfg_get(envs_cfg, "data_path"), split)
-    return ListDataset(order_and_cap(samples, seed, cfg_get(envs_cfg, "length", -1), "2WikiMultihopQA", split), f"2WikiMultihopQA/{split}")
+    return ListDataset(order_and_cap(samples, seed, cfg_get(envs_cfg, "length"), "2WikiMultihopQA", split), f"2WikiMultihopQA/{split}")

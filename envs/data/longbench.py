@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.data.common import ListDataset, cfg_get, checked, iter_jsonl, need, order_and_cap, require_file, resolve_split
-from envs.data.registry import register
+from envs.data.registry import DatasetSpec, register
 from envs.errors import DatasetFormatError
 from envs.types import Sample
 from prompts_and_metrics.longbench import SUBSETS
@@ -141,10 +141,17 @@ def load_longbench(data_path: str | Path, task: str, longbench_e: bool, chunk_wo
     return [longbench_record_to_sample(rec, path, lineno, task, chunk_words) for lineno, rec in iter_jsonl(path)]
 
 
-@register("longbench")
+class LongBenchSpec(DatasetSpec):
+    """One file per subset (``task``), in LongBench or LongBench-E."""
+
+    def eval_suffix(self, envs: Any) -> str:
+        return f"_lb-{envs.task}" + ("_e" if envs.longbench_e else "")
+
+
+@register("longbench", LongBenchSpec())
 def build_longbench(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> ListDataset:
     """Reads ``task`` (the subset), ``data_path``, ``longbench_e``, ``chunk_words``, ``length``."""
-    split = resolve_split(envs_cfg, split, "test")
+    split = resolve_split(envs_cfg, split)
     if split != "test":
         raise ValueError(f"LongBench has only a test split (asked for {split!r}): train on another set and "
                          "evaluate with eval_env=longbench")
@@ -154,5 +161,5 @@ def build_longbench(envs_cfg: Any, split: str, seed: int, legacy: Any = None) ->
         raise ValueError("envs.chunk_words is not set (configs/envs/longbench.yaml sets it)")
     samples = load_longbench(cfg_get(envs_cfg, "data_path"), task, bool(cfg_get(envs_cfg, "longbench_e")),
                              int(chunk_words))
-    capped = order_and_cap(samples, seed, cfg_get(envs_cfg, "length", -1), "longbench", task)
+    capped = order_and_cap(samples, seed, cfg_get(envs_cfg, "length"), "longbench", task)
     return ListDataset(capped, f"longbench/{task}")

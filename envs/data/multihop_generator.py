@@ -88,7 +88,7 @@ class World:
                     return y
             return int(rng.integers(lo, hi))
 
-        for i, c in enumerate(self.countries):
+        for c in self.countries:
             c.attrs = {"currency": fresh(lambda: _word(rng, 1).lower() + " crown"), "capital": None}
         for i, c in enumerate(self.cities):
             country = self.countries[i % n_countries]  # every country gets cities

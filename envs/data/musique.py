@@ -116,7 +116,7 @@ def load_musique(data_path: str | Path, split: str) -> list[Sample]:
 
 @register("musique")
 def build_musique(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> ListDataset:
-    """Reads ``data_path``, ``test_split`` (default ``eval``), ``length``."""
-    split = resolve_split(envs_cfg, split, "eval")
+    """Reads ``data_path``, ``test_split`` (its configs/envs yaml: ``eval``), ``length``."""
+    split = resolve_split(envs_cfg, split)
     samples = load_musique(cfg_get(envs_cfg, "data_path"), split)
-    return ListDataset(order_and_cap(samples, seed, cfg_get(envs_cfg, "length", -1), "musique", split), f"musique/{split}")
+    return ListDataset(order_and_cap(samples, seed, cfg_get(envs_cfg, "length"), "musique", split), f"musique/{split}")

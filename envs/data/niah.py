@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.data.common import ListDataset, cfg_get, checked, iter_jsonl, need, order_and_cap, resolve_split
-from envs.data.registry import register
+from envs.data.registry import SplitNamedSpec, register
 from envs.data.splitter import split_sentences
 from envs.errors import DatasetFormatError, DatasetNotFoundError
 from envs.legacy import flag
@@ -112,9 +112,9 @@ def load_niah(data_path: str | Path, split: str, legacy_raw_sf: bool = False) ->
             for k, (lineno, rec) in enumerate(iter_jsonl(path))]
 
 
-@register("niah")
+@register("niah", SplitNamedSpec())
 def build_niah(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> ListDataset:
-    """Reads ``data_path``, ``test_split`` (default ``test4k``), ``length``; legacy ``niah_raw_sf``."""
-    split = resolve_split(envs_cfg, split, "test4k")
+    """Reads ``data_path``, ``test_split`` (configs/envs/niah.yaml: ``test4k``), ``length``; legacy ``niah_raw_sf``."""
+    split = resolve_split(envs_cfg, split)
     samples = load_niah(cfg_get(envs_cfg, "data_path"), split, flag(legacy, "niah_raw_sf"))
-    return ListDataset(order_and_cap(samples, seed, cfg_get(envs_cfg, "length", -1), "niah", split), f"niah/{split}")
+    return ListDataset(order_and_cap(samples, seed, cfg_get(envs_cfg, "length"), "niah", split), f"niah/{split}")

@@ -1,9 +1,12 @@
 """Dataset factory: ``envs`` config node + split + seed -> a sequence of Samples.
 
-Each loader module registers a builder under the config's ``envs.name``. Builders only know
-their own splits (``train``, ``test`` and dataset-specific ones such as ``test4k``); the
-``validation`` split is carved here, generically, from ``train`` (SPEC §5.8): a fixed,
-seed-derived fraction of the training items that training never sees.
+Each loader module registers a builder under the config's ``envs.name``, with a
+:class:`DatasetSpec`: what the rest of the program may know about the dataset beyond its
+samples (how its evaluation files are named and described, which of its settings must be
+checked), so that ``rl`` never switches on dataset names. Builders only know their own splits
+(``train``, ``test`` and dataset-specific ones such as ``test4k``); the ``validation`` split is
+carved here, generically, from ``train`` (SPEC §5.8): a fixed, seed-derived fraction of the
+training items that training never sees.
 """
 from __future__ import annotations
 
@@ -20,9 +23,54 @@ class RetrievalDataset(Protocol):
     def __getitem__(self, i: int) -> Sample: ...
 
 
+# Keys of an ``envs`` node that set how episodes run on the samples, not which samples are built.
+# An evaluation on another dataset (eval_env) keeps the run's values of these.
+ACTING_KEYS = ("max_steps", "positions_processor", "step_size", "relative_formula", "max_chunks_count",
+               "sort_by_index")
+# Keys that leave the samples of a given split unchanged: the acting keys, the per-env reward
+# defaults and the name of the test split (whoever builds a split passes the split itself).
+NON_SAMPLE_KEYS = frozenset((*ACTING_KEYS, "feedback_defaults", "test_split"))
+
+
+class DatasetSpec:
+    """What evaluation and config checks know of a dataset (its ``envs`` node as argument).
+    The base class fits a dataset evaluated on one fixed test split; a loader module registers
+    a subclass where its evaluation files need more in their name or settings."""
+
+    family: str | None = None  # eval_env within one family keeps the run's task (a model is trained on one task)
+    # Keys added to this dataset's config after runs were saved with it, with the value those
+    # runs used: rl/config.py's upgrade_run_config fills them into an older run's config.
+    added_keys: dict[str, Any] = {}
+
+    def eval_suffix(self, envs: Any) -> str:
+        """Part of the evaluation file's stem after ``eval_seed{seed}`` (what sets the test samples)."""
+        return ""
+
+    def describe(self, envs: Any) -> str:
+        """The test set, as printed when an evaluation starts."""
+        return f"{envs.name} split {envs.test_split}"
+
+    def eval_meta(self, envs: Any) -> dict[str, Any]:
+        """Settings of an evaluation file that size or locate the test data (a file made with others is
+        not resumed). Every dataset returns the same keys, so meta files stay comparable."""
+        return {"num_sentences": None, "length": None, "context_length": None, "data_path": envs.get("data_path")}
+
+    def config_errors(self, envs: Any) -> list[str]:
+        """One line per bad dataset-specific value (rl/validate.py reports them with the rest)."""
+        return []
+
+
+class SplitNamedSpec(DatasetSpec):
+    """Several test files, chosen by ``test_split``: the split names the evaluation file."""
+
+    def eval_suffix(self, envs: Any) -> str:
+        return f"_{envs.test_split}"
+
+
 # builder(envs_cfg, split, seed, legacy): legacy is the top-level `legacy` node (or None)
 Builder = Callable[[Any, str, int, Any], RetrievalDataset]
 _BUILDERS: dict[str, Builder] = {}
+_SPECS: dict[str, DatasetSpec] = {}
 # Loader modules are imported lazily, on first use of their name.
 _MODULES = {
     "babilong": "envs.data.babilong",
@@ -37,9 +85,10 @@ _MODULES = {
 }
 
 
-def register(name: str) -> Callable[[Builder], Builder]:
+def register(name: str, spec: DatasetSpec | None = None) -> Callable[[Builder], Builder]:
     def deco(fn: Builder) -> Builder:
         _BUILDERS[name] = fn
+        _SPECS[name] = spec or DatasetSpec()
         return fn
 
     return deco
@@ -52,6 +101,12 @@ def _builder(name: str) -> Builder:
         known = sorted(set(_BUILDERS) | set(_MODULES))
         raise KeyError(f"unknown dataset name {name!r} (envs.name); known: {known}")
     return _BUILDERS[name]
+
+
+def dataset_spec(name: str) -> DatasetSpec:
+    """The :class:`DatasetSpec` registered with ``envs.name`` = ``name``."""
+    _builder(name)
+    return _SPECS[name]
 
 
 class Subset:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.data.common import ListDataset, cfg_get, checked, iter_jsonl, need, order_and_cap, require_file
-from envs.data.registry import register
+from envs.data.registry import SplitNamedSpec, register
 from envs.errors import DatasetFormatError
 from envs.types import Sample
 
@@ -110,9 +110,9 @@ def load_ruler_qa(path: str | Path, marker: str = "QUESTION:") -> list[Sample]:
     return [ruler_qa_record_to_sample(rec, p, lineno, k, marker) for k, (lineno, rec) in enumerate(iter_jsonl(p))]
 
 
-@register("ruler_qa")
+@register("ruler_qa", SplitNamedSpec())
 def build_ruler_qa(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> ListDataset:
     """Reads ``data_path`` (one JSONL file, used for every split: this is an evaluation set),
     ``question_marker`` and ``length``."""
-    samples = load_ruler_qa(cfg_get(envs_cfg, "data_path"), str(cfg_get(envs_cfg, "question_marker", "QUESTION:")))
-    return ListDataset(order_and_cap(samples, seed, cfg_get(envs_cfg, "length", -1), "ruler_qa", split), f"ruler_qa/{split}")
+    samples = load_ruler_qa(cfg_get(envs_cfg, "data_path"), str(cfg_get(envs_cfg, "question_marker")))
+    return ListDataset(order_and_cap(samples, seed, cfg_get(envs_cfg, "length"), "ruler_qa", split), f"ruler_qa/{split}")

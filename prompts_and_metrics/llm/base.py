@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import importlib.util
-from typing import Any, Optional, Protocol, Sequence
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 Messages = list[dict[str, str]]
 
@@ -24,8 +25,8 @@ class Backend(Protocol):
         max_tokens: int,
         temperature: float = 0.0,
         top_p: float = 1.0,
-        enable_thinking: Optional[bool] = False,
-    ) -> list[Optional[str]]:
+        enable_thinking: bool | None = False,
+    ) -> list[str | None]:
         """One output text per message list, in input order. ``enable_thinking`` is passed to the
         chat template (Qwen3's switch; other templates ignore it); None passes nothing."""
         ...

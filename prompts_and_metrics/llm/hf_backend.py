@@ -1,8 +1,9 @@
 """transformers backend: batched greedy/sampled generation with left padding."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from prompts_and_metrics.llm.base import GenerationError, Messages
 
@@ -20,11 +21,11 @@ class TransformersBackend:
         self,
         model: str,
         dtype: str = "auto",
-        device: Optional[str] = None,
+        device: str | None = None,
         batch_size: int = 8,
-        max_model_len: Optional[int] = None,
+        max_model_len: int | None = None,
         trust_remote_code: bool = False,  # True runs the model repository's Python code: opt in per run
-        num_threads: Optional[int] = None,
+        num_threads: int | None = None,
         **_ignored: Any,
     ):
         import torch
@@ -58,11 +59,11 @@ class TransformersBackend:
         self.max_model_len = max_model_len
         self.failures = 0
 
-    def render(self, messages: Messages, enable_thinking: Optional[bool]) -> str:
+    def render(self, messages: Messages, enable_thinking: bool | None) -> str:
         extra = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **extra)
 
-    def count_tokens(self, messages: Messages, enable_thinking: Optional[bool] = False) -> int:
+    def count_tokens(self, messages: Messages, enable_thinking: bool | None = False) -> int:
         return len(self.tokenizer(self.render(messages, enable_thinking), add_special_tokens=False).input_ids)
 
     def ensure_context(self, n_tokens: int) -> None:
@@ -76,8 +77,8 @@ class TransformersBackend:
         max_tokens: int,
         temperature: float = 0.0,
         top_p: float = 1.0,
-        enable_thinking: Optional[bool] = False,
-    ) -> list[Optional[str]]:
+        enable_thinking: bool | None = False,
+    ) -> list[str | None]:
         torch = self.torch
         texts = [self.render(m, enable_thinking) for m in batch]
         enc = [self.tokenizer(t, add_special_tokens=False).input_ids for t in texts]
@@ -89,7 +90,7 @@ class TransformersBackend:
                         f"max_model_len {self.max_model_len}"
                     )
         order = sorted(range(len(enc)), key=lambda k: len(enc[k]))
-        out: list[Optional[str]] = [None] * len(enc)
+        out: list[str | None] = [None] * len(enc)
         gen_kwargs: dict[str, Any] = {"max_new_tokens": max_tokens, "pad_token_id": self.tokenizer.pad_token_id}
         if temperature and temperature > 0:
             gen_kwargs.update(do_sample=True, temperature=temperature, top_p=top_p)

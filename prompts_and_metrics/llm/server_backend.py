@@ -6,15 +6,16 @@ import os
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from prompts_and_metrics.llm.base import GenerationError, Messages
 
 API_KEY_ENV = ("QRAG_API_KEY", "OPENAI_API_KEY")
 
 
-def resolve_api_key(api_key: Optional[str]) -> str:
+def resolve_api_key(api_key: str | None) -> str:
     """Config value, else $QRAG_API_KEY, else $OPENAI_API_KEY, else 'EMPTY' (what local vLLM servers
     accept when started without --api-key)."""
     if api_key:
@@ -48,7 +49,7 @@ class ServerBackend:
         self,
         model: str,
         api_base_url: str = "http://localhost:10001/v1",
-        api_key: Optional[str] = None,
+        api_key: str | None = None,
         max_at_same_time: int = 20,
         timeout_s: float = 30.0,
         max_retries: int = 2,
@@ -82,7 +83,7 @@ class ServerBackend:
             raise ValueError(f"malformed reply (no choices[0].message.content): {str(body)[:200]}") from exc
         return content if content is not None else ""
 
-    def _one(self, k: int, payload: dict) -> tuple[Optional[str], Optional[str]]:
+    def _one(self, k: int, payload: dict) -> tuple[str | None, str | None]:
         err = ""
         for attempt in range(self.max_retries + 1):
             try:
@@ -101,8 +102,8 @@ class ServerBackend:
         max_tokens: int,
         temperature: float = 0.0,
         top_p: float = 1.0,
-        enable_thinking: Optional[bool] = False,
-    ) -> list[Optional[str]]:
+        enable_thinking: bool | None = False,
+    ) -> list[str | None]:
         payloads = []
         for messages in batch:
             p: dict[str, Any] = {"model": self.model, "messages": list(messages), "max_tokens": int(max_tokens),

@@ -1,7 +1,8 @@
 """vLLM offline engine backend (``LLM.chat`` over the whole batch)."""
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from prompts_and_metrics.llm.base import GenerationError, Messages
 
@@ -19,9 +20,9 @@ class VLLMBackend:
         tensor_parallel_size: int = 1,
         data_parallel_size: int = 1,
         gpu_memory_utilization: float = 0.9,
-        max_model_len: Optional[int] = 2048,
+        max_model_len: int | None = 2048,
         dtype: str = "bfloat16",
-        quantization: Optional[str] = None,
+        quantization: str | None = None,
         trust_remote_code: bool = False,  # True runs the model repository's Python code: opt in per run
         enforce_eager: bool = False,
         seed: int = 0,
@@ -50,7 +51,7 @@ class VLLMBackend:
             self._tokenizer = AutoTokenizer.from_pretrained(self.model, trust_remote_code=self.trust_remote_code)
         return self._tokenizer
 
-    def count_tokens(self, messages: Messages, enable_thinking: Optional[bool] = False) -> int:
+    def count_tokens(self, messages: Messages, enable_thinking: bool | None = False) -> int:
         extra = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **extra)
         return len(self.tokenizer(text, add_special_tokens=False).input_ids)
@@ -92,8 +93,8 @@ class VLLMBackend:
         max_tokens: int,
         temperature: float = 0.0,
         top_p: float = 1.0,
-        enable_thinking: Optional[bool] = False,
-    ) -> list[Optional[str]]:
+        enable_thinking: bool | None = False,
+    ) -> list[str | None]:
         from vllm import SamplingParams
 
         if not batch:

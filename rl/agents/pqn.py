@@ -34,7 +34,7 @@ class Hyper:
     acting_dropout: bool = True
 
     @classmethod
-    def from_cfg(cls, hp: Any) -> "Hyper":
+    def from_cfg(cls, hp: Any) -> Hyper:
         """From ``algo.pqn.hyperparams`` (configs/learner/pqn.yaml holds every default)."""
         k = hp.top_k_actions
         return cls(

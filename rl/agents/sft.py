@@ -13,7 +13,8 @@ the target encoders, α and the acting generator are unused. The learner contrac
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch

@@ -9,7 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from envs.data.babi import load_babi_file
-from envs.data.babilong import (BabiLongDataset, CorpusTokenCounts, TokenBudget, assemble_gaps, fill_noise)
+from envs.data.babilong import BabiLongDataset, CorpusTokenCounts, TokenBudget, assemble_gaps, fill_noise
 from envs.data.length_tokenizer import length_tokenizer
 from envs.data.noise import NoiseSampler
 from envs.data.registry import build_dataset
@@ -24,7 +24,8 @@ def gpt2():
 
 def test_shipped_gpt2_gives_gpt2_ids(gpt2):
     # ids of the npm package gpt-3-encoder's own JavaScript encoder on these texts
-    ids = lambda t: gpt2.tok(t, add_special_tokens=False)["input_ids"]
+    def ids(t):
+        return gpt2.tok(t, add_special_tokens=False)["input_ids"]
     assert ids(" Hello world, this is GPT-2 tokenization.") == [18435, 995, 11, 428, 318, 402, 11571, 12, 17, 11241,
                                                                   1634, 13]
     assert ids(" naïve café") == [41492, 40304]

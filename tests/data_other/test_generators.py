@@ -7,9 +7,16 @@ from envs.data.hotpotqa import load_2wiki, load_hotpotqa
 from envs.data.multihop_generator import make_2wiki, make_hotpotqa, make_musique, make_ruler_qa
 from envs.data.musique import load_musique
 from envs.data.niah import load_niah
-from envs.data.niah_generator import TASKS, generate, hf_token_counter, length_name, whitespace_counter, write_jsonl
+from envs.data.niah_generator import (
+    TASKS,
+    generate,
+    hf_token_counter,
+    length_name,
+    whitespace_counter,
+    write_jsonl,
+    write_text,
+)
 from envs.data.ruler_qa import load_ruler_qa
-from envs.data.niah_generator import write_text
 from envs.data.splitter import split_sentences
 
 BOOKS = [

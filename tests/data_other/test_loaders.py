@@ -66,7 +66,7 @@ def test_musique_gold_is_is_supporting_and_full_honours_answerable(fix):
     assert contrast["sf_idx"] == [] and contrast["sf_known"] is False
     # idx 9 (list position 1) is named by a hop but not supporting; position 2 supports unnamed
     assert c["sf_idx"] == [0, 2]
-    cfg = OmegaConf.create({"name": "musique", "data_path": str(fix / "musique"), "test_split": "full_eval"})
+    cfg = OmegaConf.create({"name": "musique", "data_path": str(fix / "musique"), "test_split": "full_eval", "length": -1})
     assert len(build_musique(cfg, "test", 0)) == 3
 
 
@@ -107,7 +107,7 @@ def test_niah_gold_and_question(fix):
 def test_niah_legacy_raw_sf(fix):
     s = load_niah(fix / "niah", "train", legacy_raw_sf=True)
     assert s[2]["sf_idx"] == [1, 3]  # the question's index 3 == len(chunks): out of range (ref)
-    cfg = OmegaConf.create({"name": "niah", "data_path": str(fix / "niah"), "test_split": "test4k"})
+    cfg = OmegaConf.create({"name": "niah", "data_path": str(fix / "niah"), "test_split": "test4k", "length": -1})
     ds = build_niah(cfg, "test", 0, OmegaConf.create({"niah_raw_sf": True}))
     assert any(len(x["chunks"]) in x["sf_idx"] for x in ds.samples)
 
@@ -137,7 +137,8 @@ def test_babilong_hf(fix, tmp_path):
     assert s[0]["id"] == "4k/qa1/0" and s[0]["answer"] == "bathroom"
     assert s[0]["chunks"] == ["The lamp was on.", "Mary moved to the bathroom.", "John went to the hallway.", "Mr. Brown slept."]
     assert s[1]["sf_idx"] == [] and s[1]["sf_known"] is False
-    cfg = OmegaConf.create({"name": "babilong_hf", "data_path": str(fix / "babilong_hf"), "task": "qa1", "context_length": "4k"})
+    cfg = OmegaConf.create({"name": "babilong_hf", "data_path": str(fix / "babilong_hf"), "task": "qa1", "context_length": "4k",
+                            "length": -1})
     assert len(build_babilong_hf(cfg, "test", 1)) == 2
     with pytest.raises(ValueError, match="no 'train' split"):
         build_babilong_hf(cfg, "train", 1)
@@ -180,11 +181,12 @@ def test_seeded_permutation_and_length(fix):
     cfg.length = 2
     assert [x["id"] for x in build_hotpotqa(cfg, "train", 1)] == a[:2]
     assert len(build_hotpotqa(cfg, "test", 1)) == 1  # test -> eval file
-    mcfg = OmegaConf.create({"name": "musique", "data_path": str(fix / "musique"), "length": 1})
+    mcfg = OmegaConf.create({"name": "musique", "data_path": str(fix / "musique"), "test_split": "eval", "length": 1})
     assert len(build_musique(mcfg, "test", 3)) == 1
-    wcfg = OmegaConf.create({"name": "2WikiMultihopQA", "data_path": str(fix / "2wiki"), "test_split": "dev"})
+    wcfg = OmegaConf.create({"name": "2WikiMultihopQA", "data_path": str(fix / "2wiki"), "test_split": "dev", "length": -1})
     assert len(build_dataset(wcfg, "test", 0)) == 1 and len(build_2wiki(wcfg, "train", 0)) == 3
-    rcfg = OmegaConf.create({"name": "ruler_qa", "data_path": str(fix / "ruler_qa.jsonl"), "length": 1})
+    rcfg = OmegaConf.create({"name": "ruler_qa", "data_path": str(fix / "ruler_qa.jsonl"), "question_marker": "QUESTION:",
+                             "length": 1})
     assert len(build_ruler_qa(rcfg, "test", 0)) == 1
 
 
@@ -201,7 +203,8 @@ def test_combined_source_and_shuffle(fix):
     for x in train.samples:  # conversion follows the source's rules
         if x["source"] == "musique":
             assert "answer_aliases" in x
-    ids = lambda ds: [(x["source"], x["id"]) for x in ds.samples]
+    def ids(ds):
+        return [(x["source"], x["id"]) for x in ds.samples]
     assert ids(build_combined(cfg, "train", 0)) == ids(train)
     assert len({tuple(ids(build_combined(cfg, "train", s))) for s in range(6)}) > 1  # run seed, not fixed 42
     cfg.dataset3_path = None
@@ -232,7 +235,7 @@ def test_niah_current_format_keeps_its_ids_unique_when_index_repeats(fix, tmp_pa
     s = load_niah(tmp_path, "test4k")
     assert [x["id"] for x in s] == [0, 1, 2] and {x["ruler_index"] for x in s} == {214}
     assert s[0]["question"] == load_niah(fix / "niah", "train")[0]["question"]
-    cfg = OmegaConf.create({"name": "niah", "data_path": str(tmp_path), "test_split": "test4k"})
+    cfg = OmegaConf.create({"name": "niah", "data_path": str(tmp_path), "test_split": "test4k", "length": -1})
     assert len(build_niah(cfg, "test", 3)) == 3  # nothing dropped
 
 

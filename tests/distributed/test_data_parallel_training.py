@@ -52,5 +52,6 @@ def test_two_rank_resume_equals_uninterrupted(tmp_path: Path, monkeypatch) -> No
         a = json.loads((tmp_path / "h_full" / f"rank{r}.json").read_text())
         b = json.loads((tmp_path / "h_cut" / f"rank{r}.json").read_text())
         assert a == b, f"rank {r}"
-    rows = lambda d: [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
+    def rows(d):
+        return [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
     assert rows(cut) == rows(full)

@@ -21,9 +21,6 @@ def test_priority_cli_over_testing_over_saved(config_run: Path) -> None:
     assert cfg.algo.model.predictor.num_layers == 1  # untouched training keys survive
     cli = merge_eval_config(eval_cfg(config_run, "envs.num_sentences=1200", "envs.max_steps=4", "seed=3"))
     assert (cli.envs.num_sentences, cli.envs.max_steps, cli.seed) == (1200, 4, 3)
-    # interpolations are resolved after the merge, so overrides propagate into dependent keys
-    assert cli.envs.env.max_steps == 4 and cli.envs.test_env.max_steps == 4
-    assert cli.algo.pqn.hyperparams.action_embed_length == cli.max_action_length
 
 
 def test_overrides_reach_the_dataset(config_run: Path) -> None:
@@ -67,3 +64,49 @@ def test_file_names_follow_settings(config_run: Path) -> None:
     assert eval_stem(tokens) == "eval_seed42_nt32000"  # BabiLong's official token sizing
     stop = merge_eval_config(eval_cfg(config_run, "eval.stop_q_threshold=0.5", "+legacy.oracle_stop=true"))
     assert eval_stem(stop) == "eval_seed42_ns50_qstop0.5_oracle"
+
+
+def test_eval_file_names_of_the_other_datasets(config_run: Path) -> None:
+    """Each dataset names its files by what sets its test samples (envs/data/ specs)."""
+    stems = {env: eval_stem(merge_eval_config(eval_cfg(config_run, f"eval_env={env}", *extra)))
+             for env, extra in [("niah", ["envs.test_split=test16k"]), ("ruler_qa", []), ("hotpotqa", []),
+                                ("longbench", ["envs.task=trec", "+envs.longbench_e=true"]),
+                                ("babilong_hf", ["+envs.context_length=32k"])]}
+    assert stems == {"niah": "eval_seed42_test16k", "ruler_qa": "eval_seed42_test", "hotpotqa": "eval_seed42",
+                     "longbench": "eval_seed42_lb-trec_e", "babilong_hf": "eval_seed42_hf32k"}
+    niah = merge_eval_config(eval_cfg(config_run, "eval_env=niah"))
+    assert niah.envs.task == "mv_niah"  # another family: the run's bAbI task is not carried over
+    from rl.eval_run import eval_meta
+
+    hf = merge_eval_config(eval_cfg(config_run, "eval_env=babilong_hf", "+envs.context_length=32k"))
+    meta = {name: eval_meta(c, config_run / "model_best.pt", "sha256:x") for name, c in [("niah", niah), ("hf", hf)]}
+    assert (meta["hf"]["context_length"], meta["hf"]["num_sentences"], meta["hf"]["length"]) == ("32k", None, None)
+    assert (meta["niah"]["context_length"], meta["niah"]["split"]) == (None, "test4k")
+    assert meta["niah"]["data_path"].endswith("niah_multivalue") and meta["hf"]["task"] == "qa1_single-supporting-fact"
+
+
+# A run folder written before the token mode and before the dead keys went (docs/results: a real run of then).
+OLD_RUN = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200_minilm" / "qa1" / "config.yaml"
+
+
+def test_old_run_folder_is_upgraded_once(tmp_path: Path) -> None:
+    from rl.config import upgrade_run_config
+    from rl.eval_run import eval_meta
+
+    saved = OmegaConf.to_container(OmegaConf.load(OLD_RUN), resolve=False)
+    assert "length_unit" not in saved["envs"] and "env" in saved["envs"]  # the fixture is what it claims
+    up = upgrade_run_config(saved)
+    assert "env" not in up["envs"] and "test_env" not in up["envs"]
+    assert "input_dim" not in up["algo"]["model"]["predictor"] and "max_seq_len" not in up["algo"]["model"]["predictor"]
+    assert (up["envs"]["length_unit"], up["envs"]["length_tokenizer"]) == ("sentences", "gpt2")  # what that run used
+    assert saved["envs"]["env"] == {"max_steps": "${envs.max_steps}"}  # the input is not modified
+    run = tmp_path / "old_run"
+    run.mkdir()
+    (run / "config.yaml").write_text(OLD_RUN.read_text())
+    cfg = merge_eval_config(eval_cfg(run, "envs.num_sentences=1200"))
+    assert eval_stem(cfg) == "eval_seed42_ns1200"
+    meta = eval_meta(cfg, run / "model_best.pt", "sha256:x")
+    assert meta["length"] == {"unit": "sentences", "tokenizer": "gpt2"} and meta["num_sentences"] == 1200
+    assert meta["data_path"].endswith("qa1_single-supporting-fact_test.txt")
+    tokens = merge_eval_config(eval_cfg(run, "envs.length_unit=tokens", "envs.num_tokens=8000"))
+    assert eval_stem(tokens) == "eval_seed42_nt8000" and tokens.envs.prompt_reserve_tokens == 300

@@ -28,7 +28,9 @@ def fake_tokenize(sample: dict) -> SampleTokens:
 def make(tmp: Path, source: Source, files: Path, **kw) -> CachedDataset:
     envs = {"name": "babilong", "num_sentences": source.n_chunks, "noise_test_path": str(files), "max_steps": 4}
     envs.update(kw.pop("envs", {}))
-    tok = tokenizer_identity({"name": kw.pop("model", "offline:minilm")}, cut=62)
+    model = {"name": kw.pop("model", "offline:minilm"), "revision": "main", "use_fast_tokenizer": True,
+             "query_prefix": "", "passage_prefix": ""}
+    tok = tokenizer_identity(model, cut=62)
     return CachedDataset(source, tmp / "cache", dataset_identity(envs, {}), tok, "test", kw.pop("seed", 42),
                          fake_tokenize, min_chunks=kw.pop("min_chunks", 5))
 

@@ -1,7 +1,7 @@
 """Plan Q-RAG beam search (SPEC §4.6) on a hand-made Q table where greedy is myopic."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pytest
 import torch

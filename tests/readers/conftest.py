@@ -14,6 +14,15 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "readers"
 
 
+def llm_feedback_cfg(**kw) -> dict:
+    """configs/feedback/llm.yaml (the only defaults of these keys) with a test's changes, resolved
+    as in a run."""
+    from omegaconf import OmegaConf
+
+    root = OmegaConf.merge({"feedback": OmegaConf.load(ROOT / "configs" / "feedback" / "llm.yaml")}, {"feedback": kw})
+    return OmegaConf.to_container(root, resolve=True)["feedback"]
+
+
 def load_script(name: str):
     """Import a repo-root entry script (not a package) by path, so tests work under bare `pytest`
     as well as `python -m pytest`."""

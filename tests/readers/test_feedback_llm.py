@@ -5,6 +5,7 @@ import sys
 import pytest
 
 from envs.feedback_llm import LLMFeedback
+from tests.readers.conftest import llm_feedback_cfg as cfg
 
 SAMPLE = {"id": "s0", "question": "Where is Mary? ", "answer": "kitchen",
           "chunks": ["Mary went to the garden.", "noise one.", "Mary went to the kitchen.", "noise two."],
@@ -28,14 +29,6 @@ class ScriptedBackend:
             return [None] * len(batch)
         return ["The most recent location of Mary is kitchen." if "Mary went to the kitchen" in m[-1]["content"].split("Context:")[-1]
                 else "The most recent location of Mary is garden." for m in batch]
-
-
-def cfg(**kw):
-    base = {"type": "llm", "reward_scaling": 1.0, "completion_threshold": 1.0, "metric": "em",
-            "sampling_params": {"max_tokens": 32, "temperature": 0.0, "top_p": 0.95},
-            "disable_thinking": True, "on_failure": "raise", "chunk_order": "selection", "use_api": True}
-    base.update(kw)
-    return base
 
 
 def run_episode(fb, steps):
@@ -154,10 +147,11 @@ def test_through_real_server(chat_server):
 
 
 def test_config_file_and_build_feedback():
+    from pathlib import Path
+
     from omegaconf import OmegaConf
 
     from envs.feedback import build_feedback
-    from pathlib import Path
 
     c = OmegaConf.load(Path(__file__).resolve().parents[2] / "configs" / "feedback" / "llm.yaml")
     c = OmegaConf.create({"feedback": c})

@@ -13,8 +13,19 @@ from envs.data.longbench import build_longbench, chunk_text, load_longbench
 from envs.data.registry import build_dataset
 from envs.errors import DatasetFormatError, DatasetNotFoundError
 from prompts_and_metrics.longbench import (
-    SUBSETS, classification, code_sim, count, length_bucket, longbench_score, normalize_zh, qa_f1, qa_f1_zh, retrieval,
-    retrieval_zh, rouge_l, rouge_l_zh,
+    SUBSETS,
+    classification,
+    code_sim,
+    count,
+    length_bucket,
+    longbench_score,
+    normalize_zh,
+    qa_f1,
+    qa_f1_zh,
+    retrieval,
+    retrieval_zh,
+    rouge_l,
+    rouge_l_zh,
 )
 
 from .conftest import load_script

@@ -3,7 +3,14 @@ benchmark rules are pinned in test_scoring_official.py."""
 import pytest
 
 from prompts_and_metrics.metrics import (
-    TASK_LABELS, babilong_em, babilong_f1, fact_metrics, normalize_answer, qa_scores, squad_em, squad_f1,
+    TASK_LABELS,
+    babilong_em,
+    babilong_f1,
+    fact_metrics,
+    normalize_answer,
+    qa_scores,
+    squad_em,
+    squad_f1,
     task_key,
 )
 

@@ -2,7 +2,11 @@
 import pytest
 
 from prompts_and_metrics.prompts import (
-    SYSTEM_BABILONG, TASK_PROMPTS, babilong_messages, babilong_user_message, extract_final_answer,
+    SYSTEM_BABILONG,
+    TASK_PROMPTS,
+    babilong_messages,
+    babilong_user_message,
+    extract_final_answer,
     openqa_messages,
 )
 

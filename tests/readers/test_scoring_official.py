@@ -7,8 +7,20 @@ import pytest
 
 from envs.data.babi import load_babi_file
 from prompts_and_metrics.metrics import (
-    TASK_LABELS, babilong_acc, babilong_acc_fixed, babilong_f1, hotpot_f1, niah_metrics, niah_values, qa_scores,
-    ruler_postprocess, squad_em, squad_f1, string_match_all, string_match_part, synthetic_scores,
+    TASK_LABELS,
+    babilong_acc,
+    babilong_acc_fixed,
+    babilong_f1,
+    hotpot_f1,
+    niah_metrics,
+    niah_values,
+    qa_scores,
+    ruler_postprocess,
+    squad_em,
+    squad_f1,
+    string_match_all,
+    string_match_part,
+    synthetic_scores,
 )
 from prompts_and_metrics.prompts import extract_final_answer, strip_think
 

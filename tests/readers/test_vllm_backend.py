@@ -58,10 +58,11 @@ def test_synthetics_script_on_vllm(tmp_path, fixtures_dir, vllm_backend):
 
 def test_llm_feedback_in_process_vllm(vllm_backend):
     from envs.feedback_llm import LLMFeedback
+    from tests.readers.conftest import llm_feedback_cfg
 
     sample = {"id": "s", "question": "Where is Mary? ", "answer": "kitchen",
               "chunks": ["Mary went to the kitchen.", "noise."], "sf_idx": [0]}
-    fb = LLMFeedback({"use_api": False, "sampling_params": {"max_tokens": 4}}, task="qa1", backend=vllm_backend)
+    fb = LLMFeedback(llm_feedback_cfg(use_api=False, sampling_params={"max_tokens": 4}), task="qa1", backend=vllm_backend)
     fb.reset(0, sample)
     fb.reset(1, sample)
     rewards, completed = fb.step([0, 1], [[0], [1]])

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from rl.agents.pqn import PQNLearner
-from rl.qfunc import head_scores
 from rl.agents.sft import SFTLearner, teacher_trajectory
+from rl.qfunc import head_scores
 from rl.trainer import Trainer, run
 
 FAST = ["final_eval_episodes=0", "eval_episodes=2"]

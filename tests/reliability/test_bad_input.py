@@ -65,6 +65,9 @@ BAD_VALUES = {
     "envs_parallel=0": "envs_parallel=0: expected an integer >= 1",
     "envs.max_steps=0": "envs.max_steps=0: expected an integer >= 1",
     "envs.num_sentences=0": "envs.num_sentences=0: expected an integer >= 1 or a list of them",
+    "envs.num_sentences=[50,0]": "envs.num_sentences=[50, 0]: expected an integer >= 1 or a list of them",
+    "envs.name=nope": "unknown dataset name 'nope' (envs.name); known: ['2WikiMultihopQA', 'babilong', "
+                      "'babilong_hf', 'combined', 'hotpotqa', 'longbench', 'musique', 'niah', 'ruler_qa']",
     "eval_split=bogus": "eval_split='bogus': expected one of validation, test",
     "algo.optimizer.lr=-1e-5": "algo.optimizer.lr=-1e-05: expected a number > 0",
     "precision=bogus": "precision='bogus': expected one of auto, tf32, fp32, bf16",
@@ -117,7 +120,7 @@ def test_cli_refuses_before_writing(tmp_path):
     out = subprocess.run([sys.executable, "train_q_rag.py", *TINY, *bad, f"hydra.run.dir={run_dir}"], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 2, out.stderr[-2000:]
-    lines = [l for l in out.stderr.splitlines() if l.startswith("error: ")]
+    lines = [line for line in out.stderr.splitlines() if line.startswith("error: ")]
     assert lines == ["error: precision='bogus': expected one of auto, tf32, fp32, bf16",
                      "error: envs.max_steps=0: expected an integer >= 1",
                      "error: " + BAD_VALUES["+feedback.api_key=sk-secret"],
@@ -143,7 +146,7 @@ def test_eval_cli_refuses_before_writing(tmp_path):
     out = subprocess.run([sys.executable, "eval_retriever.py", f"pretrained_path={tmp_path}/run", "eval.planner=bem",
                           "num_samples=0"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 2, out.stderr[-2000:]
-    assert [l for l in out.stderr.splitlines() if l.startswith("error: ")] == [
+    assert [line for line in out.stderr.splitlines() if line.startswith("error: ")] == [
         "error: num_samples=0: expected an integer >= 1, or -1 for all",
         "error: eval.planner='bem': expected one of greedy, beam"]
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["config.yaml"]  # not even .eval_hydra/

@@ -49,7 +49,8 @@ def test_duplicates_are_read_once(tmp_path):
 def test_summary_counts_each_sample_once(eval_run_dir, tmp_path):
     """An output written twice over (as two concurrent runs of older versions did): the rerun's
     summary has n = the samples, not twice as many."""
-    go = lambda: run(eval_cfg(eval_run_dir, f"output_dir={tmp_path}", "envs.num_sentences=12", "num_samples=3"))
+    def go():
+        return run(eval_cfg(eval_run_dir, f"output_dir={tmp_path}", "envs.num_sentences=12", "num_samples=3"))
     first = go()
     out = tmp_path / "eval_seed42_ns12.jsonl"
     rows = out.read_text().splitlines(keepends=True)

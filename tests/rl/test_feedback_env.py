@@ -4,6 +4,17 @@ from omegaconf import OmegaConf
 
 from envs.env import PositionSettings, VecRetrievalEnv
 from envs.feedback import GroundTruthFeedback, GroundTruthSettings, build_feedback
+from tests.conftest import CONFIGS
+
+FEEDBACK = OmegaConf.load(f"{CONFIGS}/feedback/defaults.yaml")  # type gt, ground_truth (nulls = the env's)
+BABILONG_DEFAULTS = OmegaConf.load(f"{CONFIGS}/envs/babilong.yaml").feedback_defaults
+
+
+def settings(**kw):
+    """Ground-truth settings spelled out; a test names what it changes."""
+    base = dict(completion_reward=1.0, per_fact_reward=0.0, penalize_extra_steps=True, never_terminate=True,
+                reward_timing="completion", empty_gold="refuse")
+    return GroundTruthSettings(**{**base, **kw})
 
 
 def sample(i=0, n=6, gold=(1, 3)):
@@ -11,7 +22,7 @@ def sample(i=0, n=6, gold=(1, 3)):
 
 
 def test_completion_reward_paid_once_with_penalty():
-    fb = GroundTruthFeedback(GroundTruthSettings(penalize_extra_steps=True, never_terminate=True))
+    fb = GroundTruthFeedback(settings(penalize_extra_steps=True, never_terminate=True))
     fb.reset(0, sample())
     r, c = fb.step([0], [[0]])
     assert r == [0.0] and c == [False]
@@ -25,7 +36,7 @@ def test_completion_reward_paid_once_with_penalty():
 
 
 def test_terminal_timing_and_per_fact_and_termination():
-    fb = GroundTruthFeedback(GroundTruthSettings(penalize_extra_steps=False, never_terminate=False,
+    fb = GroundTruthFeedback(settings(penalize_extra_steps=False, never_terminate=False,
                                                  per_fact_reward=0.25, reward_timing="terminal"))
     fb.reset(0, sample())
     r, c = fb.step([0], [[1]], last_step=[False])
@@ -43,23 +54,23 @@ def test_empty_or_unknown_gold_is_refused_in_training_and_pays_nothing_in_evalua
     s = sample(7, gold=() if not unknown else (2,))
     if unknown:
         s["sf_known"] = False  # an answer-only set: its sf_idx is not gold
-    train = build_feedback(OmegaConf.create({"type": "gt"}), OmegaConf.create({}), "train")
+    train = build_feedback(FEEDBACK, {"feedback_defaults": BABILONG_DEFAULTS}, "train")
     with pytest.raises(ValueError, match="sample 7 has no gold chunks"):
         train.reset(0, s)
-    fb = GroundTruthFeedback(GroundTruthSettings(penalize_extra_steps=penalize, never_terminate=False,
+    fb = GroundTruthFeedback(settings(penalize_extra_steps=penalize, never_terminate=False,
                                                  per_fact_reward=0.25, empty_gold="zero"))
     fb.reset(0, s)
     for sel in ([2], [2, 0], [2, 0, 1]):
         r, c = fb.step([0], [sel], last_step=[len(sel) == 3])
         assert r == [0.0] and c == [False]
-    test = build_feedback(OmegaConf.create({"type": "gt"}), OmegaConf.create({}), "test")
+    test = build_feedback(FEEDBACK, {"feedback_defaults": BABILONG_DEFAULTS}, "test")
     assert test.s.empty_gold == "zero" and train.s.empty_gold == "refuse"
 
 
 def test_build_feedback_priorities():
     envs = OmegaConf.create({"feedback_defaults": {"train": {"penalize_extra_steps": True, "never_terminate": False},
                                                    "test": {"penalize_extra_steps": False, "never_terminate_ref": False}}})
-    fcfg = OmegaConf.create({"type": "gt", "ground_truth": {"penalize_extra_steps": None, "never_terminate": True}})
+    fcfg = OmegaConf.merge(FEEDBACK, {"ground_truth": {"penalize_extra_steps": None, "never_terminate": True}})
     train = build_feedback(fcfg, envs, "train")
     assert train.s.never_terminate is True and train.s.penalize_extra_steps is True  # CLI wins, env fills
     test = build_feedback(fcfg, envs, "test")
@@ -72,8 +83,8 @@ def test_build_feedback_priorities():
 
 def test_env_steps_masks_codes_and_dones():
     data = [sample(0, 5, (1,)), sample(1, 5, (2, 4))]
-    fb = GroundTruthFeedback(GroundTruthSettings(never_terminate=False))
-    env = VecRetrievalEnv(data, fb, 2, 3, PositionSettings("relative", 20), True, torch.device("cpu"), seed=0)
+    fb = GroundTruthFeedback(settings(never_terminate=False))
+    env = VecRetrievalEnv(data, fb, 2, 3, PositionSettings("relative", 20, "linspace", 2000), True, torch.device("cpu"), seed=0)
     ep0, ep1 = env.start(0, 0), env.start(1, 1)
     assert ep0.codes(env.pos).tolist() == [0, 4, 9, 13, 18]
     r, d, trunc = env.step([0, 1], [1, 4])
@@ -88,8 +99,10 @@ def test_env_steps_masks_codes_and_dones():
 
 def test_env_state_roundtrip():
     data = [sample(i, 6, (1, 2)) for i in range(10)]
-    mk = lambda: VecRetrievalEnv(data, GroundTruthFeedback(GroundTruthSettings()), 3, 4,
-                                 PositionSettings("random", max_chunks_count=50), False, torch.device("cpu"), seed=1)
+    def mk():
+        return VecRetrievalEnv(data, GroundTruthFeedback(settings()), 3, 4,
+                               PositionSettings("random", 20, "linspace", max_chunks_count=50), False,
+                               torch.device("cpu"), seed=1)
     a = mk()
     a.reset_all()
     a.step([0, 1, 2], [1, 0, 5])

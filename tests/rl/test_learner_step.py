@@ -206,7 +206,7 @@ def global_norm(tensors) -> float:
 def check_optimiser_step(cfg, learner, ref, scalars, grads_ref, tau_expected, lr_before, lr_after, alpha_after):
     """lr, α and the EMA of both target encoders against the definition, from the pristine copy
     ``ref``; with independent gradients ``grads_ref`` also the clipping and the AdamW step."""
-    agent, watch = learner.agent, learner._watch
+    agent = learner.agent
     if grads_ref is not None:
         check_gradients_and_adamw(cfg, learner, ref, scalars, grads_ref, lr_before)
     assert scalars["lr"] == pytest.approx(lr_after, rel=1e-12)

@@ -12,7 +12,7 @@ from tests.conftest import ROOT, TINY
 
 
 def read_metrics(run_dir):
-    return [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
 def test_run_folder_contract(tiny_cfg, tmp_path):
