@@ -13,14 +13,17 @@ from rl.agent import QRAGAgent
 from rl.agents.base import Learner, LearnerBase
 from rl.agents.dqn import DQNLearner
 from rl.agents.pqn import PQNLearner
+from rl.agents.sac_d import SacDLearner
+from rl.agents.sarsa import SarsaLearner
 from rl.agents.sft import SFTLearner
 
-LEARNERS: dict[str, type[LearnerBase]] = {"pqn": PQNLearner, "sft": SFTLearner, "dqn": DQNLearner}
+LEARNERS: dict[str, type[LearnerBase]] = {"pqn": PQNLearner, "sft": SFTLearner, "dqn": DQNLearner,
+                                          "sarsa": SarsaLearner, "sac_d": SacDLearner}
 
 
 def build_learner(agent: QRAGAgent, env: VecRetrievalEnv, cfg: Any, legacy: Any) -> Learner:
     """The learner named by ``algo.objective``: pqn (Q-RAG), sft (the "multi-step RAG w. SFT"
-    baseline, SPEC §4.5)."""
+    baseline, SPEC §4.5), sarsa, sac_d (rl/agents/sarsa.py, rl/agents/sac_d.py)."""
     objective = str(cfg.algo.objective)
     if objective not in LEARNERS:
         raise ValueError(f"algo.objective must be one of {sorted(LEARNERS)}, got {objective!r}")
