@@ -1,4 +1,4 @@
-"""Open-QA reader evaluation for HotpotQA / MuSiQue / RULER-QA retriever logs (SPEC §9.5).
+"""Open-QA reader evaluation for HotpotQA / MuSiQue / RULER-QA retriever logs (DESIGN §9.5).
 
     python eval_llm_openqa.py --retriever_logfile runs/x/eval_seed0.jsonl --llm_name Qwen/QwQ-32B
 
@@ -203,7 +203,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-# ``--reader ref`` restores the reference script values (SPEC §9.6); explicit flags still win.
+# ``--reader ref`` restores the reference script values (DESIGN §9.6); explicit flags still win.
 READER_PRESETS: dict[str, dict[str, Any]] = {"paper": {}, "ref": {"max_tokens": 4000, "think": True}}
 
 

@@ -1,4 +1,4 @@
-"""Reader evaluation for BabiLong / RULER-NIAH retriever logs (SPEC §9.4).
+"""Reader evaluation for BabiLong / RULER-NIAH retriever logs (DESIGN §9.4).
 
     python eval_llm_synthetics.py runs/x/eval_seed0_ns50.jsonl --llm_name Qwen/Qwen3-4B --babi_task qa1
 
@@ -202,7 +202,7 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
     return {"context": ctx, "filter": fkey, **summary, "output": str(out_path), "results": str(results_path)}
 
 
-# ``--reader ref`` restores the reference script values (SPEC §9.6); explicit flags still win.
+# ``--reader ref`` restores the reference script values (DESIGN §9.6); explicit flags still win.
 READER_PRESETS: dict[str, dict[str, Any]] = {"paper": {}, "ref": {"max_tokens": 32, "max_model_len": 2048}}
 
 

@@ -1,4 +1,4 @@
-"""Evaluate a trained retriever (SPEC §9.1):
+"""Evaluate a trained retriever (DESIGN §9.1):
 ``python eval_retriever.py pretrained_path=runs/<run> [envs.num_sentences=1200] [key=value ...]``.
 
 Writes ``<run>/eval_seed{seed}_ns{N}.jsonl`` (BabiLong; other names per docs/EVALUATION.md), its

@@ -1,11 +1,11 @@
-"""The retrieval MDP (SPEC §1) for E episodes stepped together.
+"""The retrieval MDP (DESIGN §1) for E episodes stepped together.
 
 The env owns what the MDP needs and nothing of the learner: the current sample of each slot,
 the chunks selected so far, a device-resident availability mask, position codes and rewards.
 Encoders, tokens and embeddings belong to the agent (``rl``), keyed by the slot's sample.
 
 ``done = terminated ∨ (t+1 ≥ max_steps) ∨ (nothing left)``. Reaching ``max_steps`` is
-terminal on purpose (no bootstrap across the time limit, SPEC §1.4, §11 #48): the step budget is
+terminal on purpose (no bootstrap across the time limit, DESIGN §1.4, §11 #48): the step budget is
 part of the task. ``truncated`` is reported separately for logging.
 """
 from __future__ import annotations

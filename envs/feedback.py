@@ -1,4 +1,4 @@
-"""Feedback (reward) models, SPEC §6.
+"""Feedback (reward) models, DESIGN §6.
 
 A feedback model is stateful per environment slot: ``reset(slot, sample)`` at the start of an
 episode, then ``step(slots, selected)`` after each vectorised step, where ``selected[k]`` lists
@@ -40,7 +40,7 @@ class GroundTruthSettings:
 
 
 class GroundTruthFeedback:
-    """Reward from the gold chunk indices (SPEC §6.1).
+    """Reward from the gold chunk indices (DESIGN §6.1).
 
     r_t = per_fact_reward·[a_t ∈ F] + [F ⊆ S_{t+1} for the first time]·R_c, with
     R_c = completion_reward·(0.5 + 0.5·|F|/(|S_{t+1}|+1e-5)) under penalize_extra_steps.
@@ -109,8 +109,8 @@ def build_feedback(feedback_cfg: Any, envs_cfg: Any, phase: str, legacy: Any = N
     """The feedback model for ``phase`` ('train' or 'test').
 
     Ground-truth settings come from ``feedback.ground_truth`` where set (not null), else from the
-    env's ``feedback_defaults`` (SPEC §6.1 table). Test envs never terminate on ground truth
-    unless ``legacy.oracle_stop`` restores the reference's per-env value (SPEC §1.5).
+    env's ``feedback_defaults`` (DESIGN §6.1 table). Test envs never terminate on ground truth
+    unless ``legacy.oracle_stop`` restores the reference's per-env value (DESIGN §1.5).
     """
     from envs.legacy import flag
 

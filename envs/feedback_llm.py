@@ -1,4 +1,4 @@
-"""LLM-answer feedback (SPEC §6.2, ``feedback.type: babilong_em`` / ``llm``).
+"""LLM-answer feedback (DESIGN §6.2, ``feedback.type: babilong_em`` / ``llm``).
 
 After each vectorised step the question and the chunks each env holds go to a reader LLM in one
 request batch; the score s_t = metric(prediction, answer) · reward_scaling. An env is completed when

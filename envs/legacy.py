@@ -1,4 +1,4 @@
-"""Access to the top-level ``legacy`` switches (SPEC §11) with a False default."""
+"""Access to the top-level ``legacy`` switches (DESIGN §11) with a False default."""
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,4 @@
-"""Chunk position codes (SPEC §3): the integer code p̂ each chunk carries into the rotation.
+"""Chunk position codes (DESIGN §3): the integer code p̂ each chunk carries into the rotation.
 
 All functions are vectorised over the N chunks of one sample and run on the mask's device,
 so a 400k-chunk haystack costs a handful of tensor ops per step.
@@ -63,7 +63,7 @@ def relative_codes_host(n_chunks: int, selected: list[int], step_size: int, form
 
 
 def random_codes(n_chunks: int, rng: np.random.Generator, max_chunks_count: int = 2000) -> np.ndarray:
-    """SPEC §3.5: 5 contiguous segments, each shifted by a sorted random indent."""
+    """DESIGN §3.5: 5 contiguous segments, each shifted by a sorted random indent."""
     if n_chunks < 6 or n_chunks >= max_chunks_count:
         raise ValueError(
             f"random positions need 6 <= N < max_chunks_count={max_chunks_count}, got N={n_chunks}"

@@ -1,4 +1,4 @@
-"""Per-component random generators (SPEC §5.9).
+"""Per-component random generators (DESIGN §5.9).
 
 Every sampler and builder derives its own generator from (run seed, component name, ...),
 so no component depends on what another drew, and nothing reseeds numpy's global RNG.

@@ -1,4 +1,4 @@
-"""The unified sample schema (SPEC §1.1) every loader emits, and its validation."""
+"""The unified sample schema (DESIGN §1.1) every loader emits, and its validation."""
 from __future__ import annotations
 
 from typing import Any, TypedDict

@@ -1,4 +1,4 @@
-"""Chunk filters applied by the reader scripts to one retriever JSONL record (SPEC §9.3).
+"""Chunk filters applied by the reader scripts to one retriever JSONL record (DESIGN §9.3).
 
 A record carries ``pred_idx``/``pred_texts`` (retrieval order) and ``sf_idx``/``sf_texts``; there
 is no full chunk list, so a kept index's text comes from ``pred_texts`` when it was retrieved, else
@@ -84,7 +84,7 @@ def filter_indices(record: Mapping[str, Any], spec: FilterSpec) -> list[int]:
             raise ValueError("the retrieval_step filter needs --max_retrieval_budget >= 0")
         return pred[: spec.budget]
     if name == "llm":
-        raise NotImplementedError("chunk filter 'llm' is not implemented (SPEC §9.3)")
+        raise NotImplementedError("chunk filter 'llm' is not implemented (DESIGN §9.3)")
     raise ValueError(f"unknown chunk filter {name!r}; choose one of {', '.join(FILTERS)}")
 
 

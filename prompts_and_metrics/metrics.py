@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 SCORING_VERSION = 2
 
 # --------------------------------------------------------------------------------------------
-# Retrieval metrics (§9.2)
+# Retrieval metrics (DESIGN §9.2)
 # --------------------------------------------------------------------------------------------
 
 
@@ -226,7 +226,7 @@ def synthetic_scores(output: str, target: str, question: str, task: str) -> dict
 
 
 # --------------------------------------------------------------------------------------------
-# Open-domain QA: SQuAD style (§9.5) and the HotpotQA / 2Wiki official F1
+# Open-domain QA: SQuAD style (DESIGN §9.5) and the HotpotQA / 2Wiki official F1
 # --------------------------------------------------------------------------------------------
 
 _PUNCT = set(string.punctuation)

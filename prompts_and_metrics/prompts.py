@@ -1,4 +1,4 @@
-"""Reader prompts (SPEC §9.4 BabiLong/NIAH, §9.5 open QA). Wording and examples are this
+"""Reader prompts (DESIGN §9.4 BabiLong/NIAH, §9.5 open QA). Wording and examples are this
 project's own; only the structure and the answer formats follow the spec."""
 from __future__ import annotations
 

@@ -146,7 +146,7 @@ def mean(values: list[float]) -> float | None:
 def parse_reader_args(
     parser: argparse.ArgumentParser, presets: dict[str, dict[str, Any]], argv: list[str] | None = None
 ) -> argparse.Namespace:
-    """Parse a reader CLI whose ``--reader`` preset (paper | ref, SPEC §9.6) sets the defaults of
+    """Parse a reader CLI whose ``--reader`` preset (paper | ref, DESIGN §9.6) sets the defaults of
     other flags; flags given explicitly still win."""
     parser.add_argument("--reader", default="paper", choices=sorted(presets),
                         help="defaults preset: paper (App. G) or ref (the reference scripts' values)")

@@ -183,7 +183,7 @@ class QRAGAgent(nn.Module):
     # -- target updates -------------------------------------------------------------------
     @torch.no_grad()
     def update_targets(self, tau: float) -> None:
-        """θ′ ← τ·θ + (1 − τ)·θ′ for both target encoders; buffers copied (SPEC §5.5 step 6)."""
+        """θ′ ← τ·θ + (1 − τ)·θ′ for both target encoders; buffers copied (DESIGN §5.5 step 6)."""
         for online, target in ((self.state_enc, self.target_state), (self.action_enc, self.target_action)):
             # one multi-tensor kernel per encoder instead of ~200 lerp_ launches (same formula)
             torch._foreach_lerp_(list(target.parameters()), [p.detach() for p in online.parameters()], tau)

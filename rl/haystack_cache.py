@@ -1,4 +1,4 @@
-"""Disk cache of tokenised evaluation haystacks (SPEC §7.12).
+"""Disk cache of tokenised evaluation haystacks (DESIGN §7.12).
 
 A 400 000-sentence BabiLong sample costs seconds to assemble and much longer to tokenise; it is
 the same for every checkpoint evaluated on (task, N, seed, split, sample index). The cache stores

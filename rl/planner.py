@@ -1,4 +1,4 @@
-"""Plan Q-RAG: beam search over retrieval trajectories (SPEC §4.6).
+"""Plan Q-RAG: beam search over retrieval trajectories (DESIGN §4.6).
 
 Every partial trajectory is expanded by its ``beam_expand`` best available chunks by Q; the
 ``beam_width`` expansions with the highest Q of their most recent action are kept; after T steps

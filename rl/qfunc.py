@@ -1,4 +1,4 @@
-"""Factorised Q-function with twin heads, behaviour policy and soft target values (SPEC §4).
+"""Factorised Q-function with twin heads, behaviour policy and soft target values (DESIGN §4).
 
 Q(s, a) = ⟨e_s, ẽ_a⟩ = q1 + q2, where head h takes the h-th half of both vectors. Acting and
 greedy evaluation use Q; the loss regresses each head to half of the λ-return; the target value
@@ -41,7 +41,7 @@ def masked_topk(scores: torch.Tensor, available: torch.Tensor, k: int | None) ->
 def sample_policy(
     q: torch.Tensor, available: torch.Tensor, k: int | None, alpha: float, generator: torch.Generator | None
 ) -> int:
-    """Soft top-k behaviour policy (SPEC §4.2): softmax((Q − Q_max)/α) over the top-k available."""
+    """Soft top-k behaviour policy (DESIGN §4.2): softmax((Q − Q_max)/α) over the top-k available."""
     vals, idx = masked_topk(q, available, k)
     logits = (vals - vals.max()) / alpha
     probs = torch.softmax(logits.double(), 0)
@@ -58,7 +58,7 @@ def soft_values(
     soft: bool = True,
     legacy_topk_before_mask: bool = False,
 ) -> torch.Tensor:
-    """V(s) = V_1 + V_2 from the target network (SPEC §4.4) for S states of one sample.
+    """V(s) = V_1 + V_2 from the target network (DESIGN §4.4) for S states of one sample.
 
     state_embs [S, d], action_emb [N, d] (target chunk embeddings already rotated per state is
     not needed here: pass [S, N, d] when codes differ per state), available [S, N] bool.

@@ -1,13 +1,13 @@
-"""λ-returns with soft target values (SPEC §5.3), as one pure tensor function.
+"""λ-returns with soft target values (DESIGN §5.3), as one pure tensor function.
 
 Shapes: time-major [L, E]. ``values[t]`` is V(s_t), the target value of the state the env was
 in when it acted at step t; ``bootstrap`` is V(s_L) after the last step. ``dones[t] = 1`` means
-the episode ended at step t (terminal or time limit: no bootstrap across it, SPEC §1.4).
+the episode ended at step t (terminal or time limit: no bootstrap across it, DESIGN §1.4).
 
   G_{L-1} = r_{L-1} + γ(1 − d_{L-1}) V_L
   G_t     = r_t + γ(1 − d_t)[(1 − λ) V_{t+1} + λ G_{t+1}]
 
-``legacy_off_by_one`` (SPEC §11 #1, the reference): at t = L−2 only, V_{t+1} is replaced by
+``legacy_off_by_one`` (DESIGN §11 #1, the reference): at t = L−2 only, V_{t+1} is replaced by
 (1 − d_{L−1})·V_L.
 """
 from __future__ import annotations

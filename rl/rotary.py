@@ -1,9 +1,9 @@
-"""Rotary position embedding of action embeddings (SPEC §3.3).
+"""Rotary position embedding of action embeddings (DESIGN §3.3).
 
 Only the action embedding is rotated, each half of width D_h = d/2 separately with the same
 integer code, interleaved pairs, θ = 10000 (the default frequencies of rotary-embedding-torch
 at dim D_h). Angles are computed directly from the code, so there is no table to overflow
-(the reference's 1000/5000-entry tables, SPEC §11 #21). Rotation runs in fp32.
+(the reference's 1000/5000-entry tables, DESIGN §11 #21). Rotation runs in fp32.
 """
 from __future__ import annotations
 

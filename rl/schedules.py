@@ -1,4 +1,4 @@
-"""Learning-rate schedules (SPEC §5.7): lr(n) = lr₀·f(n), n = optimiser steps so far.
+"""Learning-rate schedules (DESIGN §5.7): lr(n) = lr₀·f(n), n = optimiser steps so far.
 
 WarmupLinear keeps the reference's semantics: f(0) = 0, a ramp to (1 − ρ) just before the
 warm-up ends, a jump to 1 at W, then a linear fall to ρ at S. ``smooth_warmup`` ramps to 1

@@ -1,6 +1,6 @@
 """Training run: ``run(cfg) -> metrics`` (the Hydra entry point is train_q_rag.py).
 
-Run folder (SPEC §8.1): config.yaml (unresolved, for eval merging), config_resolved.yaml,
+Run folder (DESIGN §8.1): config.yaml (unresolved, for eval merging), config_resolved.yaml,
 .hydra/, tb_logs/, model_last.pt, model_best.pt, metrics.jsonl, summary.json.
 
 Data parallel under torchrun / accelerate launch (docs/DISTRIBUTED.md): every rank acts in its

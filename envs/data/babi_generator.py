@@ -2,7 +2,7 @@
 
 The generator simulates a small world (people move between rooms, pick up, drop and hand over
 objects) and writes stories with interleaved questions whose supporting facts are exactly what
-a reader needs (SPEC §7.1 format). :func:`check_babi_lines` re-derives every answer and supporting
+a reader needs (DESIGN §7.1 format). :func:`check_babi_lines` re-derives every answer and supporting
 set from the story *text* with its own simulation, so generator bugs cannot hide.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Official BabiLong evaluation sets (SPEC §7.4), answer-only.
+"""Official BabiLong evaluation sets (DESIGN §7.4), answer-only.
 
 Published as Hugging Face datasets: one configuration per context length (``1k`` … ``10M``),
 one split per task (``qa1`` …), fields ``input`` (whole haystack), ``question``, ``target``.

@@ -1,9 +1,9 @@
-"""Combined multi-hop sets (SPEC §7.10): HotpotQA + MuSiQue (+ 2WikiMultihopQA).
+"""Combined multi-hop sets (DESIGN §7.10): HotpotQA + MuSiQue (+ 2WikiMultihopQA).
 
 A concatenation dataset1 (HotpotQA) + dataset2 (MuSiQue) [+ dataset3 (2WikiMultihopQA)];
 each sample carries ``source`` = the dataset it came from and is converted by that source's
 rules. With ``shuffle`` (per split: train true, test false as in the ref) the concatenated
-index is permuted once by a generator derived from the run seed (ref: fixed 42, SPEC §11 #34);
+index is permuted once by a generator derived from the run seed (ref: fixed 42, DESIGN §11 #34);
 ``length`` then keeps the first items.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""HotpotQA (SPEC §7.6) and 2WikiMultihopQA (§7.8) loaders.
+"""HotpotQA (DESIGN §7.6) and 2WikiMultihopQA (§7.8) loaders.
 
 HotpotQA format: one JSON array of records with ``_id``, ``question``, ``answer``,
 ``supporting_facts`` ([title, sentence_id] pairs) and ``context`` ([title, [sentences]]

@@ -47,7 +47,7 @@ def niah_file(data_path: str | Path, split: str) -> Path:
     for name in (f"{split}.jsonl", f"{split}.jsonl.gz"):
         if (base / name).is_file():
             return base / name
-    # the ref silently returned the training file for `validation` (SPEC §11 #15): never here
+    # the ref silently returned the training file for `validation` (DESIGN §11 #15): never here
     raise DatasetNotFoundError(base / f"{split}.jsonl", NIAH_WHAT, NIAH_HOW)
 
 

@@ -1,4 +1,4 @@
-"""Noise-sentence corpus (PG19-with-sentences or the embedded stand-in) and its sampler (SPEC §7.2).
+"""Noise-sentence corpus (PG19-with-sentences or the embedded stand-in) and its sampler (DESIGN §7.2).
 
 A corpus is a list of books, each a list of pre-split sentences. Accepted on disk:
 

@@ -5,7 +5,7 @@ Each loader module registers a builder under the config's ``envs.name``, with a
 samples (how its evaluation files are named and described, which of its settings must be
 checked), so that ``rl`` never switches on dataset names. Builders only know their own splits
 (``train``, ``test`` and dataset-specific ones such as ``test4k``); the ``validation`` split is
-carved here, generically, from ``train`` (SPEC §5.8): a fixed, seed-derived fraction of the
+carved here, generically, from ``train`` (DESIGN §5.8): a fixed, seed-derived fraction of the
 training items that training never sees.
 """
 from __future__ import annotations

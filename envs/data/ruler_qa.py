@@ -1,4 +1,4 @@
-"""RULER QA loader (SPEC §7.9), answer-only unless the record names its gold documents.
+"""RULER QA loader (DESIGN §7.9), answer-only unless the record names its gold documents.
 
 JSONL with ``index``, ``input``, ``outputs``. ``input`` is cut at the last occurrence of
 ``question_marker`` (default ``"QUESTION:"``, ref; falls back to a case-insensitive match, so
@@ -13,7 +13,7 @@ ones keep it in the field ``answer_prefix``. Either way it is cut from the quest
 project never keys anything on it).
 
 Gold: RULER's own files do not say which document holds the answer, so ``sf_idx`` = [] and
-``sf_known`` = False (fact metrics null; the ref's ``[0]`` placeholder is gone, SPEC §11 #31).
+``sf_known`` = False (fact metrics null; the ref's ``[0]`` placeholder is gone, DESIGN §11 #31).
 Records written by scripts/generate_multihop.py carry ``gold_docs`` (the ``n`` of each gold
 ``Document n:``); those are mapped to chunk indices and ``sf_known`` is True.
 """

@@ -1,4 +1,4 @@
-"""Rule-based sentence splitter (SPEC §7.5, the rebuild's normative definition).
+"""Rule-based sentence splitter (DESIGN §7.5, the rebuild's normative definition).
 
 Rules:
 
@@ -13,7 +13,7 @@ Rules:
   followed by whitespace is a sentence end (the address itself is never cut);
 * pieces are stripped and empty ones dropped.
 
-The ref's exact abbreviation lists are unknown ([unspecified] in the SPEC): this is the
+The ref's exact abbreviation lists are unknown (DESIGN §7.5): this is the
 rebuild's choice, kept deliberately small and predictable.
 """
 from __future__ import annotations

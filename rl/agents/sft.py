@@ -1,4 +1,4 @@
-"""Supervised baseline "multi-step RAG w. SFT" (paper Table 3; SPEC §4.5), ``algo.objective: sft``.
+"""Supervised baseline "multi-step RAG w. SFT" (paper Table 3; DESIGN §4.5), ``algo.objective: sft``.
 
 The paper names only "the Beam-Retriever trajectory-supervision loss on gold facts"; the rebuild's
 definition (the exact loss is [unspecified]): for every training sample take the teacher-forced gold
@@ -147,7 +147,7 @@ class SFTLearner(LearnerBase):
         return scalars
 
     def optimizer_step(self) -> dict[str, float]:
-        """SPEC §5.5 steps 1-4 and 8 (clip, AdamW, scheduler, zero, stale caches); no α, no EMA."""
+        """DESIGN §5.5 steps 1-4 and 8 (clip, AdamW, scheduler, zero, stale caches); no α, no EMA."""
         scalars = self.gradient_step()
         self.finish_step()
         return scalars

@@ -1,4 +1,4 @@
-"""Sentence splitter rules (SPEC §7.5)."""
+"""Sentence splitter rules (DESIGN §7.5)."""
 import uuid
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""SPEC §8.6 merge rule: CLI > testing.yaml > the run's saved (unresolved) config."""
+"""DESIGN §8.6 merge rule: CLI > testing.yaml > the run's saved (unresolved) config."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Plan Q-RAG beam search (SPEC §4.6) on a hand-made Q table where greedy is myopic."""
+"""Plan Q-RAG beam search (DESIGN §4.6) on a hand-made Q table where greedy is myopic."""
 from __future__ import annotations
 
 from collections.abc import Sequence

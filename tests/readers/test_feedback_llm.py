@@ -1,4 +1,4 @@
-"""LLMFeedback (SPEC §6.2): paid once vs legacy repeat, batching, failure modes, lazy imports."""
+"""LLMFeedback (DESIGN §6.2): paid once vs legacy repeat, batching, failure modes, lazy imports."""
 import subprocess
 import sys
 

@@ -1,4 +1,4 @@
-"""Chunk filters (SPEC §9.3) on one hand-made record."""
+"""Chunk filters (DESIGN §9.3) on one hand-made record."""
 import pytest
 
 from prompts_and_metrics.filters import FilterSpec, apply_filter, filter_indices

@@ -1,4 +1,4 @@
-"""Prompt structure (SPEC §9.4, §9.5)."""
+"""Prompt structure (DESIGN §9.4, §9.5)."""
 import pytest
 
 from prompts_and_metrics.prompts import (

@@ -1,4 +1,4 @@
-"""Server backend against a local OpenAI-compatible endpoint (SPEC §6.2 backend (a))."""
+"""Server backend against a local OpenAI-compatible endpoint (DESIGN §6.2 backend (a))."""
 import pytest
 
 from prompts_and_metrics.llm import GenerationError, build_backend

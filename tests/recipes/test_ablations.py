@@ -1,4 +1,4 @@
-"""Table 3 switches (SPEC §4.5): hard target, no target networks, the SFT baseline, w/o FT (steps_count=0)."""
+"""Table 3 switches (DESIGN §4.5): hard target, no target networks, the SFT baseline, w/o FT (steps_count=0)."""
 import math
 
 import pytest
@@ -13,7 +13,7 @@ FAST = ["final_eval_episodes=0", "eval_episodes=2"]
 
 
 def hard_value(learner, ep, selected):
-    """V = Σ_h max_{a ∈ A} q′_h(s, a), written out from the target encoders (SPEC §4.5)."""
+    """V = Σ_h max_{a ∈ A} q′_h(s, a), written out from the target encoders (DESIGN §4.5)."""
     agent = learner.agent
     s = agent.embed(agent.target_state, [agent.state_ids(ep, learner.sort_by_index, selected=selected)], train=False)[0]
     avail = torch.ones(ep.n_chunks, dtype=torch.bool)

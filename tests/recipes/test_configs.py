@@ -79,7 +79,7 @@ def test_experiment_composes_to_its_documented_settings(name):
     ("pqn_qwen3", "Qwen/Qwen3-Embedding-0.6B", None, 0.005, 0.65, 0.02, 5e-5, 0.01, "WarmupLinear", 0.0),
 ])
 def test_algo_presets_match_spec_table(algo, name, layers, alpha, lam, tau, lr, wd, sched, ratio):
-    a = compose_cfg([f"algo={algo}"]).algo  # SPEC §8.4 (the embedding size d is the backbone's hidden size)
+    a = compose_cfg([f"algo={algo}"]).algo  # DESIGN §8.4 (the embedding size d is the backbone's hidden size)
     hp, opt = a.pqn.hyperparams, a.optimizer
     assert (a.model.name, a.model.predictor.num_layers) == (name, layers)
     assert (hp.gamma, hp.alpha, hp.Lambda, hp.tau) == pytest.approx((0.99, alpha, lam, tau))

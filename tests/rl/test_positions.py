@@ -57,7 +57,7 @@ def test_integer_formula_matches_float_path(formula):
 
 
 def test_spec_example_n67_r55():
-    # SPEC §3.2: a naive float r*(ℓ/(n−1)) gives 14 here; the reference path gives 15
+    # DESIGN §3.2: a naive float r*(ℓ/(n−1)) gives 14 here; the reference path gives 15
     assert relative_codes(torch.zeros(67, dtype=torch.bool), 20)[55].item() == 15
 
 
