@@ -15,6 +15,7 @@ all gold answers. Writes the per-sample JSONL (resumable) and ``<output stem>.su
 ``answers``, ``all_classes``, ``length``) and writes ``DIR/result.json`` exactly as LongBench's
 eval.py does (× 100, two decimals; ``--e``: per length bucket). See docs/READERS.md for every flag.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,19 +49,35 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--retriever_logfile", help="JSONL written by eval_retriever.py with eval_env=longbench")
-    src.add_argument("--score_predictions", metavar="DIR",
-                     help="score LongBench-format prediction files <subset>.jsonl in DIR (no model) -> DIR/result.json")
+    src.add_argument(
+        "--score_predictions",
+        metavar="DIR",
+        help="score LongBench-format prediction files <subset>.jsonl in DIR (no model) -> DIR/result.json",
+    )
     p.add_argument("--e", action="store_true", help="--score_predictions: LongBench-E buckets 0-4k / 4-8k / 8k+")
-    p.add_argument("--llm_name", default="Qwen/Qwen3-4B",
-                   help="hub name, local folder, .gguf file, 'smollm2' (offline asset), or served name (server)")
+    p.add_argument(
+        "--llm_name",
+        default="Qwen/Qwen3-4B",
+        help="hub name, local folder, .gguf file, 'smollm2' (offline asset), or served name (server)",
+    )
     p.add_argument("--output_file_path", default=None, help="default: <log stem>_<basename(llm)>.jsonl next to the log")
-    p.add_argument("--prompt_file", default=None,
-                   help="JSON {subset: template with {context} and {input}}, e.g. LongBench's config/dataset2prompt.json "
-                        "(default: this project's templates)")
-    p.add_argument("--max_tokens", type=int, default=None,
-                   help="max new tokens (default: LongBench's length for the subset, 32..512)")
-    p.add_argument("--think", action="store_true",
-                   help="enable_thinking=true in the chat template; the <think> block is never scored")
+    p.add_argument(
+        "--prompt_file",
+        default=None,
+        help="JSON {subset: template with {context} and {input}}, e.g. LongBench's config/dataset2prompt.json "
+        "(default: this project's templates)",
+    )
+    p.add_argument(
+        "--max_tokens",
+        type=int,
+        default=None,
+        help="max new tokens (default: LongBench's length for the subset, 32..512)",
+    )
+    p.add_argument(
+        "--think",
+        action="store_true",
+        help="enable_thinking=true in the chat template; the <think> block is never scored",
+    )
     p.add_argument("--chunk_filter", default="none", choices=[f for f in FILTERS if f not in _GOLD_FILTERS])
     p.add_argument("--stopping_threshold", type=float, default=-0.5, help="qvalue filter threshold")
     p.add_argument("--qvalue_comparison", default="le", choices=("le", "lt"))
@@ -88,8 +105,10 @@ def load_prompts(path: str | None) -> dict[str, str]:
         return {}
     p = Path(path)
     if not p.is_file():
-        raise FileNotFoundError(f"prompt file not found: {p} (a JSON object {{subset: template}}, e.g. "
-                                "LongBench's config/dataset2prompt.json)")
+        raise FileNotFoundError(
+            f"prompt file not found: {p} (a JSON object {{subset: template}}, e.g. "
+            "LongBench's config/dataset2prompt.json)"
+        )
     prompts = json.loads(p.read_text(encoding="utf-8"))
     if not isinstance(prompts, dict) or not all(isinstance(v, str) for v in prompts.values()):
         raise LogFormatError(f"{p}: expected a JSON object mapping subset names to template strings")
@@ -103,15 +122,19 @@ def fill_prompt(dataset: str, context: str, text_in: str, prompts: dict[str, str
     try:
         return template.format(context=context, input=text_in)
     except (KeyError, IndexError, ValueError) as exc:
-        raise LogFormatError(f"{prompt_file or 'built-in prompt'} for {dataset!r}: the template may only use "
-                             f"{{context}} and {{input}} ({exc!r})") from None
+        raise LogFormatError(
+            f"{prompt_file or 'built-in prompt'} for {dataset!r}: the template may only use "
+            f"{{context}} and {{input}} ({exc!r})"
+        ) from None
 
 
 def _longbench_fields(rec: dict[str, Any], where: str) -> dict[str, Any]:
     lb = rec.get("longbench")
     if not isinstance(lb, dict) or not {"dataset", "all_classes", "length", "input"} <= set(lb):
-        raise LogFormatError(f"{where}: record {rec.get('id')!r} has no 'longbench' field (dataset, all_classes, "
-                             "length, input): not a LongBench log; run eval_retriever.py with eval_env=longbench")
+        raise LogFormatError(
+            f"{where}: record {rec.get('id')!r} has no 'longbench' field (dataset, all_classes, "
+            "length, input): not a LongBench log; run eval_retriever.py with eval_env=longbench"
+        )
     subset(str(lb["dataset"]))
     return lb
 
@@ -121,9 +144,13 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for ds in sorted({r["dataset"] for r in rows}):
         mine = [r for r in rows if r["dataset"] == ds]
-        out[ds] = {"score": mean([r["score"] for r in mine]), "n": len(mine),
-                   "by_length": {b: mean([r["score"] for r in mine if length_bucket(r["length"]) == b])
-                                 for b in LENGTH_BUCKETS}}
+        out[ds] = {
+            "score": mean([r["score"] for r in mine]),
+            "n": len(mine),
+            "by_length": {
+                b: mean([r["score"] for r in mine if length_bucket(r["length"]) == b]) for b in LENGTH_BUCKETS
+            },
+        }
     return out
 
 
@@ -139,11 +166,19 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
     lbs = {str(r["id"]): _longbench_fields(r, f"{log_path}:{k + 1}") for k, r in enumerate(records)}
     prompts = load_prompts(args.prompt_file)
     spec = FilterSpec(args.chunk_filter, args.stopping_threshold, args.qvalue_comparison, args.max_retrieval_budget)
-    out_path = (Path(args.output_file_path) if args.output_file_path
-                else log_path.with_name(f"{log_path.stem}_{model_basename(args.llm_name)}.jsonl"))
+    out_path = (
+        Path(args.output_file_path)
+        if args.output_file_path
+        else log_path.with_name(f"{log_path.stem}_{model_basename(args.llm_name)}.jsonl")
+    )
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    settings = {"llm_name": args.llm_name, "filter": spec.key(), "max_tokens": args.max_tokens,
-                "think": bool(args.think), "prompt_file": args.prompt_file}
+    settings = {
+        "llm_name": args.llm_name,
+        "filter": spec.key(),
+        "max_tokens": args.max_tokens,
+        "think": bool(args.think),
+        "prompt_file": args.prompt_file,
+    }
     existing = read_output(out_path)
     pending = pending_records(out_path, existing, records, settings)
     # one generation length per subset: group the pending records by it
@@ -151,8 +186,12 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
     for r in pending:
         lb = lbs[str(r["id"])]
         idx, texts = apply_filter(r, spec, sort_by_index=True)
-        msgs = [{"role": "user", "content": fill_prompt(lb["dataset"], "\n".join(texts), str(lb["input"]), prompts,
-                                                         args.prompt_file)}]
+        msgs = [
+            {
+                "role": "user",
+                "content": fill_prompt(lb["dataset"], "\n".join(texts), str(lb["input"]), prompts, args.prompt_file),
+            }
+        ]
         n_new = args.max_tokens if args.max_tokens is not None else subset(lb["dataset"]).max_new_tokens
         groups.setdefault(n_new, []).append((r, idx, msgs))
     if pending and backend is None:
@@ -162,20 +201,30 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
         if hasattr(backend, "ensure_context") and hasattr(backend, "count_tokens"):
             backend.ensure_context(max(backend.count_tokens(m, args.think) for *_, m in items) + n_new)
         for start in range(0, len(items), args.batch_size):
-            chunk = items[start:start + args.batch_size]
+            chunk = items[start : start + args.batch_size]
             outs = backend.generate([m for *_, m in chunk], n_new, 0.0, 1.0, enable_thinking=bool(args.think))
             new = []
             for (r, idx, _), out in zip(chunk, outs):
                 lb = lbs[str(r["id"])]
                 answers = [str(r["answer"]), *[str(a) for a in r.get("answer_aliases") or []]]
                 pred = strip_think(out)
-                new.append({
-                    "id": r["id"], "dataset": lb["dataset"], "pred": pred, "answers": answers,
-                    "all_classes": lb["all_classes"], "length": lb["length"], "full_model_output": out,
-                    "retrieved_chunks_idx": r["pred_idx"], "filter_idx": idx, "max_tokens": n_new,
-                    "score": longbench_score(lb["dataset"], pred, answers, lb["all_classes"]),
-                    "reader_settings": settings, "scoring": SCORING_VERSION,
-                })
+                new.append(
+                    {
+                        "id": r["id"],
+                        "dataset": lb["dataset"],
+                        "pred": pred,
+                        "answers": answers,
+                        "all_classes": lb["all_classes"],
+                        "length": lb["length"],
+                        "full_model_output": out,
+                        "retrieved_chunks_idx": r["pred_idx"],
+                        "filter_idx": idx,
+                        "max_tokens": n_new,
+                        "score": longbench_score(lb["dataset"], pred, answers, lb["all_classes"]),
+                        "reader_settings": settings,
+                        "scoring": SCORING_VERSION,
+                    }
+                )
             append_jsonl(out_path, new)
             bar.update(len(chunk))
     bar.close()
@@ -193,7 +242,9 @@ def score_prediction_dir(folder: Path, by_length: bool) -> dict[str, Any]:
     """LongBench's eval.py on a folder of its prediction files: {subset: score × 100 (2 decimals)}, or
     {subset: {bucket: score}} with ``by_length``; written to ``folder/result.json``."""
     if not folder.is_dir():
-        raise FileNotFoundError(f"prediction folder not found: {folder} (LongBench's pred/<model>/ with <subset>.jsonl)")
+        raise FileNotFoundError(
+            f"prediction folder not found: {folder} (LongBench's pred/<model>/ with <subset>.jsonl)"
+        )
     result: dict[str, Any] = {}
     for path in sorted(folder.glob("*.jsonl")):
         dataset = path.name.split(".")[0]
@@ -201,8 +252,9 @@ def score_prediction_dir(folder: Path, by_length: bool) -> dict[str, Any]:
         key = dataset.removesuffix("_e")
         scores = [longbench_score(key, str(r["pred"]), r["answers"], r["all_classes"]) for r in rows]
         if by_length:
-            result[dataset] = {b: _pct([s for s, r in zip(scores, rows) if length_bucket(r["length"]) == b])
-                               for b in LENGTH_BUCKETS}
+            result[dataset] = {
+                b: _pct([s for s, r in zip(scores, rows) if length_bucket(r["length"]) == b]) for b in LENGTH_BUCKETS
+            }
         else:
             result[dataset] = _pct(scores)
     if not result:
@@ -222,11 +274,21 @@ def make_backend(args: argparse.Namespace) -> Any:
 
     dtype = "bfloat16" if args.backend in ("vllm", "auto") and args.dtype == "auto" else args.dtype
     return build_backend(
-        args.backend, args.llm_name, tensor_parallel_size=args.tensor_parallel_size,
-        data_parallel_size=args.data_parallel_size, gpu_memory_utilization=args.gpu_util,
-        max_model_len=args.max_model_len, dtype=dtype, batch_size=args.batch_size, num_threads=args.num_threads,
-        api_base_url=args.api_base_url, api_key=args.api_key, max_at_same_time=args.max_at_same_time,
-        timeout_s=args.timeout_s, max_retries=args.max_retries, on_failure="raise",
+        args.backend,
+        args.llm_name,
+        tensor_parallel_size=args.tensor_parallel_size,
+        data_parallel_size=args.data_parallel_size,
+        gpu_memory_utilization=args.gpu_util,
+        max_model_len=args.max_model_len,
+        dtype=dtype,
+        batch_size=args.batch_size,
+        num_threads=args.num_threads,
+        api_base_url=args.api_base_url,
+        api_key=args.api_key,
+        max_at_same_time=args.max_at_same_time,
+        timeout_s=args.timeout_s,
+        max_retries=args.max_retries,
+        on_failure="raise",
     )
 
 

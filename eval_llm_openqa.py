@@ -9,6 +9,7 @@ F1 with the yes/no/noanswer rule (plain token F1 beside it), MuSiQue SQuAD F1, R
 string_match_part (EM/F1 beside it). Writes the per-sample JSONL (resumable) and
 ``<output stem>.summary.json`` with the means. See docs/READERS.md for every flag.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,13 +42,20 @@ _EXTRA_METRICS = ("F1_plain", "string_match_part")
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--retriever_logfile", required=True, help="JSONL written by eval_retriever.py")
-    p.add_argument("--llm_name", default="Qwen/QwQ-32B",
-                   help="hub name, local folder, .gguf file, 'smollm2' (offline asset), or served name (server)")
+    p.add_argument(
+        "--llm_name",
+        default="Qwen/QwQ-32B",
+        help="hub name, local folder, .gguf file, 'smollm2' (offline asset), or served name (server)",
+    )
     p.add_argument("--output_file_path", default=None, help="default: <log stem>_eval_llm.jsonl next to the log")
     p.add_argument("--max_tokens", type=int, default=8000, help="max new tokens (paper 8000; reader=ref 4000)")
     p.add_argument("--gpu_util", type=float, default=0.95, help="vLLM gpu_memory_utilization")
-    p.add_argument("--think", action=argparse.BooleanOptionalAction, default=True,
-                   help="Qwen3 thinking switch (only sent for model names containing 'qwen3'); default on")
+    p.add_argument(
+        "--think",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Qwen3 thinking switch (only sent for model names containing 'qwen3'); default on",
+    )
     p.add_argument("--chunk_filter", default="none", choices=FILTERS)
     p.add_argument("--stopping_threshold", type=float, default=-0.5, help="qvalue filter threshold")
     p.add_argument("--qvalue_comparison", default="le", choices=("le", "lt"))
@@ -57,22 +65,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch_size", type=int, default=64, help="records per generation call / output flush")
     p.add_argument("--limit", type=int, default=None, help="only the first N records of the log")
     p.add_argument("--max_model_len", type=int, default=32000, help="context window (paper 32000)")
-    p.add_argument("--num_threads", type=int, default=None,
-                   help="transformers backend on CPU: torch intra-op threads (default: torch's choice)")
+    p.add_argument(
+        "--num_threads",
+        type=int,
+        default=None,
+        help="transformers backend on CPU: torch intra-op threads (default: torch's choice)",
+    )
     p.add_argument("--tensor_parallel_size", type=int, default=1)
     p.add_argument("--data_parallel_size", type=int, default=1)
     p.add_argument("--dtype", default="auto")
     p.add_argument("--api_base_url", default="http://localhost:10001/v1")
-    p.add_argument("--trust_remote_code", action="store_true",
-                   help="run the model repository's own Python code (vllm/transformers; off by default)")
+    p.add_argument(
+        "--trust_remote_code",
+        action="store_true",
+        help="run the model repository's own Python code (vllm/transformers; off by default)",
+    )
     p.add_argument("--max_at_same_time", type=int, default=20)
     p.add_argument("--timeout_s", type=float, default=600.0)
     p.add_argument("--max_retries", type=int, default=2)
     p.add_argument("--ignore_answer_aliases", action="store_true", help="legacy.ignore_answer_aliases")
     p.add_argument("--qa_f1_empty_conventions", action="store_true", help="legacy.qa_f1_empty_conventions")
-    p.add_argument("--benchmark", default="auto", choices=("auto", *QA_BENCHMARKS),
-                   help="official metric to apply; auto = each record's 'source', else the dataset named in the "
-                        "log's .meta.json")
+    p.add_argument(
+        "--benchmark",
+        default="auto",
+        choices=("auto", *QA_BENCHMARKS),
+        help="official metric to apply; auto = each record's 'source', else the dataset named in the log's .meta.json",
+    )
     return p
 
 
@@ -93,9 +111,11 @@ def record_benchmark(rec: dict[str, Any], choice: str, dataset: str | None, wher
     if str(name).startswith("longbench"):
         raise ValueError(f"{where}: a LongBench log; score it with eval_llm_longbench.py (LongBench's own metrics)")
     if name not in QA_BENCHMARKS:
-        raise ValueError(f"{where}: cannot tell which benchmark record {rec.get('id')!r} belongs to "
-                         f"(source {rec.get('source')!r}, log dataset {dataset!r}); pass --benchmark "
-                         f"({', '.join(QA_BENCHMARKS)})")
+        raise ValueError(
+            f"{where}: cannot tell which benchmark record {rec.get('id')!r} belongs to "
+            f"(source {rec.get('source')!r}, log dataset {dataset!r}); pass --benchmark "
+            f"({', '.join(QA_BENCHMARKS)})"
+        )
     return name
 
 
@@ -103,8 +123,9 @@ def score_line(line: dict[str, Any], benchmark: str, ignore_aliases: bool, legac
     """An output line with ``prediction`` (text after the last ``Final answer:`` once the reasoning
     block is dropped), ``benchmark`` and its metrics, recomputed from ``full_model_output``."""
     pred = extract_final_answer(strip_think(str(line["full_model_output"])))
-    sc = qa_scores(pred, str(line["ground_truth"]), line.get("answer_aliases") or [], ignore_aliases, legacy_empty,
-                   benchmark)
+    sc = qa_scores(
+        pred, str(line["ground_truth"]), line.get("answer_aliases") or [], ignore_aliases, legacy_empty, benchmark
+    )
     out = {k: v for k, v in line.items() if k not in ("EM", "F1", *_EXTRA_METRICS)}
     out.update(prediction=pred, benchmark=benchmark, scoring=SCORING_VERSION, **sc)
     return out
@@ -117,20 +138,34 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
     records = read_jsonl(log_path, REQUIRED_FIELDS)
     if args.limit is not None:
         records = records[: args.limit]
-    spec = FilterSpec(args.chunk_filter, args.stopping_threshold, args.qvalue_comparison,
-                      args.max_retrieval_budget, args.empty_if_none)
-    out_path = Path(args.output_file_path) if args.output_file_path else log_path.with_name(f"{log_path.stem}_eval_llm.jsonl")
+    spec = FilterSpec(
+        args.chunk_filter,
+        args.stopping_threshold,
+        args.qvalue_comparison,
+        args.max_retrieval_budget,
+        args.empty_if_none,
+    )
+    out_path = (
+        Path(args.output_file_path) if args.output_file_path else log_path.with_name(f"{log_path.stem}_eval_llm.jsonl")
+    )
     out_path.parent.mkdir(parents=True, exist_ok=True)
     enable_thinking = bool(args.think) if "qwen3" in args.llm_name.lower() else None
-    settings = {"llm_name": args.llm_name, "filter": spec.key(), "max_tokens": args.max_tokens,
-                "think": enable_thinking, "ignore_answer_aliases": bool(args.ignore_answer_aliases),
-                "qa_f1_empty_conventions": bool(args.qa_f1_empty_conventions), "benchmark": args.benchmark}
+    settings = {
+        "llm_name": args.llm_name,
+        "filter": spec.key(),
+        "max_tokens": args.max_tokens,
+        "think": enable_thinking,
+        "ignore_answer_aliases": bool(args.ignore_answer_aliases),
+        "qa_f1_empty_conventions": bool(args.qa_f1_empty_conventions),
+        "benchmark": args.benchmark,
+    }
     dataset = log_dataset(log_path)
     for k, r in enumerate(records):
         if r.get("answer") is None:
             raise LogFormatError(
                 f"{log_path}: record {k + 1} ({r.get('id')!r}) has no answer. The 2WikiMultihopQA test split is "
-                "unlabelled (its authors score test predictions on request): evaluate on dev.")
+                "unlabelled (its authors score test predictions on request): evaluate on dev."
+            )
     benchmarks = {str(r["id"]): record_benchmark(r, args.benchmark, dataset, str(log_path)) for r in records}
 
     def upgrade(line: dict[str, Any]) -> dict[str, Any]:
@@ -139,8 +174,10 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
         if old != {k: v for k, v in settings.items() if k in old}:
             raise ValueError(f"made with {old}, not {settings}")
         bench = benchmarks.get(str(line["id"])) or record_benchmark(line, args.benchmark, dataset, str(out_path))
-        return {**score_line(line, bench, args.ignore_answer_aliases, args.qa_f1_empty_conventions),
-                "reader_settings": settings}
+        return {
+            **score_line(line, bench, args.ignore_answer_aliases, args.qa_f1_empty_conventions),
+            "reader_settings": settings,
+        }
 
     existing = rescore_outputs(out_path, read_output(out_path), SCORING_VERSION, upgrade)
     pending = pending_records(out_path, existing, records, settings)
@@ -154,27 +191,43 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
 
             dtype = "bfloat16" if args.backend in ("vllm", "auto") and args.dtype == "auto" else args.dtype
             backend = build_backend(
-                args.backend, args.llm_name, tensor_parallel_size=args.tensor_parallel_size,
-                data_parallel_size=args.data_parallel_size, gpu_memory_utilization=args.gpu_util,
-                max_model_len=args.max_model_len, dtype=dtype, batch_size=args.batch_size, num_threads=args.num_threads,
-                api_base_url=args.api_base_url, max_at_same_time=args.max_at_same_time,
-                timeout_s=args.timeout_s, max_retries=args.max_retries, on_failure="raise",
+                args.backend,
+                args.llm_name,
+                tensor_parallel_size=args.tensor_parallel_size,
+                data_parallel_size=args.data_parallel_size,
+                gpu_memory_utilization=args.gpu_util,
+                max_model_len=args.max_model_len,
+                dtype=dtype,
+                batch_size=args.batch_size,
+                num_threads=args.num_threads,
+                api_base_url=args.api_base_url,
+                max_at_same_time=args.max_at_same_time,
+                timeout_s=args.timeout_s,
+                max_retries=args.max_retries,
+                on_failure="raise",
                 trust_remote_code=args.trust_remote_code,
             )
         bar = tqdm(total=len(prepared), desc="open-QA reader", unit="q")
         for start in range(0, len(prepared), args.batch_size):
-            chunk = prepared[start:start + args.batch_size]
+            chunk = prepared[start : start + args.batch_size]
             outs = backend.generate([m for *_, m in chunk], args.max_tokens, 0.0, 1.0, enable_thinking=enable_thinking)
             new = []
             for (r, idx, texts, _), out in zip(chunk, outs):
                 line = {
-                    "id": r["id"], "question": r["question"], "retrieved_chunks_idx": r["pred_idx"],
-                    "ground_truth_chunks_idx": r["sf_idx"], "filter_idx": idx, "filter_texts": texts,
-                    "ground_truth": r["answer"], "answer_aliases": list(r.get("answer_aliases") or []),
-                    "full_model_output": out, "reader_settings": settings,
+                    "id": r["id"],
+                    "question": r["question"],
+                    "retrieved_chunks_idx": r["pred_idx"],
+                    "ground_truth_chunks_idx": r["sf_idx"],
+                    "filter_idx": idx,
+                    "filter_texts": texts,
+                    "ground_truth": r["answer"],
+                    "answer_aliases": list(r.get("answer_aliases") or []),
+                    "full_model_output": out,
+                    "reader_settings": settings,
                 }
-                new.append(score_line(line, benchmarks[str(r["id"])], args.ignore_answer_aliases,
-                                      args.qa_f1_empty_conventions))
+                new.append(
+                    score_line(line, benchmarks[str(r["id"])], args.ignore_answer_aliases, args.qa_f1_empty_conventions)
+                )
             append_jsonl(out_path, new)
             bar.update(len(chunk))
         bar.close()
@@ -187,8 +240,11 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
         summary["by_benchmark"] = {b: summarize([r for r in rows if r["benchmark"] == b]) for b in by_bench}
     summary_path = out_path.with_name(f"{out_path.stem}.summary.json")
     write_json_atomic(summary_path, summary)
-    print("open-QA reader: " + ", ".join(f"{k}={summary[k]}" for k in ("EM", "F1", *_EXTRA_METRICS, "n") if k in summary)
-          + f" -> {summary_path}")
+    print(
+        "open-QA reader: "
+        + ", ".join(f"{k}={summary[k]}" for k in ("EM", "F1", *_EXTRA_METRICS, "n") if k in summary)
+        + f" -> {summary_path}"
+    )
     return {**summary, "output": str(out_path), "summary": str(summary_path)}
 
 

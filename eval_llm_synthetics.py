@@ -9,6 +9,7 @@ scorer), acc_fixed (whole-word labels), em (ref rule), f1 (label F1); NIAH: stri
 filter; resumable) and updates ``<logdir>/results_<basename(llm)>.json`` = {context key: {filter
 key: {metric: mean, n}}}. See docs/READERS.md for every flag and docs/SCORING.md for the metrics.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,40 +43,74 @@ _SETTING_KEYS = ("babi_task", "max_tokens", "think", "llm_name", "extra_question
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("retriever_logfile", help="JSONL written by eval_retriever.py")
-    p.add_argument("--llm_name", default="Qwen/Qwen3-4B",
-                   help="hub name, local folder, .gguf file, 'smollm2' (offline asset), or served name (server)")
+    p.add_argument(
+        "--llm_name",
+        default="Qwen/Qwen3-4B",
+        help="hub name, local folder, .gguf file, 'smollm2' (offline asset), or served name (server)",
+    )
     p.add_argument("--babi_task", required=True, help="qa1..qa20 (or full bAbI file name), niah, niahmv")
     p.add_argument("--max_tokens", type=int, default=512, help="max new tokens (paper 512; reader=ref 32)")
-    p.add_argument("--think", action="store_true",
-                   help="enable_thinking=true in the chat template (default off); the <think> block is never scored")
+    p.add_argument(
+        "--think",
+        action="store_true",
+        help="enable_thinking=true in the chat template (default off); the <think> block is never scored",
+    )
     p.add_argument("--chunk_filter", default="none", choices=FILTERS)
     p.add_argument("--stopping_threshold", type=float, default=-0.5, help="qvalue filter threshold")
-    p.add_argument("--qvalue_comparison", default="le", choices=("le", "lt"),
-                   help="qvalue filter: le = stop at first Q <= thr (ref); lt = stop at first Q < thr (paper App. B)")
+    p.add_argument(
+        "--qvalue_comparison",
+        default="le",
+        choices=("le", "lt"),
+        help="qvalue filter: le = stop at first Q <= thr (ref); lt = stop at first Q < thr (paper App. B)",
+    )
     p.add_argument("--max_retrieval_budget", type=int, default=None, help="retrieval_step filter: keep first N")
     p.add_argument("--empty_if_none", action="store_true", help="early_stop: keep nothing when no gold was retrieved")
     p.add_argument("--gpu_util", type=float, default=0.9, help="vLLM gpu_memory_utilization")
-    p.add_argument("--backend", default="auto", choices=("auto", "vllm", "transformers", "server"),
-                   help="auto = vllm if importable, else transformers")
-    p.add_argument("--batch_size", type=int, default=64,
-                   help="records per generation call (and per output flush; transformers also batches by this)")
+    p.add_argument(
+        "--backend",
+        default="auto",
+        choices=("auto", "vllm", "transformers", "server"),
+        help="auto = vllm if importable, else transformers",
+    )
+    p.add_argument(
+        "--batch_size",
+        type=int,
+        default=64,
+        help="records per generation call (and per output flush; transformers also batches by this)",
+    )
     p.add_argument("--limit", type=int, default=None, help="only the first N records of the log")
     p.add_argument("--logdir", default=None, help="output folder (default: the log's folder)")
-    p.add_argument("--max_model_len", type=int, default=2048,
-                   help="context window (ref 2048); raised automatically when a prompt needs more")
-    p.add_argument("--num_threads", type=int, default=None,
-                   help="transformers backend on CPU: torch intra-op threads (default: torch's choice)")
+    p.add_argument(
+        "--max_model_len",
+        type=int,
+        default=2048,
+        help="context window (ref 2048); raised automatically when a prompt needs more",
+    )
+    p.add_argument(
+        "--num_threads",
+        type=int,
+        default=None,
+        help="transformers backend on CPU: torch intra-op threads (default: torch's choice)",
+    )
     p.add_argument("--tensor_parallel_size", type=int, default=1)
     p.add_argument("--data_parallel_size", type=int, default=1)
-    p.add_argument("--dtype", default="auto", help="model dtype (auto: bfloat16 on GPU; float32 on CPU for transformers)")
+    p.add_argument(
+        "--dtype", default="auto", help="model dtype (auto: bfloat16 on GPU; float32 on CPU for transformers)"
+    )
     p.add_argument("--api_base_url", default="http://localhost:10001/v1", help="server backend")
-    p.add_argument("--trust_remote_code", action="store_true",
-                   help="run the model repository's own Python code (vllm/transformers; off by default)")
+    p.add_argument(
+        "--trust_remote_code",
+        action="store_true",
+        help="run the model repository's own Python code (vllm/transformers; off by default)",
+    )
     p.add_argument("--max_at_same_time", type=int, default=20, help="server backend concurrency")
     p.add_argument("--timeout_s", type=float, default=120.0, help="server backend per-request timeout")
     p.add_argument("--max_retries", type=int, default=2, help="server backend retries")
-    p.add_argument("--extra_question_mark", action="store_true",
-                   help="legacy.prompt_extra_question_mark: append the ref's extra '?'")
+    p.add_argument(
+        "--extra_question_mark",
+        action="store_true",
+        help="legacy.prompt_extra_question_mark: append the ref's extra '?'",
+    )
     return p
 
 
@@ -105,6 +140,7 @@ def score_record(rec: dict[str, Any], task: str) -> dict[str, Any]:
 def _read_rescored(out_path: Path, task: str) -> list[dict[str, Any]]:
     """Existing output lines, rescored when an older scorer wrote them (each line's task is in its
     reader settings, so a file mixing tasks is rescored line by line)."""
+
     def rescore(r: dict[str, Any]) -> dict[str, Any]:
         return score_record(r, task_key(str(r.get("reader_settings", {}).get("babi_task", task))))
 
@@ -118,11 +154,20 @@ def make_backend(args: argparse.Namespace) -> Any:
     if args.backend in ("vllm", "auto") and dtype == "auto":
         dtype = "bfloat16"
     return build_backend(
-        args.backend, args.llm_name, tensor_parallel_size=args.tensor_parallel_size,
-        data_parallel_size=args.data_parallel_size, gpu_memory_utilization=args.gpu_util,
-        max_model_len=args.max_model_len, dtype=dtype, batch_size=args.batch_size, num_threads=args.num_threads,
-        api_base_url=args.api_base_url, max_at_same_time=args.max_at_same_time,
-        timeout_s=args.timeout_s, max_retries=args.max_retries, on_failure="raise",
+        args.backend,
+        args.llm_name,
+        tensor_parallel_size=args.tensor_parallel_size,
+        data_parallel_size=args.data_parallel_size,
+        gpu_memory_utilization=args.gpu_util,
+        max_model_len=args.max_model_len,
+        dtype=dtype,
+        batch_size=args.batch_size,
+        num_threads=args.num_threads,
+        api_base_url=args.api_base_url,
+        max_at_same_time=args.max_at_same_time,
+        timeout_s=args.timeout_s,
+        max_retries=args.max_retries,
+        on_failure="raise",
         trust_remote_code=args.trust_remote_code,
     )
 
@@ -141,15 +186,25 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
         for k, r in enumerate(records):
             if "q_values" not in r:
                 raise LogFormatError(f"{log_path}: record {k + 1} has no q_values (needed by --chunk_filter qvalue)")
-    spec = FilterSpec(args.chunk_filter, args.stopping_threshold, args.qvalue_comparison,
-                      args.max_retrieval_budget, args.empty_if_none)
+    spec = FilterSpec(
+        args.chunk_filter,
+        args.stopping_threshold,
+        args.qvalue_comparison,
+        args.max_retrieval_budget,
+        args.empty_if_none,
+    )
     fkey = spec.key()
     logdir = Path(args.logdir) if args.logdir else log_path.parent
     logdir.mkdir(parents=True, exist_ok=True)
     llm_base = model_basename(args.llm_name)
     out_path = logdir / f"{llm_base}_{log_path.name}"
-    settings = {"babi_task": task, "max_tokens": args.max_tokens, "think": bool(args.think),
-                "llm_name": args.llm_name, "extra_question_mark": bool(args.extra_question_mark)}
+    settings = {
+        "babi_task": task,
+        "max_tokens": args.max_tokens,
+        "think": bool(args.think),
+        "llm_name": args.llm_name,
+        "extra_question_mark": bool(args.extra_question_mark),
+    }
 
     existing = [r for r in _read_rescored(out_path, task) if r.get("filter") == fkey]
     for r in existing:
@@ -175,13 +230,14 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
             backend.ensure_context(longest + args.max_tokens)
         bar = tqdm(total=len(prepared), desc=f"{llm_base} {task} {fkey}", unit="q")
         for start in range(0, len(prepared), args.batch_size):
-            chunk = prepared[start:start + args.batch_size]
+            chunk = prepared[start : start + args.batch_size]
             outs = backend.generate([m for *_, m in chunk], args.max_tokens, 0.0, 1.0, enable_thinking=bool(args.think))
             new = []
             for (r, idx, texts, _), out in zip(chunk, outs):
                 rec = dict(r)
-                rec.update(full_model_output=out, filter_idx=idx, filter_texts=texts, filter=fkey,
-                           reader_settings=settings)
+                rec.update(
+                    full_model_output=out, filter_idx=idx, filter_texts=texts, filter=fkey, reader_settings=settings
+                )
                 new.append(score_record(rec, task))
             append_jsonl(out_path, new)
             bar.update(len(chunk))
@@ -197,8 +253,10 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
     results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
     results.setdefault(ctx, {})[fkey] = summary
     write_json_atomic(results_path, results)
-    print(f"[{llm_base}] task={task} context={ctx} filter={fkey}: "
-          + ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()))
+    print(
+        f"[{llm_base}] task={task} context={ctx} filter={fkey}: "
+        + ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items())
+    )
     return {"context": ctx, "filter": fkey, **summary, "output": str(out_path), "results": str(results_path)}
 
 

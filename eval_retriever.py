@@ -6,6 +6,7 @@ Writes ``<run>/eval_seed{seed}_ns{N}.jsonl`` (BabiLong; other names per docs/EVA
 ``python eval_retriever.py -m pretrained_path=runs/<run> envs.num_sentences=50,160,1200``.
 Sharded over N processes: ``torchrun --nproc_per_node N eval_retriever.py ...`` (docs/DISTRIBUTED.md).
 """
+
 from __future__ import annotations
 
 import sys

@@ -2,6 +2,7 @@
 
 Data parallel: ``torchrun --nproc_per_node N train_q_rag.py ...`` (docs/DISTRIBUTED.md).
 """
+
 from __future__ import annotations
 
 import sys

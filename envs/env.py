@@ -8,6 +8,7 @@ Encoders, tokens and embeddings belong to the agent (``rl``), keyed by the slot'
 terminal on purpose (no bootstrap across the time limit, DESIGN §1.4, §11 #48): the step budget is
 part of the task. ``truncated`` is reported separately for logging.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -187,4 +188,3 @@ class VecRetrievalEnv:
             self.episodes[slot] = ep
         if state.get("feedback") is not None and hasattr(self.feedback, "load_state_dict"):
             self.feedback.load_state_dict(state["feedback"])
-

@@ -1,4 +1,5 @@
 """Errors raised by dataset loaders: they always name the file (and line or record)."""
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,5 @@ class DatasetNotFoundError(FileNotFoundError):
 
     def __init__(self, path: str | Path, what: str, how_to_get: str):
         path = os.path.normpath(str(path))  # show ".../datasets", not "<repo>/../datasets"
-        super().__init__(
-            f"Dataset not found: {path}\n  expected: {what}\n  how to get it: {how_to_get}"
-        )
+        super().__init__(f"Dataset not found: {path}\n  expected: {what}\n  how to get it: {how_to_get}")
         self.path = path

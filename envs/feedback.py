@@ -7,6 +7,7 @@ the chunk indices held by env ``slots[k]`` in selection order (the newest last) 
 reward and one ``completed`` flag per slot. Batching across slots is what lets the LLM feedback
 send one request batch per vectorised step.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -69,7 +70,8 @@ class GroundTruthFeedback:
             why = "its gold is unknown (sf_known false)" if not sf_known(sample) else "its sf_idx is empty"
             raise ValueError(
                 f"sample {sample['id']!r} has no gold chunks ({why}): ground-truth reward cannot train on it. "
-                f"Train on a set with supporting facts, or use feedback.type=llm for answer-only data")
+                f"Train on a set with supporting facts, or use feedback.type=llm for answer-only data"
+            )
         self._gold[slot] = gold
         self._paid[slot] = False
 

@@ -12,6 +12,7 @@ answer, i.e. a silent 0, still counted.
 
 No LLM client is imported until the backend is built (first construction of LLMFeedback).
 """
+
 from __future__ import annotations
 
 import logging
@@ -96,9 +97,13 @@ class LLMFeedback:
         # The backend never raises on a failed request; this class decides (raise / zero / silent).
         if self.use_api:
             return build_backend(
-                "server", self.model, api_base_url=self.server, api_key=None,  # from the environment only
+                "server",
+                self.model,
+                api_base_url=self.server,
+                api_key=None,  # from the environment only
                 max_at_same_time=int(cfg["max_at_same_time"]),
-                timeout_s=float(cfg["timeout_s"]), max_retries=int(cfg["max_retries"]),
+                timeout_s=float(cfg["timeout_s"]),
+                max_retries=int(cfg["max_retries"]),
                 on_failure="none",
             )
         vc = _plain(cfg["vllm_config"])
@@ -126,7 +131,10 @@ class LLMFeedback:
 
         try:
             outs = self.backend.generate(
-                batch, self.max_tokens, self.temperature, self.top_p,
+                batch,
+                self.max_tokens,
+                self.temperature,
+                self.top_p,
                 enable_thinking=False if self.disable_thinking else None,
             )
         except GenerationError as exc:  # a backend that raises on its own (vllm/transformers)
@@ -171,8 +179,11 @@ class LLMFeedback:
             s = slots[k]
             sample = self._samples[s]
             # a reasoning block (disable_thinking: false) is never scored, as in the readers
-            score = 0.0 if out is None else self.metric(strip_think(out), str(sample["answer"]), sample["question"],
-                                                        self.task)
+            score = (
+                0.0
+                if out is None
+                else self.metric(strip_think(out), str(sample["answer"]), sample["question"], self.task)
+            )
             score *= self.reward_scaling
             done = score >= self.completion_threshold
             if self.repeat_reward:

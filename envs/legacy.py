@@ -1,4 +1,5 @@
 """Access to the top-level ``legacy`` switches (DESIGN §11) with a False default."""
+
 from __future__ import annotations
 
 from typing import Any

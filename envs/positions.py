@@ -3,6 +3,7 @@
 All functions are vectorised over the N chunks of one sample and run on the mask's device,
 so a 400k-chunk haystack costs a handful of tensor ops per step.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -65,9 +66,7 @@ def relative_codes_host(n_chunks: int, selected: list[int], step_size: int, form
 def random_codes(n_chunks: int, rng: np.random.Generator, max_chunks_count: int = 2000) -> np.ndarray:
     """DESIGN §3.5: 5 contiguous segments, each shifted by a sorted random indent."""
     if n_chunks < 6 or n_chunks >= max_chunks_count:
-        raise ValueError(
-            f"random positions need 6 <= N < max_chunks_count={max_chunks_count}, got N={n_chunks}"
-        )
+        raise ValueError(f"random positions need 6 <= N < max_chunks_count={max_chunks_count}, got N={n_chunks}")
     cuts = np.sort(rng.choice(np.arange(1, n_chunks), size=4, replace=False))
     indents = np.sort(rng.integers(0, max_chunks_count - n_chunks, size=5))
     segment = np.searchsorted(cuts, np.arange(n_chunks), side="right")

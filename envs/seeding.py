@@ -3,6 +3,7 @@
 Every sampler and builder derives its own generator from (run seed, component name, ...),
 so no component depends on what another drew, and nothing reseeds numpy's global RNG.
 """
+
 from __future__ import annotations
 
 import hashlib

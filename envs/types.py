@@ -1,4 +1,5 @@
 """The unified sample schema (DESIGN §1.1) every loader emits, and its validation."""
+
 from __future__ import annotations
 
 from typing import Any, TypedDict

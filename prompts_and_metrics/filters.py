@@ -4,6 +4,7 @@ A record carries ``pred_idx``/``pred_texts`` (retrieval order) and ``sf_idx``/``
 is no full chunk list, so a kept index's text comes from ``pred_texts`` when it was retrieved, else
 from ``sf_texts`` (only ``gt`` can keep an unretrieved gold chunk).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -71,9 +72,7 @@ def filter_indices(record: Mapping[str, Any], spec: FilterSpec) -> list[int]:
             raise ValueError(f"qvalue comparison must be 'le' or 'lt', got {spec.comparison!r}")
         q = list(record.get("q_values") or [])
         if len(q) < len(pred):
-            raise ValueError(
-                f"record {record.get('id')!r}: {len(q)} q_values for {len(pred)} retrieved chunks"
-            )
+            raise ValueError(f"record {record.get('id')!r}: {len(q)} q_values for {len(pred)} retrieved chunks")
         for t, v in enumerate(q[: len(pred)]):
             stop = v <= spec.threshold if spec.comparison == "le" else v < spec.threshold
             if stop:

@@ -8,6 +8,7 @@ the LongBench-E length buckets. Scores are fractions (LongBench prints them × 1
 The prompt templates are this project's own wording; LongBench's own ``dataset2prompt.json`` can be
 passed to the reader instead (``--prompt_file``), since both use ``{context}`` and ``{input}``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -130,15 +131,22 @@ def code_sim(prediction: str, gold: str, all_classes: Sequence[str] | None = Non
         warnings.simplefilter("ignore")
         from fuzzywuzzy import fuzz
 
-    line = next((ln for ln in prediction.lstrip("\n").split("\n")
-                 if "`" not in ln and "#" not in ln and "//" not in ln), "")
+    line = next(
+        (ln for ln in prediction.lstrip("\n").split("\n") if "`" not in ln and "#" not in ln and "//" not in ln), ""
+    )
     return fuzz.ratio(line, gold) / 100
 
 
 METRICS: dict[str, Callable[..., float]] = {
-    "qa_f1": qa_f1, "qa_f1_zh": qa_f1_zh, "rouge": rouge_l, "rouge_zh": rouge_l_zh,
-    "classification": classification, "retrieval": retrieval, "retrieval_zh": retrieval_zh,
-    "count": count, "code_sim": code_sim,
+    "qa_f1": qa_f1,
+    "qa_f1_zh": qa_f1_zh,
+    "rouge": rouge_l,
+    "rouge_zh": rouge_l_zh,
+    "classification": classification,
+    "retrieval": retrieval,
+    "retrieval_zh": retrieval_zh,
+    "count": count,
+    "code_sim": code_sim,
 }
 
 # --------------------------------------------------------------------------------------------
@@ -164,47 +172,104 @@ class Subset:
 
 
 SUBSETS: dict[str, Subset] = {
-    "narrativeqa": Subset("qa_f1", 128, "Answer the question about the story below as briefly as possible, with a "
-                          "single phrase if you can, and no explanation.\n\nStory: {context}\n\nQuestion: {input}\nAnswer:"),
-    "qasper": Subset("qa_f1", 128, "Answer the question about the scientific article below as briefly as possible. "
-                     "If the article does not answer it, write \"unanswerable\"; answer a yes/no question with "
-                     "\"yes\", \"no\" or \"unanswerable\". No explanation.\n\nArticle: {context}\n\n"
-                     "Question: {input}\nAnswer:"),
+    "narrativeqa": Subset(
+        "qa_f1",
+        128,
+        "Answer the question about the story below as briefly as possible, with a "
+        "single phrase if you can, and no explanation.\n\nStory: {context}\n\nQuestion: {input}\nAnswer:",
+    ),
+    "qasper": Subset(
+        "qa_f1",
+        128,
+        "Answer the question about the scientific article below as briefly as possible. "
+        'If the article does not answer it, write "unanswerable"; answer a yes/no question with '
+        '"yes", "no" or "unanswerable". No explanation.\n\nArticle: {context}\n\n'
+        "Question: {input}\nAnswer:",
+    ),
     "multifieldqa_en": Subset("qa_f1", 64, _QA),
     "multifieldqa_zh": Subset("qa_f1_zh", 64, _QA_ZH),
     "hotpotqa": Subset("qa_f1", 32, _QA),
     "2wikimqa": Subset("qa_f1", 32, _QA),
     "musique": Subset("qa_f1", 32, _QA),
     "dureader": Subset("rouge_zh", 128, "请根据下面的文章回答问题。\n\n文章：{context}\n\n问题：{input}\n回答："),
-    "gov_report": Subset("rouge", 512, "Below is a report by a government agency. Summarise it in about one page."
-                         "\n\nReport:\n{context}\n\nSummary:", query="What are the main findings of the report?"),
-    "qmsum": Subset("rouge", 512, "Below is a meeting transcript and a query. Answer the query in one or more "
-                    "sentences.\n\nTranscript:\n{context}\n\nQuery: {input}\nAnswer:"),
-    "multi_news": Subset("rouge", 512, "Below are several news articles. Summarise all of them in about one page."
-                         "\n\nNews:\n{context}\n\nSummary:", query="What are the main events in the news?"),
-    "vcsum": Subset("rouge_zh", 512, "下面是一段会议记录，请总结会议的内容。\n\n会议记录：\n{context}\n\n会议总结：",
-                    query="会议的主要内容是什么？"),
-    "trec": Subset("classification", 64, "Classify the type of the last question. Labelled examples:\n\n"
-                   "{context}\n{input}", first_line=True),
-    "triviaqa": Subset("qa_f1", 32, "Answer the last question from its passage, with the answer only. Examples "
-                       "come first.\n\n{context}\n\n{input}", first_line=True),
-    "samsum": Subset("rouge", 128, "Summarise the last dialogue in a few short sentences. Examples come first."
-                     "\n\n{context}\n\n{input}", first_line=True),
-    "lsht": Subset("classification", 64, "请判断最后一条新闻的类别。下面先给出一些带类别的例子。\n\n{context}\n{input}",
-                   first_line=True),
-    "passage_count": Subset("count", 32, "Below are paragraphs from Wikipedia, some of them repeated. How many "
-                            "different paragraphs are there once duplicates are removed? Reply with the number "
-                            "only.\n\n{context}\n\nNumber of different paragraphs:",
-                            query="How many different paragraphs are there?"),
-    "passage_retrieval_en": Subset("retrieval", 32, "Below are numbered paragraphs from Wikipedia and a summary "
-                                   "of one of them. Which paragraph is summarised? Reply in the form "
-                                   "\"Paragraph N\".\n\n{context}\n\nSummary:\n{input}\n\nThe answer is:"),
-    "passage_retrieval_zh": Subset("retrieval_zh", 32, "下面是若干编号的段落和其中一段的摘要。摘要出自哪一段？请按"
-                                   "\"段落N\"的格式回答。\n\n{context}\n\n摘要：\n{input}\n\n答案是："),
-    "lcc": Subset("code_sim", 64, "Complete the code below with its next line.\n{context}Next line of code:\n",
-                  query="Which code is the next line of this file most likely to use?"),
-    "repobench-p": Subset("code_sim", 64, "Complete the code below with its next line.\n{context}{input}"
-                          "Next line of code:\n"),
+    "gov_report": Subset(
+        "rouge",
+        512,
+        "Below is a report by a government agency. Summarise it in about one page.\n\nReport:\n{context}\n\nSummary:",
+        query="What are the main findings of the report?",
+    ),
+    "qmsum": Subset(
+        "rouge",
+        512,
+        "Below is a meeting transcript and a query. Answer the query in one or more "
+        "sentences.\n\nTranscript:\n{context}\n\nQuery: {input}\nAnswer:",
+    ),
+    "multi_news": Subset(
+        "rouge",
+        512,
+        "Below are several news articles. Summarise all of them in about one page.\n\nNews:\n{context}\n\nSummary:",
+        query="What are the main events in the news?",
+    ),
+    "vcsum": Subset(
+        "rouge_zh",
+        512,
+        "下面是一段会议记录，请总结会议的内容。\n\n会议记录：\n{context}\n\n会议总结：",
+        query="会议的主要内容是什么？",
+    ),
+    "trec": Subset(
+        "classification",
+        64,
+        "Classify the type of the last question. Labelled examples:\n\n{context}\n{input}",
+        first_line=True,
+    ),
+    "triviaqa": Subset(
+        "qa_f1",
+        32,
+        "Answer the last question from its passage, with the answer only. Examples come first.\n\n{context}\n\n{input}",
+        first_line=True,
+    ),
+    "samsum": Subset(
+        "rouge",
+        128,
+        "Summarise the last dialogue in a few short sentences. Examples come first.\n\n{context}\n\n{input}",
+        first_line=True,
+    ),
+    "lsht": Subset(
+        "classification",
+        64,
+        "请判断最后一条新闻的类别。下面先给出一些带类别的例子。\n\n{context}\n{input}",
+        first_line=True,
+    ),
+    "passage_count": Subset(
+        "count",
+        32,
+        "Below are paragraphs from Wikipedia, some of them repeated. How many "
+        "different paragraphs are there once duplicates are removed? Reply with the number "
+        "only.\n\n{context}\n\nNumber of different paragraphs:",
+        query="How many different paragraphs are there?",
+    ),
+    "passage_retrieval_en": Subset(
+        "retrieval",
+        32,
+        "Below are numbered paragraphs from Wikipedia and a summary "
+        "of one of them. Which paragraph is summarised? Reply in the form "
+        '"Paragraph N".\n\n{context}\n\nSummary:\n{input}\n\nThe answer is:',
+    ),
+    "passage_retrieval_zh": Subset(
+        "retrieval_zh",
+        32,
+        "下面是若干编号的段落和其中一段的摘要。摘要出自哪一段？请按"
+        '"段落N"的格式回答。\n\n{context}\n\n摘要：\n{input}\n\n答案是：',
+    ),
+    "lcc": Subset(
+        "code_sim",
+        64,
+        "Complete the code below with its next line.\n{context}Next line of code:\n",
+        query="Which code is the next line of this file most likely to use?",
+    ),
+    "repobench-p": Subset(
+        "code_sim", 64, "Complete the code below with its next line.\n{context}{input}Next line of code:\n"
+    ),
 }
 
 

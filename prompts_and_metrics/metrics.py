@@ -3,6 +3,7 @@
 Every metric is a pure function of strings / index lists. Names are stable: the reader scripts
 write them into JSONL records and summaries.
 """
+
 from __future__ import annotations
 
 import re
@@ -74,9 +75,7 @@ def task_key(task: str) -> str:
         return f"qa{int(m.group(1))}"
     if "niah" in t:
         return "niahmv" if ("mv" in t or "multivalue" in t or "multi_value" in t) else "niah"
-    raise ValueError(
-        f"unknown task {task!r}: expected qa1..qa20 (short or full bAbI file name), niah or niahmv"
-    )
+    raise ValueError(f"unknown task {task!r}: expected qa1..qa20 (short or full bAbI file name), niah or niahmv")
 
 
 def babilong_em(output: str, target: str) -> float:
@@ -219,9 +218,11 @@ def synthetic_scores(output: str, target: str, question: str, task: str) -> dict
     if key in NIAH_TASKS:
         scores.update(niah_metrics(output, target, question))
     else:
-        scores.update(acc=babilong_acc(output, target, question, key),
-                      acc_fixed=babilong_acc_fixed(output, target, question, key),
-                      f1=babilong_f1(output, target, key))
+        scores.update(
+            acc=babilong_acc(output, target, question, key),
+            acc_fixed=babilong_acc_fixed(output, target, question, key),
+            f1=babilong_f1(output, target, key),
+        )
     return scores
 
 

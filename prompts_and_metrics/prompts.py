@@ -1,5 +1,6 @@
 """Reader prompts (DESIGN §9.4 BabiLong/NIAH, §9.5 open QA). Wording and examples are this
 project's own; only the structure and the answer formats follow the spec."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,10 +32,16 @@ TASK_PROMPTS: dict[str, TaskPrompt] = {
         "The context below mentions people going from one place to another. A question asks where "
         "someone is. Use the last place the text says that person went.",
         (
-            _ex("Bill went to the office. Julie went back to the bedroom. Bill journeyed to the kitchen.",
-                "Where is Julie?", "The most recent location of Julie is bedroom."),
-            _ex("Sandra travelled to the garden. Sandra moved to the hallway.", "Where is Sandra?",
-                "The most recent location of Sandra is hallway."),
+            _ex(
+                "Bill went to the office. Julie went back to the bedroom. Bill journeyed to the kitchen.",
+                "Where is Julie?",
+                "The most recent location of Julie is bedroom.",
+            ),
+            _ex(
+                "Sandra travelled to the garden. Sandra moved to the hallway.",
+                "Where is Sandra?",
+                "The most recent location of Sandra is hallway.",
+            ),
         ),
         "Answer in the form: The most recent location of 'person' is 'location'. "
         "Give only this sentence, with no explanation.",
@@ -44,10 +51,12 @@ TASK_PROMPTS: dict[str, TaskPrompt] = {
         "A thing a person holds travels with that person; a thing that was put down stays where it "
         "was left. A question asks where an object is.",
         (
-            _ex("Fred took the apple. Fred went to the office.", "Where is the apple?",
-                "The apple is in office."),
-            _ex("Mary grabbed the milk. Mary went to the garden. Mary left the milk. Mary went to the bathroom.",
-                "Where is the milk?", "The milk is in garden."),
+            _ex("Fred took the apple. Fred went to the office.", "Where is the apple?", "The apple is in office."),
+            _ex(
+                "Mary grabbed the milk. Mary went to the garden. Mary left the milk. Mary went to the bathroom.",
+                "Where is the milk?",
+                "The milk is in garden.",
+            ),
         ),
         "Answer in the form: The 'item' is in 'location'. Give only this sentence, with no explanation.",
     ),
@@ -56,13 +65,17 @@ TASK_PROMPTS: dict[str, TaskPrompt] = {
         "Objects held by someone move with them; objects put down stay. A question asks where an "
         "object was just before it arrived at a given place.",
         (
-            _ex("John picked up the football. John went to the bedroom. John went to the kitchen.",
+            _ex(
+                "John picked up the football. John went to the bedroom. John went to the kitchen.",
                 "Where was the football before the kitchen?",
-                "Before the kitchen the football was in the bedroom."),
-            _ex("Daniel went to the garden. Daniel got the apple. Daniel moved to the hallway. "
+                "Before the kitchen the football was in the bedroom.",
+            ),
+            _ex(
+                "Daniel went to the garden. Daniel got the apple. Daniel moved to the hallway. "
                 "Daniel travelled to the office.",
                 "Where was the apple before the office?",
-                "Before the office the apple was in the hallway."),
+                "Before the office the apple was in the hallway.",
+            ),
         ),
         "Answer in the form: Before the $location_1$ the $item$ was in the $location_2$. "
         "Give only this sentence, with no explanation.",
@@ -71,11 +84,17 @@ TASK_PROMPTS: dict[str, TaskPrompt] = {
         "The context below tells how rooms lie relative to each other. Answer the question about "
         "which room is in a given direction.",
         (
-            _ex("The kitchen is west of the garden. The office is north of the garden.",
-                "What is west of the garden?", "kitchen"),
+            _ex(
+                "The kitchen is west of the garden. The office is north of the garden.",
+                "What is west of the garden?",
+                "kitchen",
+            ),
             _ex("The bedroom is south of the hallway.", "What is south of the hallway?", "bedroom"),
-            _ex("The bathroom is east of the office. The office is east of the kitchen.",
-                "What is the office west of?", "bathroom"),
+            _ex(
+                "The bathroom is east of the office. The office is east of the kitchen.",
+                "What is the office west of?",
+                "bathroom",
+            ),
         ),
         _ONE_LOC,
     ),
@@ -85,8 +104,7 @@ TASK_PROMPTS: dict[str, TaskPrompt] = {
         (
             _ex("Mary took the milk. Mary handed the milk to Jeff.", "Who received the milk?", "Jeff"),
             _ex("Bill passed the football to Fred.", "What did Bill give to Fred?", "football"),
-            _ex("Jeff gave the apple to Mary. Mary gave the apple to Bill.", "Who gave the apple to Bill?",
-                "Mary"),
+            _ex("Jeff gave the apple to Mary. Mary gave the apple to Bill.", "Who gave the apple to Bill?", "Mary"),
         ),
         "Reply with a single word and no explanation.",
     ),
@@ -104,8 +122,9 @@ TASK_PROMPTS: dict[str, TaskPrompt] = {
         "many objects the person in the question is carrying now.",
         (
             _ex("Daniel took the apple. Daniel took the milk.", "How many objects is Daniel carrying?", "two"),
-            _ex("Sandra got the football. Sandra dropped the football.",
-                "How many objects is Sandra carrying?", "none"),
+            _ex(
+                "Sandra got the football. Sandra dropped the football.", "How many objects is Sandra carrying?", "none"
+            ),
             _ex("Fred picked up the milk.", "How many objects is Fred carrying?", "one"),
         ),
         "Reply with one word: none, or the number written as a word. Do not explain.",
@@ -146,8 +165,7 @@ TASK_PROMPTS: dict[str, TaskPrompt] = {
         (
             _ex("Daniel went to the kitchen. After that he went to the garden.", "Where is Daniel?", "garden"),
             _ex("Mary travelled to the office. Then she moved to the bathroom.", "Where is Mary?", "bathroom"),
-            _ex("John went to the hallway. Afterwards he went back to the bedroom.", "Where is John?",
-                "bedroom"),
+            _ex("John went to the hallway. Afterwards he went back to the bedroom.", "Where is John?", "bedroom"),
         ),
         _ONE_LOC,
     ),
@@ -156,10 +174,12 @@ TASK_PROMPTS: dict[str, TaskPrompt] = {
         "to ...'). Answer where the person in the question is.",
         (
             _ex("Mary and John went to the office.", "Where is John?", "office"),
-            _ex("Sandra and Daniel moved to the garden. Daniel went to the kitchen.", "Where is Sandra?",
-                "garden"),
-            _ex("John and Mary travelled to the hallway. Mary and John went to the bedroom.",
-                "Where is Mary?", "bedroom"),
+            _ex("Sandra and Daniel moved to the garden. Daniel went to the kitchen.", "Where is Sandra?", "garden"),
+            _ex(
+                "John and Mary travelled to the hallway. Mary and John went to the bedroom.",
+                "Where is Mary?",
+                "bedroom",
+            ),
         ),
         _ONE_LOC,
     ),
@@ -167,12 +187,17 @@ TASK_PROMPTS: dict[str, TaskPrompt] = {
         "The context below describes where people go; 'they' may refer to a pair mentioned before. "
         "Answer where the person in the question is.",
         (
-            _ex("Daniel and Sandra went to the garden. Then they went to the office.", "Where is Sandra?",
-                "office"),
-            _ex("Mary and John moved to the kitchen. Following that they went to the hallway.",
-                "Where is John?", "hallway"),
-            _ex("John and Daniel went to the bathroom. Afterwards they travelled to the bedroom.",
-                "Where is Daniel?", "bedroom"),
+            _ex("Daniel and Sandra went to the garden. Then they went to the office.", "Where is Sandra?", "office"),
+            _ex(
+                "Mary and John moved to the kitchen. Following that they went to the hallway.",
+                "Where is John?",
+                "hallway",
+            ),
+            _ex(
+                "John and Daniel went to the bathroom. Afterwards they travelled to the bedroom.",
+                "Where is Daniel?",
+                "bedroom",
+            ),
         ),
         _ONE_LOC,
     ),
@@ -180,12 +205,21 @@ TASK_PROMPTS: dict[str, TaskPrompt] = {
         "The context below says where people were at different times of day (morning, afternoon, "
         "evening, yesterday). Order the events in time and answer the question.",
         (
-            _ex("This morning Bill went to the school. This afternoon Bill went to the park.",
-                "Where was Bill before the park?", "school"),
-            _ex("Yesterday Julie was in the office. This morning Julie went to the cinema.",
-                "Where was Julie before the cinema?", "office"),
-            _ex("In the evening Fred went to the kitchen. This afternoon Fred went to the bedroom.",
-                "Where was Fred before the kitchen?", "bedroom"),
+            _ex(
+                "This morning Bill went to the school. This afternoon Bill went to the park.",
+                "Where was Bill before the park?",
+                "school",
+            ),
+            _ex(
+                "Yesterday Julie was in the office. This morning Julie went to the cinema.",
+                "Where was Julie before the cinema?",
+                "office",
+            ),
+            _ex(
+                "In the evening Fred went to the kitchen. This afternoon Fred went to the bedroom.",
+                "Where was Fred before the kitchen?",
+                "bedroom",
+            ),
         ),
         _ONE_LOC,
     ),
@@ -213,22 +247,30 @@ TASK_PROMPTS: dict[str, TaskPrompt] = {
         "The context below describes how shapes are placed relative to one another. Decide whether the "
         "spatial statement in the question is true.",
         (
-            _ex("The red square is to the left of the blue circle.",
-                "Is the blue circle to the right of the red square?", "yes"),
+            _ex(
+                "The red square is to the left of the blue circle.",
+                "Is the blue circle to the right of the red square?",
+                "yes",
+            ),
             _ex("The triangle is above the pink rectangle.", "Is the pink rectangle above the triangle?", "no"),
-            _ex("The red sphere is below the box. The box is below the triangle.",
-                "Is the triangle above the red sphere?", "yes"),
+            _ex(
+                "The red sphere is below the box. The box is below the triangle.",
+                "Is the triangle above the red sphere?",
+                "yes",
+            ),
         ),
         _YESNO,
     ),
     "qa18": TaskPrompt(
-        "The context below compares the sizes of objects. Decide whether the size statement in the "
-        "question is true.",
+        "The context below compares the sizes of objects. Decide whether the size statement in the question is true.",
         (
             _ex("The box is bigger than the chocolate.", "Does the chocolate fit in the box?", "yes"),
             _ex("The suitcase is bigger than the chest.", "Is the suitcase smaller than the chest?", "no"),
-            _ex("The container is bigger than the box. The box is bigger than the chocolate.",
-                "Is the chocolate bigger than the container?", "no"),
+            _ex(
+                "The container is bigger than the box. The box is bigger than the chocolate.",
+                "Is the chocolate bigger than the container?",
+                "no",
+            ),
         ),
         _YESNO,
     ),
@@ -237,12 +279,21 @@ TASK_PROMPTS: dict[str, TaskPrompt] = {
         "places in the question as two steps, each written as a compass letter: n (north), s (south), "
         "e (east), w (west).",
         (
-            _ex("The kitchen is north of the hallway. The garden is east of the kitchen.",
-                "How do you go from the hallway to the garden?", "n,e"),
-            _ex("The office is west of the bedroom. The bathroom is south of the office.",
-                "How do you go from the bedroom to the bathroom?", "w,s"),
-            _ex("The garden is south of the office. The kitchen is south of the garden.",
-                "How do you go from the kitchen to the office?", "n,n"),
+            _ex(
+                "The kitchen is north of the hallway. The garden is east of the kitchen.",
+                "How do you go from the hallway to the garden?",
+                "n,e",
+            ),
+            _ex(
+                "The office is west of the bedroom. The bathroom is south of the office.",
+                "How do you go from the bedroom to the bathroom?",
+                "w,s",
+            ),
+            _ex(
+                "The garden is south of the office. The kitchen is south of the garden.",
+                "How do you go from the kitchen to the office?",
+                "n,n",
+            ),
         ),
         "Reply with two letters from n, s, e, w separated by a comma, for example n,w. Do not explain.",
     ),
@@ -259,25 +310,27 @@ TASK_PROMPTS: dict[str, TaskPrompt] = {
     "niah": TaskPrompt(
         "Somewhere in the text below a special magic uuid is hidden for a given key. Find it.",
         (
-            _ex("... The grass was wet. One of the special magic uuids for quiet-river is: "
+            _ex(
+                "... The grass was wet. One of the special magic uuids for quiet-river is: "
                 "0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0. The train left late. ...",
                 "What is the special magic uuid for quiet-river mentioned in the provided text?",
                 "The special magic uuid for quiet-river mentioned in the provided text is "
-                "'0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0'."),
+                "'0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0'.",
+            ),
         ),
         "Answer in the form: The special magic uuid for 'key' mentioned in the provided text is 'uuid'.",
     ),
     "niahmv": TaskPrompt(
-        "Somewhere in the text below several special magic numbers are hidden for a given key. Find all "
-        "of them.",
+        "Somewhere in the text below several special magic numbers are hidden for a given key. Find all of them.",
         (
-            _ex("... One of the special magic numbers for red-lamp is: 4417. Rain fell all night. One of "
+            _ex(
+                "... One of the special magic numbers for red-lamp is: 4417. Rain fell all night. One of "
                 "the special magic numbers for red-lamp is: 90213. ...",
                 "What are all the special magic numbers for red-lamp mentioned in the provided text?",
-                "The magic numbers are 4417,90213"),
+                "The magic numbers are 4417,90213",
+            ),
         ),
-        "Answer in the form: The magic numbers are n1,n2,... with the numbers separated by commas and "
-        "no spaces.",
+        "Answer in the form: The magic numbers are n1,n2,... with the numbers separated by commas and no spaces.",
     ),
 }
 
@@ -317,7 +370,7 @@ def extract_final_answer(output: str) -> str:
     pos = output.lower().rfind(marker)
     if pos == -1:
         return output.strip()
-    return output[pos + len(marker):].strip()
+    return output[pos + len(marker) :].strip()
 
 
 def strip_think(output: str) -> str:
@@ -327,6 +380,6 @@ def strip_think(output: str) -> str:
     ``<think>``, usually nothing. Outputs without the tags are returned unchanged."""
     close = output.rfind("</think>")
     if close != -1:
-        return output[close + len("</think>"):]
+        return output[close + len("</think>") :]
     start = output.find("<think>")
     return output if start == -1 else output[:start]

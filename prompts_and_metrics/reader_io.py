@@ -1,4 +1,5 @@
 """File handling shared by the two reader scripts: retriever logs in, resumable JSONL out."""
+
 from __future__ import annotations
 
 import argparse
@@ -92,14 +93,17 @@ def rescore_outputs(
     return out
 
 
-def pending_records(out_path: Path, existing: list[dict[str, Any]], records: list[dict[str, Any]],
-                    settings: dict[str, Any]) -> list[dict[str, Any]]:
+def pending_records(
+    out_path: Path, existing: list[dict[str, Any]], records: list[dict[str, Any]], settings: dict[str, Any]
+) -> list[dict[str, Any]]:
     """The retriever records that ``out_path`` has no output for yet. An output made with other
     reader settings stops the run: mixing them would average two different readers."""
     for r in existing:
         if r.get("reader_settings") != settings:
-            raise SystemExit(f"{out_path} holds results made with {r.get('reader_settings')}, not {settings}; "
-                             "choose another --output_file_path or delete it")
+            raise SystemExit(
+                f"{out_path} holds results made with {r.get('reader_settings')}, not {settings}; "
+                "choose another --output_file_path or delete it"
+            )
     done = {str(r["id"]) for r in existing}
     return [r for r in records if str(r["id"]) not in done]
 
@@ -148,8 +152,12 @@ def parse_reader_args(
 ) -> argparse.Namespace:
     """Parse a reader CLI whose ``--reader`` preset (paper | ref, DESIGN §9.6) sets the defaults of
     other flags; flags given explicitly still win."""
-    parser.add_argument("--reader", default="paper", choices=sorted(presets),
-                        help="defaults preset: paper (App. G) or ref (the reference scripts' values)")
+    parser.add_argument(
+        "--reader",
+        default="paper",
+        choices=sorted(presets),
+        help="defaults preset: paper (App. G) or ref (the reference scripts' values)",
+    )
     known, _ = parser.parse_known_args(argv)
     parser.set_defaults(**presets[known.reader])
     return parser.parse_args(argv)

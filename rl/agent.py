@@ -6,6 +6,7 @@ the reference's hard copy), run in the dropout mode chosen for acting. How the e
 (bucketing, CUDA graphs, compile, streamed tokenisation) is the speed layer's business: an
 :class:`rl.fast.encoding.EncodingPath` chosen once here, from the ``speed`` switches.
 """
+
 from __future__ import annotations
 
 import copy
@@ -41,18 +42,28 @@ _IGNORED_MODEL_KEYS = ("hidden_dim", "output_dim")
 
 
 class QRAGAgent(nn.Module):
-    def __init__(self, model_cfg: Any, layout_cfg: dict[str, Any], device: torch.device, precision: Precision,
-                 embed_batch_size: int, speed: SpeedSwitches):
+    def __init__(
+        self,
+        model_cfg: Any,
+        layout_cfg: dict[str, Any],
+        device: torch.device,
+        precision: Precision,
+        embed_batch_size: int,
+        speed: SpeedSwitches,
+    ):
         super().__init__()
         predictor = model_cfg.get("predictor", {}) or {}
         if any(predictor.get(k) is not None for k in _IGNORED_MODEL_KEYS):
-            log.warning("algo.model.predictor.hidden_dim/output_dim are accepted and ignored: "
-                        "Q-RAG applies no head to the pooled embedding")
+            log.warning(
+                "algo.model.predictor.hidden_dim/output_dim are accepted and ignored: "
+                "Q-RAG applies no head to the pooled embedding"
+            )
         self.tokenizer = load_tokenizer(model_cfg)
         backbone = load_backbone(model_cfg)
         pooling = str(model_cfg.get("pooling", "mean"))
-        self.state_enc = Embedder(backbone, pooling, float(model_cfg.get("pool_scale", 0.1)),
-                                  bool(model_cfg.get("normalize", False)))
+        self.state_enc = Embedder(
+            backbone, pooling, float(model_cfg.get("pool_scale", 0.1)), bool(model_cfg.get("normalize", False))
+        )
         self.action_enc = copy.deepcopy(self.state_enc)  # load once, deep-copy
         self.target_state = copy.deepcopy(self.state_enc).requires_grad_(False)
         self.target_action = copy.deepcopy(self.state_enc).requires_grad_(False)
@@ -62,8 +73,12 @@ class QRAGAgent(nn.Module):
         if getattr(backbone.config, "model_type", "") in ("xlm-roberta", "roberta"):
             model_max -= 2  # position ids start after the padding index
         self.layout: TokenLayout = token_layout(
-            self.tokenizer, layout_cfg["max_action_length"], layout_cfg["max_action_length_in_memory"],
-            layout_cfg.get("max_state_length"), model_max)
+            self.tokenizer,
+            layout_cfg["max_action_length"],
+            layout_cfg["max_action_length_in_memory"],
+            layout_cfg.get("max_state_length"),
+            model_max,
+        )
         eval_mem = layout_cfg.get("eval_max_action_length_in_memory")
         self.eval_memory_content = max(1, int(eval_mem) - 2) if eval_mem else self.layout.memory_content
         self.query_prefix = str(model_cfg.get("query_prefix", "") or "")
@@ -79,8 +94,15 @@ class QRAGAgent(nn.Module):
         self.target_state.eval()
         self.target_action.eval()
         self.speed = speed  # the switches in force (read only: the choices are made below, once)
-        self.encoding = EncodingPath((self.state_enc, self.action_enc, self.target_state, self.target_action),
-                                     speed, self.layout, left_pad, device, precision.autocast, embed_batch_size)
+        self.encoding = EncodingPath(
+            (self.state_enc, self.action_enc, self.target_state, self.target_action),
+            speed,
+            self.layout,
+            left_pad,
+            device,
+            precision.autocast,
+            embed_batch_size,
+        )
         self.caches = AgentCaches()
         self.weights_version = 0  # bumped at every optimiser step: cached embeddings go stale
         self.tick = 0  # bumped at every rollout start; keys the chunk cache when speed.chunk_cache is off
@@ -89,8 +111,9 @@ class QRAGAgent(nn.Module):
     # -- tokens ---------------------------------------------------------------------------
     def tokenize(self, sample: dict[str, Any]) -> SampleTokens:
         """Content ids of a sample's question and chunks, cut once at the largest cap."""
-        return tokenize_sample(self.tokenizer, sample["question"], sample["chunks"], self.layout,
-                               self.query_prefix, self.passage_prefix)
+        return tokenize_sample(
+            self.tokenizer, sample["question"], sample["chunks"], self.layout, self.query_prefix, self.passage_prefix
+        )
 
     def adopt_tokens(self, sample: dict[str, Any], tokens: SampleTokens) -> None:
         """Take ``tokens`` (from :meth:`tokenize`, e.g. stored by the evaluation haystack cache)
@@ -107,8 +130,9 @@ class QRAGAgent(nn.Module):
             self.caches.tokens.put(ep, cached)
         return cached
 
-    def state_ids(self, ep: Episode, sort_by_index: bool, evaluation: bool = False,
-                  selected: Sequence[int] | None = None) -> list[int]:
+    def state_ids(
+        self, ep: Episode, sort_by_index: bool, evaluation: bool = False, selected: Sequence[int] | None = None
+    ) -> list[int]:
         """Token ids of the state holding ``selected`` (default: the episode's current selection),
         with the evaluation or the rollout segment cap."""
         sel = ep.selected if selected is None else selected
@@ -129,8 +153,16 @@ class QRAGAgent(nn.Module):
         if module.training != train:
             module.train(train)
 
-    def embed(self, encoder: Embedder, seqs: Any, train: bool, grad: bool = False,
-              out: torch.Tensor | None = None, chunks: bool = False, bucket_grad: bool = False) -> torch.Tensor:
+    def embed(
+        self,
+        encoder: Embedder,
+        seqs: Any,
+        train: bool,
+        grad: bool = False,
+        out: torch.Tensor | None = None,
+        chunks: bool = False,
+        bucket_grad: bool = False,
+    ) -> torch.Tensor:
         """Embeddings [len(seqs), d] fp32 of id sequences, dropout in ``train`` mode, through the
         agent's encoding path (``chunks``, ``bucket_grad``: see :class:`EncodingPath`)."""
         self.set_mode(encoder, train)
@@ -160,9 +192,15 @@ class QRAGAgent(nn.Module):
         self.set_mode(enc, train)
         ep = todo[0]
         if len(todo) == 1 and self.encoding.streams(ep.n_chunks) and self._untokenized(ep):
-            tokens, emb = self.encoding.tokenize_and_embed(enc, self.tokenizer, ep.sample["question"],
-                                                           ep.sample["chunks"], self.dim, self.query_prefix,
-                                                           self.passage_prefix)
+            tokens, emb = self.encoding.tokenize_and_embed(
+                enc,
+                self.tokenizer,
+                ep.sample["question"],
+                ep.sample["chunks"],
+                self.dim,
+                self.query_prefix,
+                self.passage_prefix,
+            )
             self.caches.tokens.put(ep, tokens)
             cache.put(ep, ChunkEmbeddings(stamp, emb))
             return

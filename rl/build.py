@@ -1,6 +1,7 @@
 """From a run config to the objects a run is made of: the agent, the training environments, the
 learner and the evaluation settings. Training (rl/trainer.py), evaluation (rl/eval_run.py) and
 the benchmark (scripts/bench.py) build them here, so evaluation never imports the trainer."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -26,16 +27,31 @@ def agent_from_cfg(cfg: DictConfig, device: torch.device) -> QRAGAgent:
         "eval_max_action_length_in_memory": cfg.eval_max_action_length_in_memory,
         "max_state_length": cfg.max_state_length,
     }
-    return QRAGAgent(cfg.algo.model, layout, device, Precision.resolve(str(cfg.precision), device),
-                     int(cfg.embed_batch_size), SpeedSwitches.from_cfg(cfg))
+    return QRAGAgent(
+        cfg.algo.model,
+        layout,
+        device,
+        Precision.resolve(str(cfg.precision), device),
+        int(cfg.embed_batch_size),
+        SpeedSwitches.from_cfg(cfg),
+    )
 
 
 def train_env(cfg: DictConfig, dataset: Any, device: torch.device, seed: int, legacy: Any) -> VecRetrievalEnv:
     """``envs_parallel`` persistent training environments over ``dataset`` (ground-truth or LLM
     feedback as configured), seeded with ``seed``."""
     feedback = build_feedback(cfg.feedback, cfg.envs, "train", legacy, str(cfg.envs.task))
-    return VecRetrievalEnv(dataset, feedback, int(cfg.envs_parallel), int(cfg.envs.max_steps),
-                           PositionSettings.from_cfg(cfg.envs), bool(cfg.envs.sort_by_index), device, seed, "train")
+    return VecRetrievalEnv(
+        dataset,
+        feedback,
+        int(cfg.envs_parallel),
+        int(cfg.envs.max_steps),
+        PositionSettings.from_cfg(cfg.envs),
+        bool(cfg.envs.sort_by_index),
+        device,
+        seed,
+        "train",
+    )
 
 
 def eval_settings(cfg: DictConfig) -> EvalSettings:

@@ -6,6 +6,7 @@ object is garbage collected, so a finished episode's tokens and embeddings die w
 they would if they were attributes of the episode, without the agent writing onto the
 environment's objects.
 """
+
 from __future__ import annotations
 
 import weakref
@@ -42,8 +43,10 @@ class IdentityCache(Generic[K, V]):
             # the id is free for reuse only after the object is gone, i.e. after this has run
             done = weakref.finalize(key, self._items.pop, k, None)
         except TypeError:
-            raise TypeError(f"{type(key).__name__} objects cannot be weakly referenced, so a cache keyed by "
-                            f"them could not drop its entries; key it by an object that can") from None
+            raise TypeError(
+                f"{type(key).__name__} objects cannot be weakly referenced, so a cache keyed by "
+                f"them could not drop its entries; key it by an object that can"
+            ) from None
         done.atexit = False
         self._items[k] = (value, done)
 
@@ -73,9 +76,14 @@ class AgentCaches:
         self.tokens: IdentityCache[Episode, SampleTokens] = IdentityCache()
         self.pretokenized: IdentityCache[dict, SampleTokens] = IdentityCache()
         self.chunks: dict[str, IdentityCache[Episode, ChunkEmbeddings]] = {
-            "online": IdentityCache(), "target": IdentityCache()}
+            "online": IdentityCache(),
+            "target": IdentityCache(),
+        }
 
     def sizes(self) -> dict[str, int]:
         """Entries held (for tests and memory checks)."""
-        return {"tokens": len(self.tokens), "pretokenized": len(self.pretokenized),
-                **{f"chunks_{k}": len(v) for k, v in self.chunks.items()}}
+        return {
+            "tokens": len(self.tokens),
+            "pretokenized": len(self.pretokenized),
+            **{f"chunks_{k}": len(v) for k, v in self.chunks.items()},
+        }

@@ -1,4 +1,5 @@
 """Hydra/OmegaConf glue shared by the entry points: resolvers, devices, run folders, seeding."""
+
 from __future__ import annotations
 
 import copy
@@ -99,8 +100,9 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 def code_version() -> str:
     try:
-        out = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, timeout=5)
+        out = subprocess.run(
+            ["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5
+        )
         return out.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"

@@ -6,6 +6,7 @@ tensors and gloo for CPU ones when CUDA is present, gloo alone otherwise). Witho
 (or with WORLD_SIZE=1) every helper is a no-op that costs one boolean check, so the 1-process
 path is exactly the plain code.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -109,7 +110,7 @@ def all_reduce_mean(tensors: Iterable[torch.Tensor]) -> None:
         flat /= n
         offset = 0
         for t in group:
-            t.copy_(flat[offset: offset + t.numel()].view_as(t))
+            t.copy_(flat[offset : offset + t.numel()].view_as(t))
             offset += t.numel()
 
 
@@ -186,8 +187,10 @@ def check_in_sync(tensors: Iterable[torch.Tensor], what: str) -> None:
     bad = is_main() and len(set(sums)) > 1  # type: ignore[arg-type]
     bad = broadcast_object(bad)
     if bad:
-        raise RuntimeError(f"{what} differ across ranks (checksums {sums if is_main() else '...'}); "
-                           f"the data-parallel ranks have diverged")
+        raise RuntimeError(
+            f"{what} differ across ranks (checksums {sums if is_main() else '...'}); "
+            f"the data-parallel ranks have diverged"
+        )
 
 
 # -- Hydra under torchrun -----------------------------------------------------------------------

@@ -6,6 +6,7 @@ tokens, cut at the largest cap any phase needs) and every state is spliced from 
 segments: ``[CLS] q [SEP] c1 [SEP] … cm [SEP]`` (DESIGN §2.6), never by joining and re-splitting
 text (DESIGN §11 #20).
 """
+
 from __future__ import annotations
 
 import logging
@@ -160,14 +161,18 @@ class TokenLayout:
         return max(1, self.memory_cap - 2)
 
 
-def token_layout(tokenizer: Any, action_cap: int, memory_cap: int, state_cap: int | None, model_max: int) -> TokenLayout:
+def token_layout(
+    tokenizer: Any, action_cap: int, memory_cap: int, state_cap: int | None, model_max: int
+) -> TokenLayout:
     bos = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
     sep = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
     if sep is None:
         raise ValueError("the tokenizer has neither a SEP nor an EOS token to separate state segments")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else sep
     cap = int(state_cap) if state_cap else int(model_max)
-    return TokenLayout(bos, sep, pad, int(action_cap), int(memory_cap), cap, getattr(tokenizer, "padding_side", "right"))
+    return TokenLayout(
+        bos, sep, pad, int(action_cap), int(memory_cap), cap, getattr(tokenizer, "padding_side", "right")
+    )
 
 
 class SampleTokens:
@@ -180,8 +185,13 @@ class SampleTokens:
 
     __slots__ = ("question", "chunks", "action_chunks", "text_len")
 
-    def __init__(self, question: list[int], chunks: Sequence[list[int]], action_chunks: Sequence[list[int]] | None = None,
-                 text_len: int | None = None):
+    def __init__(
+        self,
+        question: list[int],
+        chunks: Sequence[list[int]],
+        action_chunks: Sequence[list[int]] | None = None,
+        text_len: int | None = None,
+    ):
         self.question, self.chunks = question, chunks
         self.action_chunks = action_chunks if action_chunks is not None else chunks
         self.text_len = text_len
@@ -197,23 +207,30 @@ def tokenize_sample(
     batch: int = 50000,
 ) -> SampleTokens:
     """Tokenise a sample once: question + every chunk, content ids cut at the largest cap."""
-    parts = list(stream_chunk_tokens(tokenizer, chunks, layout, passage_prefix, first=batch, largest=batch, ahead=False))
+    parts = list(
+        stream_chunk_tokens(tokenizer, chunks, layout, passage_prefix, first=batch, largest=batch, ahead=False)
+    )
     return assemble_tokens(tokenizer, question, parts, layout, query_prefix)
 
 
-def assemble_tokens(tokenizer: Any, question: str, parts: Sequence[TokenSlice], layout: TokenLayout,
-                    query_prefix: str = "") -> SampleTokens:
+def assemble_tokens(
+    tokenizer: Any, question: str, parts: Sequence[TokenSlice], layout: TokenLayout, query_prefix: str = ""
+) -> SampleTokens:
     """A SampleTokens from the question and the chunk slices of :func:`rl.fast.tokenize.stream_chunk_tokens`."""
     cut = max(layout.action_content, layout.memory_content)
     q, q_count = encode_texts(tokenizer, [query_prefix + question], cut)
     chunk_ids = RaggedIds.concat([part.ids for part in parts]) if parts else RaggedIds.from_lists([])
-    action = RaggedIds.concat([part.action_ids for part in parts]) if parts and parts[0].action_ids is not None else None
+    action = (
+        RaggedIds.concat([part.action_ids for part in parts]) if parts and parts[0].action_ids is not None else None
+    )
     n_special = 2 if layout.bos is not None else 1
     total = q_count + sum(part.count for part in parts)
     return SampleTokens(q[0], chunk_ids, action, total + n_special * (len(chunk_ids) + 1))
 
 
-def state_ids(tokens: SampleTokens, selected: Sequence[int], layout: TokenLayout, memory_content: int) -> tuple[list[int], bool]:
+def state_ids(
+    tokens: SampleTokens, selected: Sequence[int], layout: TokenLayout, memory_content: int
+) -> tuple[list[int], bool]:
     """Splice ``[CLS] q [SEP] c_j1 [SEP] …`` and apply the whole-state cap.
 
     Returns (ids, truncated). Over the cap, the first cap−1 tokens are kept and the separator

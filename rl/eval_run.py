@@ -16,6 +16,7 @@ the ranks; rank r appends to ``<stem>.rank{r}.jsonl`` and rank 0 merges the part
 ``<stem>.jsonl`` (sample order) after a barrier. Part files left by an interrupted run, of any
 world size, are merged in before anything else, so no record is lost or duplicated.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -104,13 +105,17 @@ def replace_env(saved_envs: dict[str, Any], node: dict[str, Any]) -> dict[str, A
 def merge_eval_config(eval_cfg: DictConfig) -> DictConfig:
     """DESIGN §8.6: (eval config + CLI) over the run's unresolved config.yaml, resolved at the end."""
     if OmegaConf.is_missing(eval_cfg, "pretrained_path") or not eval_cfg.get("pretrained_path"):
-        raise EvalError("pretrained_path is required: pass the run folder of a trained model, e.g. "
-                        "python eval_retriever.py pretrained_path=runs/Dec03_12-03-43_QRAG_qa2_two-supporting-facts")
+        raise EvalError(
+            "pretrained_path is required: pass the run folder of a trained model, e.g. "
+            "python eval_retriever.py pretrained_path=runs/Dec03_12-03-43_QRAG_qa2_two-supporting-facts"
+        )
     run_dir = Path(str(eval_cfg.pretrained_path)).expanduser()
     saved_path = run_dir / "config.yaml"
     if not saved_path.is_file():
-        raise EvalError(f"pretrained_path={run_dir}: no config.yaml there (expected the folder of a "
-                        f"training run, holding config.yaml and model_best.pt)")
+        raise EvalError(
+            f"pretrained_path={run_dir}: no config.yaml there (expected the folder of a "
+            f"training run, holding config.yaml and model_best.pt)"
+        )
     saved = upgrade_run_config(OmegaConf.to_container(OmegaConf.load(saved_path), resolve=False))  # type: ignore
     ev: dict[str, Any] = OmegaConf.to_container(without_hydra(eval_cfg), resolve=False)  # type: ignore
     if ev["eval_env"]:
@@ -175,8 +180,15 @@ def eval_meta(cfg: DictConfig, ckpt: Path, fingerprint: str) -> dict[str, Any]:
         "oracle_stop": flag(cfg.legacy, "oracle_stop"),
         "positions": f"{envs.positions_processor}/{envs.step_size}/{envs.relative_formula}",
         "sort_by_index": bool(envs.sort_by_index),
-        "caps": {k: cfg[k] for k in ("max_action_length", "max_action_length_in_memory",
-                                     "eval_max_action_length_in_memory", "max_state_length")},
+        "caps": {
+            k: cfg[k]
+            for k in (
+                "max_action_length",
+                "max_action_length_in_memory",
+                "eval_max_action_length_in_memory",
+                "max_state_length",
+            )
+        },
         "planner": str(ev.planner),
         "beam_width": int(ev.beam_width) if beam else None,
         "beam_expand": int(ev.beam_expand) if beam else None,
@@ -273,20 +285,30 @@ def check_meta(meta_path: Path, out_path: Path, meta: dict[str, Any]) -> None:
     if not out_path.exists() or out_path.stat().st_size == 0:
         return
     if not meta_path.exists():
-        raise EvalError(f"{out_path} exists without {meta_path.name}: its settings are unknown, so it is not "
-                        f"resumed. Delete it or pass overwrite=true")
+        raise EvalError(
+            f"{out_path} exists without {meta_path.name}: its settings are unknown, so it is not "
+            f"resumed. Delete it or pass overwrite=true"
+        )
     old = json.loads(meta_path.read_text(encoding="utf-8"))
     if old.get("record_format") != meta["record_format"]:
-        raise EvalError(f"{out_path} was written by an older eval_retriever (record format "
-                        f"{old.get('record_format', 1)}, now {meta['record_format']}: records were keyed on the "
-                        f"sample id, which RULER files repeat, and carry no token lengths), so it is not resumed. "
-                        f"The reader scripts still read it; to evaluate again pass overwrite=true or another "
-                        f"output_dir")
-    diffs = [f"{k}: {old.get(k)!r} (file) vs {meta.get(k)!r} (now)" for k in sorted(set(old) | set(meta))
-             if old.get(k) != meta.get(k)]
+        raise EvalError(
+            f"{out_path} was written by an older eval_retriever (record format "
+            f"{old.get('record_format', 1)}, now {meta['record_format']}: records were keyed on the "
+            f"sample id, which RULER files repeat, and carry no token lengths), so it is not resumed. "
+            f"The reader scripts still read it; to evaluate again pass overwrite=true or another "
+            f"output_dir"
+        )
+    diffs = [
+        f"{k}: {old.get(k)!r} (file) vs {meta.get(k)!r} (now)"
+        for k in sorted(set(old) | set(meta))
+        if old.get(k) != meta.get(k)
+    ]
     if diffs:
-        raise EvalError(f"{out_path} was produced with other settings; refusing to append:\n  " + "\n  ".join(diffs)
-                        + f"\nDelete {out_path.name} (and {meta_path.name}) or pass overwrite=true.")
+        raise EvalError(
+            f"{out_path} was produced with other settings; refusing to append:\n  "
+            + "\n  ".join(diffs)
+            + f"\nDelete {out_path.name} (and {meta_path.name}) or pass overwrite=true."
+        )
 
 
 # -- the run ----------------------------------------------------------------------------------
@@ -322,8 +344,11 @@ def prepare_files(cfg: DictConfig, out_path: Path, meta_path: Path, summary_path
 
 
 def output_lock(out_path: Path) -> FolderLock:
-    return FolderLock(out_path.with_name(f".{out_path.name}.lock"), f"evaluation output {out_path}",
-                      "wait for that evaluation to end, or write elsewhere (output_dir=...)")
+    return FolderLock(
+        out_path.with_name(f".{out_path.name}.lock"),
+        f"evaluation output {out_path}",
+        "wait for that evaluation to end, or write elsewhere (output_dir=...)",
+    )
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -349,12 +374,17 @@ def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
     meta_path = out_dir / f"{stem}.jsonl.meta.json"
     summary_path = out_dir / f"{stem}.summary.json"
     if out_path.resolve().parent != out_dir.resolve():  # the stem is built from config values
-        raise EvalError(f"output name {stem!r} (from the config) leaves {out_dir}; use plain names for the "
-                        f"values in it (seed, envs.num_sentences, envs.test_split, ...)")
+        raise EvalError(
+            f"output name {stem!r} (from the config) leaves {out_dir}; use plain names for the "
+            f"values in it (seed, envs.num_sentences, envs.test_split, ...)"
+        )
     main = dist.is_main()
     if main:
-        print(f"[eval] {cfg.envs.name}/{cfg.envs.task}: {dataset_spec(str(cfg.envs.name)).describe(cfg.envs)}, "
-              f"T = {cfg.envs.max_steps}, planner {cfg.eval.planner} -> {out_path}", flush=True)
+        print(
+            f"[eval] {cfg.envs.name}/{cfg.envs.task}: {dataset_spec(str(cfg.envs.name)).describe(cfg.envs)}, "
+            f"T = {cfg.envs.max_steps}, planner {cfg.eval.planner} -> {out_path}",
+            flush=True,
+        )
 
     def prepare() -> tuple:
         locks.append(output_lock(out_path).acquire())
@@ -381,12 +411,13 @@ def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
     write_path = out_path
     if dist.enabled():  # rank r takes every world-th group of pending samples and writes its own part file
         g = max(1, settings.group_size)  # whole groups: each sample is batched with the same neighbours as in
-        todo = [i for k in range(dist.rank() * g, len(todo), dist.world() * g) for i in todo[k:k + g]]  # 1 process
+        todo = [i for k in range(dist.rank() * g, len(todo), dist.world() * g) for i in todo[k : k + g]]  # 1 process
         write_path = part_path(out_path, dist.rank())
     feedback = build_feedback(cfg.feedback, cfg.envs, "test", legacy, str(cfg.envs.task))
     if str(cfg.eval.planner) == "beam":
-        episodes = beam_episodes(agent, dataset, todo, feedback, settings, int(cfg.eval.beam_width),
-                                 int(cfg.eval.beam_expand))
+        episodes = beam_episodes(
+            agent, dataset, todo, feedback, settings, int(cfg.eval.beam_width), int(cfg.eval.beam_expand)
+        )
     elif str(cfg.eval.planner) == "greedy":
         episodes = greedy_episodes(agent, dataset, todo, feedback, settings)
     else:
@@ -397,13 +428,14 @@ def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
     if dist.enabled() and main:
         print(f"[eval] {n_todo} samples over {dist.world()} ranks -> {part_path(out_path, 0).name} ...", flush=True)
     t0 = time.perf_counter()
-    bar = tqdm(total=len(todo), desc=f"eval {stem}", dynamic_ncols=True,
-               disable=not cfg.progress_bar or not main)
+    bar = tqdm(total=len(todo), desc=f"eval {stem}", dynamic_ncols=True, disable=not cfg.progress_bar or not main)
     try:
         _append_records(write_path, todo, episodes, records, bar)
     except OSError as e:
         if e.errno in DISK_FULL:
-            raise DiskFullError(disk_full_message(write_path, f"its {len(records)} complete records are kept")) from None
+            raise DiskFullError(
+                disk_full_message(write_path, f"its {len(records)} complete records are kept")
+            ) from None
         raise
     bar.close()
     cache = (dataset.hits, dataset.misses, dataset.writes) if isinstance(dataset, CachedDataset) else None
@@ -419,8 +451,7 @@ def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
     return _summarize(cfg, records, indices, out_path, summary_path, meta, n, t0, cache)
 
 
-def _append_records(write_path: Path, todo: list[int], episodes: Any, records: list[dict[str, Any]],
-                    bar: Any) -> None:
+def _append_records(write_path: Path, todo: list[int], episodes: Any, records: list[dict[str, Any]], bar: Any) -> None:
     """One line per finished episode, flushed at once (a kill loses at most the episode running).
     ``todo`` holds only indices without a record, and the output lock keeps other writers out, so
     no sample is written twice."""
@@ -434,27 +465,41 @@ def _append_records(write_path: Path, todo: list[int], episodes: Any, records: l
             bar.set_postfix(f1=f"{rec['f1']:.3f}" if rec.get("f1") is not None else "n/a")
 
 
-def _summarize(cfg: DictConfig, records: list[dict[str, Any]], indices: list[int], out_path: Path,
-               summary_path: Path, meta: dict[str, Any], n: int, t0: float, cache: tuple | None) -> dict[str, Any]:
+def _summarize(
+    cfg: DictConfig,
+    records: list[dict[str, Any]],
+    indices: list[int],
+    out_path: Path,
+    summary_path: Path,
+    meta: dict[str, Any],
+    n: int,
+    t0: float,
+    cache: tuple | None,
+) -> dict[str, Any]:
     stem = out_path.stem
     wanted = set(indices)
     chosen = [r for r in records if r.get("index") in wanted]
     summary = summarize(chosen)
-    summary.update({
-        "max_steps": int(cfg.envs.max_steps),
-        "n_in_file": len(records),
-        "file": out_path.name,
-        "wall_s": time.perf_counter() - t0,
-        "settings": meta,
-        "num_samples": n,
-        "run": str(cfg.pretrained_path),
-    })
+    summary.update(
+        {
+            "max_steps": int(cfg.envs.max_steps),
+            "n_in_file": len(records),
+            "file": out_path.name,
+            "wall_s": time.perf_counter() - t0,
+            "settings": meta,
+            "num_samples": n,
+            "run": str(cfg.pretrained_path),
+        }
+    )
     if cache is not None:
         summary["haystack_cache"] = dict(zip(("hits", "misses", "writes"), cache))
     _write_json(summary_path, summary)
-    print(f"[eval] {stem}: n={summary['n']} fact_em={_fmt(summary['fact_em'])} fact_f1={_fmt(summary['fact_f1'])} "
-          f"return={summary['return']:.3f}±{summary['return_std']:.3f} text_len={_fmt(summary['mean_text_len'], 0)} "
-          f"s/episode={_fmt(summary['episode_s_mean'], 2)} -> {summary_path}", flush=True)
+    print(
+        f"[eval] {stem}: n={summary['n']} fact_em={_fmt(summary['fact_em'])} fact_f1={_fmt(summary['fact_f1'])} "
+        f"return={summary['return']:.3f}±{summary['return_std']:.3f} text_len={_fmt(summary['mean_text_len'], 0)} "
+        f"s/episode={_fmt(summary['episode_s_mean'], 2)} -> {summary_path}",
+        flush=True,
+    )
     return summary
 
 

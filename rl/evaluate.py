@@ -5,6 +5,7 @@ unless ``legacy.oracle_stop``); they end at ``max_steps``, when no chunk is left
 ``stop_q_threshold`` set, before a step t > 0 whose best Q is ≤ the threshold. Only the online
 action encoder embeds chunks (no target pass, DESIGN §3.4), once per sample, in bounded slices.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,12 +43,21 @@ def greedy_episodes(
 ) -> Iterator[dict[str, Any]]:
     """Yield one record per sample index, in order."""
     group = max(1, settings.group_size)
-    env = VecRetrievalEnv(dataset, feedback, group, settings.max_steps, settings.positions,
-                          settings.sort_by_index, agent.device, seed=0, name="eval")
+    env = VecRetrievalEnv(
+        dataset,
+        feedback,
+        group,
+        settings.max_steps,
+        settings.positions,
+        settings.sort_by_index,
+        agent.device,
+        seed=0,
+        name="eval",
+    )
     n_special = 2 if agent.layout.bos is not None else 1
     for start in range(0, len(indices), group):
         t0 = time.perf_counter()
-        chunk = list(indices[start:start + group])
+        chunk = list(indices[start : start + group])
         eps = [env.start(slot, int(i)) for slot, i in enumerate(chunk)]
         _prefetch(agent, eps)
         q_log: list[list[float]] = [[] for _ in eps]
@@ -111,8 +121,17 @@ def _record(ep: Episode, q_values: list[float], text_len: int, seconds: float) -
     }
     # num_tokens: the haystack's length under the loader's length tokenizer (BabiLong, NIAH);
     # sf_partial: only part of the gold paragraphs are in the context (HotpotQA fullwiki)
-    for key in ("answer_aliases", "source", "num_sentences", "num_tokens", "split", "sf_partial", "answerable",
-                "ruler_index", "longbench"):
+    for key in (
+        "answer_aliases",
+        "source",
+        "num_sentences",
+        "num_tokens",
+        "split",
+        "sf_partial",
+        "answerable",
+        "ruler_index",
+        "longbench",
+    ):
         if key in s:
             rec[key] = s[key]
     return rec

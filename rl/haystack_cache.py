@@ -18,6 +18,7 @@ atomically (temporary file + rename), safe to share between concurrent evaluatio
 A large sample is returned as a :class:`CachedSample` and its tokens are handed to the agent
 (``QRAGAgent.adopt_tokens``), which keeps them while that sample object lives.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -89,8 +90,11 @@ def tokenizer_identity(model_cfg: dict[str, Any], cut: int) -> dict[str, Any]:
 
 
 def sample_key(dataset_id: dict[str, Any], tokenizer_id: dict[str, Any], split: str, seed: int, index: int) -> str:
-    blob = json.dumps({"data": dataset_id, "tok": tokenizer_id, "split": split, "seed": int(seed),
-                       "index": int(index), "format": 1}, sort_keys=True, default=str)
+    blob = json.dumps(
+        {"data": dataset_id, "tok": tokenizer_id, "split": split, "seed": int(seed), "index": int(index), "format": 1},
+        sort_keys=True,
+        default=str,
+    )
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
@@ -129,7 +133,7 @@ def load_entry(path: Path) -> tuple[dict[str, Any], SampleTokens]:
     with np.load(path) as z:
         sample = json.loads(z["fields"].tobytes().decode("utf-8"))
         raw, off = z["text"].tobytes(), z["text_off"]
-        sample["chunks"] = [raw[off[i]:off[i + 1]].decode("utf-8") for i in range(len(off) - 1)]
+        sample["chunks"] = [raw[off[i] : off[i + 1]].decode("utf-8") for i in range(len(off) - 1)]
         chunks = _unpack(z["chunks"], z["chunks_off"])
         action = _unpack(z["action"], z["action_off"]) if "action" in z.files else None
         text_len = int(z["text_len"]) if "text_len" in z.files and int(z["text_len"]) >= 0 else None
@@ -150,8 +154,18 @@ class CachedDataset:
     """Wraps a test dataset: large samples come from (or go to) the disk cache; their tokens
     (from ``tokenize``) go to ``hand_over(sample, tokens)`` with every sample returned."""
 
-    def __init__(self, base: Any, cache_dir: str | Path, dataset_id: dict[str, Any], tokenizer_id: dict[str, Any],
-                 split: str, seed: int, tokenize: Tokenize, hand_over: HandOver, min_chunks: int):
+    def __init__(
+        self,
+        base: Any,
+        cache_dir: str | Path,
+        dataset_id: dict[str, Any],
+        tokenizer_id: dict[str, Any],
+        split: str,
+        seed: int,
+        tokenize: Tokenize,
+        hand_over: HandOver,
+        min_chunks: int,
+    ):
         self.base, self.dir = base, Path(cache_dir)
         self.dataset_id, self.tokenizer_id = dataset_id, tokenizer_id
         self.split, self.seed, self.min_chunks = split, int(seed), int(min_chunks)
@@ -189,8 +203,7 @@ class CachedDataset:
         return out
 
 
-def maybe_cached(base: Any, cfg: Any, split: str, seed: int, tokenize: Tokenize, hand_over: HandOver,
-                 cut: int) -> Any:
+def maybe_cached(base: Any, cfg: Any, split: str, seed: int, tokenize: Tokenize, hand_over: HandOver, cut: int) -> Any:
     """``base`` wrapped in a :class:`CachedDataset` when ``eval.haystack_cache.enabled``.
 
     ``legacy.fixed_noise_seed`` makes a BabiLong sample depend on access order, so it is never cached.
@@ -206,5 +219,14 @@ def maybe_cached(base: Any, cfg: Any, split: str, seed: int, tokenize: Tokenize,
     envs = OmegaConf.to_container(cfg.envs, resolve=True)
     legacy = OmegaConf.to_container(cfg.legacy, resolve=True) if cfg.legacy is not None else {}
     model = OmegaConf.to_container(cfg.algo.model, resolve=True)
-    return CachedDataset(base, str(hc.dir), dataset_identity(envs, legacy), tokenizer_identity(model, cut),
-                         split, seed, tokenize, hand_over, int(hc.min_chunks))
+    return CachedDataset(
+        base,
+        str(hc.dir),
+        dataset_identity(envs, legacy),
+        tokenizer_identity(model, cut),
+        split,
+        seed,
+        tokenize,
+        hand_over,
+        int(hc.min_chunks),
+    )

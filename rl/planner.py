@@ -7,6 +7,7 @@ Per step this costs one batched state-encoder pass over the beam members; chunks
 once per sample (the episode's cached online embeddings) and only re-rotated with the relative
 codes of each member's own selection.
 """
+
 from __future__ import annotations
 
 import time
@@ -101,10 +102,21 @@ def beam_episodes(
     """One record per sample index (same fields as ``greedy_episodes``); ``q_values[t]`` is the
     Q of the action the returned trajectory took at step t."""
     if settings.stop_q_threshold is not None:
-        raise ValueError("eval.stop_q_threshold is not supported with eval.planner=beam; use the "
-                         "post-hoc qvalue filter (scripts/stopping_analysis.py) on the beam's q_values")
-    env = VecRetrievalEnv(dataset, feedback, 1, settings.max_steps, settings.positions,
-                          settings.sort_by_index, agent.device, seed=0, name="eval")
+        raise ValueError(
+            "eval.stop_q_threshold is not supported with eval.planner=beam; use the "
+            "post-hoc qvalue filter (scripts/stopping_analysis.py) on the beam's q_values"
+        )
+    env = VecRetrievalEnv(
+        dataset,
+        feedback,
+        1,
+        settings.max_steps,
+        settings.positions,
+        settings.sort_by_index,
+        agent.device,
+        seed=0,
+        name="eval",
+    )
     n_special = 2 if agent.layout.bos is not None else 1
     for index in indices:
         t0 = time.perf_counter()
@@ -115,4 +127,4 @@ def beam_episodes(
             _, dones, _ = env.step([0], [a])
             if dones[0]:
                 break
-        yield _record(ep, best.q_values[:ep.t], text_length(agent.tokens(ep), n_special), time.perf_counter() - t0)
+        yield _record(ep, best.q_values[: ep.t], text_length(agent.tokens(ep), n_special), time.perf_counter() - t0)

@@ -5,6 +5,7 @@
 ``bf16`` runs the encoders under bf16 autocast (tf32 for what stays fp32). ``auto`` is bf16 on a
 GPU (shown not to change learning: docs/BENCH.md, parity) and tf32 on CPU.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,8 +30,7 @@ class Precision:
         import torch
 
         effective = ("bf16" if device.type == "cuda" else "tf32") if name == "auto" else name
-        return cls(name, torch.bfloat16 if effective == "bf16" else None,
-                   "highest" if effective == "fp32" else "high")
+        return cls(name, torch.bfloat16 if effective == "bf16" else None, "highest" if effective == "fp32" else "high")
 
     def apply(self) -> None:
         """Set the process-wide matmul precision (before any model runs)."""

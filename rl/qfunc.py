@@ -4,6 +4,7 @@ Q(s, a) = ⟨e_s, ẽ_a⟩ = q1 + q2, where head h takes the h-th half of both v
 greedy evaluation use Q; the loss regresses each head to half of the λ-return; the target value
 is V = V_1 + V_2 with V_h a top-k soft maximum of the target head h over available chunks.
 """
+
 from __future__ import annotations
 
 import torch

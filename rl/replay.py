@@ -13,6 +13,7 @@ row holds both ends of an n-step transition:
 with the action's position code at acting time, the discounted reward sum
 R = Σ_{i<k} γ^i r_{t+i} and ``done`` (the episode ended within those k steps: no bootstrap).
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -74,8 +75,10 @@ class NStepAssembler:
         """Add ``slot``'s next step; the n-step transitions that became complete."""
         q = self.queues[slot]
         if q and (q[-1].done or q[-1].index != step.index or q[-1].selected + [q[-1].action] != step.selected):
-            raise ValueError(f"slot {slot}: step does not continue the episode of the previous one "
-                             f"(sample {q[-1].index} -> {step.index}); push every step of a slot in order")
+            raise ValueError(
+                f"slot {slot}: step does not continue the episode of the previous one "
+                f"(sample {q[-1].index} -> {step.index}); push every step of a slot in order"
+            )
         q.append(step)
         out = []
         if step.done:
@@ -91,7 +94,7 @@ class NStepAssembler:
         first, last = q[0], q[k - 1]
         ret = 0.0
         for i in range(k):
-            ret += self.gamma ** i * q[i].reward
+            ret += self.gamma**i * q[i].reward
         return NStep(first.index, last.selected + [last.action], len(first.selected), k, first.code, ret, done)
 
     def state_dict(self) -> dict[str, Any]:
@@ -134,7 +137,9 @@ class ReplayBuffer:
 
     def add(self, tr: NStep) -> None:
         if len(tr.path) > self.max_len:
-            raise ValueError(f"a selection of {len(tr.path)} chunks exceeds the buffer's {self.max_len} (envs.max_steps)")
+            raise ValueError(
+                f"a selection of {len(tr.path)} chunks exceeds the buffer's {self.max_len} (envs.max_steps)"
+            )
         if not 1 <= tr.k <= 127:
             raise ValueError(f"n-step length {tr.k} outside 1..127")
         i = self.ptr
@@ -147,8 +152,15 @@ class ReplayBuffer:
 
     def get(self, i: int) -> NStep:
         t, k = int(self.t[i]), int(self.k[i])
-        return NStep(int(self.index[i]), self.path[i, : t + k].tolist(), t, k, int(self.code[i]),
-                     float(self.ret[i]), bool(self.done[i]))
+        return NStep(
+            int(self.index[i]),
+            self.path[i, : t + k].tolist(),
+            t,
+            k,
+            int(self.code[i]),
+            float(self.ret[i]),
+            bool(self.done[i]),
+        )
 
     def sample(self, batch: int, generator: torch.Generator) -> list[int]:
         """``batch`` rows drawn uniformly with replacement from the filled part."""
@@ -159,14 +171,21 @@ class ReplayBuffer:
     def state_dict(self) -> dict[str, Any]:
         """The filled rows as tensors (checkpoints load with weights_only=True)."""
         n = self.size
-        return {"capacity": self.capacity, "max_len": self.max_len, "ptr": self.ptr, "size": n,
-                **{f: torch.from_numpy(getattr(self, f)[:n].copy()) for f in self._FIELDS}}
+        return {
+            "capacity": self.capacity,
+            "max_len": self.max_len,
+            "ptr": self.ptr,
+            "size": n,
+            **{f: torch.from_numpy(getattr(self, f)[:n].copy()) for f in self._FIELDS},
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if (int(state["capacity"]), int(state["max_len"])) != (self.capacity, self.max_len):
-            raise ValueError(f"the checkpoint's replay buffer holds {state['capacity']} transitions of up to "
-                             f"{state['max_len']} chunks, this run's {self.capacity} of {self.max_len}: resume "
-                             f"with the same algo.dqn.hyperparams.buffer_size and envs.max_steps")
+            raise ValueError(
+                f"the checkpoint's replay buffer holds {state['capacity']} transitions of up to "
+                f"{state['max_len']} chunks, this run's {self.capacity} of {self.max_len}: resume "
+                f"with the same algo.dqn.hyperparams.buffer_size and envs.max_steps"
+            )
         n = int(state["size"])
         for f in self._FIELDS:
             getattr(self, f)[:n] = state[f].numpy()

@@ -10,6 +10,7 @@ the episode ended at step t (terminal or time limit: no bootstrap across it, DES
 ``legacy_off_by_one`` (DESIGN §11 #1, the reference): at t = L−2 only, V_{t+1} is replaced by
 (1 − d_{L−1})·V_L.
 """
+
 from __future__ import annotations
 
 import torch

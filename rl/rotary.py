@@ -5,6 +5,7 @@ integer code, interleaved pairs, θ = 10000 (the default frequencies of rotary-e
 at dim D_h). Angles are computed directly from the code, so there is no table to overflow
 (the reference's 1000/5000-entry tables, DESIGN §11 #21). Rotation runs in fp32.
 """
+
 from __future__ import annotations
 
 import torch

@@ -4,6 +4,7 @@ WarmupLinear keeps the reference's semantics: f(0) = 0, a ramp to (1 − ρ) jus
 warm-up ends, a jump to 1 at W, then a linear fall to ρ at S. ``smooth_warmup`` ramps to 1
 instead. Cosine is a quarter cosine from 1 to ρ after a linear warm-up.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,6 +31,4 @@ def build_scheduler(optimizer: torch.optim.Optimizer, cfg) -> torch.optim.lr_sch
     warmup, total = int(cfg.get("warmup", 1000)), int(cfg.get("total"))
     ratio, smooth = float(cfg.get("ratio", 0.0)), bool(cfg.get("smooth_warmup", False))
     lr_factor(name, 0, warmup, total, ratio)  # validate the name now, not at the first step
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda n: lr_factor(name, n, warmup, total, ratio, smooth)
-    )
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda n: lr_factor(name, n, warmup, total, ratio, smooth))

@@ -10,6 +10,7 @@
 Durability covers process kills (the page cache outlives the process); power loss is not covered
 (no fsync: it would double the time of every checkpoint on a slow disk).
 """
+
 from __future__ import annotations
 
 import errno
@@ -120,7 +121,7 @@ def append_line(path: Path, line: str, then: str = "rerun the same command") -> 
         try:
             data = memoryview(line.encode("utf-8") + b"\n")
             while data:
-                data = data[f.write(data):]
+                data = data[f.write(data) :]
         except OSError as exc:
             if exc.errno in DISK_FULL:
                 f.truncate(start)
@@ -176,8 +177,9 @@ class FolderLock:
                 pass
             os.close(fd)
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}"
-                  .encode(), 0)
+        os.pwrite(
+            fd, f"pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}".encode(), 0
+        )
         self._fd = fd
         return self
 
@@ -217,8 +219,10 @@ def load_checkpoint(path: Path, map_location: Any = None) -> dict[str, Any]:
     except (RuntimeError, EOFError, OSError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
-        raise CheckpointLoadError(f"{path} is not a readable checkpoint ({str(exc).splitlines()[0]}); "
-                                  f"it may be truncated: delete it or restore it from a copy") from None
+        raise CheckpointLoadError(
+            f"{path} is not a readable checkpoint ({str(exc).splitlines()[0]}); "
+            f"it may be truncated: delete it or restore it from a copy"
+        ) from None
     if not isinstance(state, dict):
         raise CheckpointLoadError(f"{path} holds a {type(state).__name__}, not a Q-RAG checkpoint")
     return state

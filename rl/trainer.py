@@ -7,6 +7,7 @@ Data parallel under torchrun / accelerate launch (docs/DISTRIBUTED.md): every ra
 own environments and gradients are averaged in PQNLearner.optimizer_step; rank 0 alone writes the
 run folder and evaluates while the others wait at a barrier.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,29 +67,41 @@ def open_run_dir(cfg: DictConfig) -> tuple[Path, FolderLock, bool]:
     killed before its first checkpoint holds nothing to resume and starts again from step 0."""
     run_dir = hydra_output_dir() or Path(cfg.get("run_dir") or "runs/unnamed")
     run_dir.mkdir(parents=True, exist_ok=True)
-    lock = FolderLock(run_dir / ".lock", f"run folder {run_dir}",
-                      "wait for that training to end, or choose another folder (hydra.run.dir=...)").acquire()
+    lock = FolderLock(
+        run_dir / ".lock",
+        f"run folder {run_dir}",
+        "wait for that training to end, or choose another folder (hydra.run.dir=...)",
+    ).acquire()
     try:
         for p in remove_stale_tmp(run_dir, (*RUN_FILES, "config.yaml", "config_resolved.yaml")):
             log.warning("removed %s, a checkpoint left half-written by a killed run", p)
         has_ckpt = (run_dir / "model_last.pt").exists()
         if cfg.resume and not has_ckpt and not (run_dir / "config.yaml").exists():
-            raise RunFolderError(f"resume=true but {run_dir} holds no run (no model_last.pt, no config.yaml); "
-                                 f"point hydra.run.dir at the folder of the run to continue")
+            raise RunFolderError(
+                f"resume=true but {run_dir} holds no run (no model_last.pt, no config.yaml); "
+                f"point hydra.run.dir at the folder of the run to continue"
+            )
         if not cfg.resume and has_ckpt:
             existing = [f for f in RUN_FILES if (run_dir / f).exists()]
             raise RunFolderError(
                 f"run folder {run_dir} already holds a run ({', '.join(existing)}). Continue it with "
-                f"resume=true, or choose a new folder (hydra.run.dir=...)")
-        leftovers = [] if has_ckpt else [p for p in (*(run_dir / f for f in RUN_FILES), run_dir / "tb_logs")
-                                         if p.exists()]
+                f"resume=true, or choose a new folder (hydra.run.dir=...)"
+            )
+        leftovers = (
+            [] if has_ckpt else [p for p in (*(run_dir / f for f in RUN_FILES), run_dir / "tb_logs") if p.exists()]
+        )
         if leftovers and any(int(r.get("step", 0)) > 0 for r in read_jsonl_rows(run_dir / METRICS)):
             raise RunFolderError(  # trained past step 0, then model_last.pt went missing: not ours to delete
                 f"{run_dir} holds a run trained past step 0 ({METRICS}) but no model_last.pt to continue it from. "
-                f"Restore model_last.pt, or delete {', '.join(p.name for p in leftovers)} to start again")
+                f"Restore model_last.pt, or delete {', '.join(p.name for p in leftovers)} to start again"
+            )
         if leftovers:
-            log.warning("%s has no model_last.pt: its run stopped before the first checkpoint. Removing %s and "
-                        "starting from step 0", run_dir, ", ".join(p.name for p in leftovers))
+            log.warning(
+                "%s has no model_last.pt: its run stopped before the first checkpoint. Removing %s and "
+                "starting from step 0",
+                run_dir,
+                ", ".join(p.name for p in leftovers),
+            )
             for p in leftovers:
                 shutil.rmtree(p) if p.is_dir() else p.unlink()
     except BaseException:
@@ -150,8 +163,9 @@ class Trainer:
         if self.cfg.logger.tensorboard and dist.is_main():
             from torch.utils.tensorboard import SummaryWriter
 
-            self.writer = SummaryWriter(str(self.run_dir / "tb_logs"), comment=f"_QRAG_{self.cfg.envs.task}",
-                                        purge_step=purge_step)
+            self.writer = SummaryWriter(
+                str(self.run_dir / "tb_logs"), comment=f"_QRAG_{self.cfg.envs.task}", purge_step=purge_step
+            )
 
     def close(self) -> None:
         if self.writer is not None:
@@ -184,8 +198,11 @@ class Trainer:
     # -- checkpoints ----------------------------------------------------------------------
     def rank_state(self) -> dict[str, Any]:
         """What differs between data-parallel ranks: environments and random streams."""
-        return {"env": self.learner.env.state_dict(), "policy_gen": self.learner.policy_gen.get_state(),
-                "rng": rng_state()}
+        return {
+            "env": self.learner.env.state_dict(),
+            "policy_gen": self.learner.policy_gen.get_state(),
+            "rng": rng_state(),
+        }
 
     def load_rank_state(self, state: dict[str, Any]) -> None:
         self.learner.env.load_state_dict(state["env"])
@@ -211,10 +228,13 @@ class Trainer:
     def best_checkpoint(self) -> dict[str, Any]:
         """What evaluation reads: the agent's weights and the config, without the optimiser, the
         environments and the metric rows (a quarter of model_last.pt's size)."""
-        return {"learner": {"agent": self.learner.agent.state_dict()}, "best": self.best,
-                "step": self.learner.counters.optimizer_steps,
-                "config": OmegaConf.to_container(without_hydra(self.cfg), resolve=True),
-                "code_version": code_version()}
+        return {
+            "learner": {"agent": self.learner.agent.state_dict()},
+            "best": self.best,
+            "step": self.learner.counters.optimizer_steps,
+            "config": OmegaConf.to_container(without_hydra(self.cfg), resolve=True),
+            "code_version": code_version(),
+        }
 
     def save(self, name: str) -> None:
         state = self.best_checkpoint() if name == "model_best.pt" else self.checkpoint()
@@ -237,8 +257,12 @@ class Trainer:
             if dist.rank() < len(saved):
                 self.load_rank_state(saved[dist.rank()])
             else:
-                log.warning("rank %d: the checkpoint holds no state for this rank (saved by %d ranks); "
-                            "its environments start afresh", dist.rank(), len(saved) or 1)
+                log.warning(
+                    "rank %d: the checkpoint holds no state for this rank (saved by %d ranks); "
+                    "its environments start afresh",
+                    dist.rank(),
+                    len(saved) or 1,
+                )
                 self.load_rank_state(own)
         if dist.is_main():
             self.restore_metrics(state)
@@ -260,8 +284,12 @@ class Trainer:
         self.metrics_rows = list(rows)
         if on_disk != self.metrics_rows:
             write_jsonl(path, self.metrics_rows, RESUME)
-            log.warning("%s: rewritten from the checkpoint (%d rows on disk, %d in the checkpoint)",
-                        path, len(on_disk), len(self.metrics_rows))
+            log.warning(
+                "%s: rewritten from the checkpoint (%d rows on disk, %d in the checkpoint)",
+                path,
+                len(on_disk),
+                len(self.metrics_rows),
+            )
 
     # -- logging --------------------------------------------------------------------------
     def log_scalars(self, scalars: dict[str, float], step: int) -> None:
@@ -293,9 +321,15 @@ class Trainer:
         row in metrics.jsonl. Resume rebuilds metrics.jsonl from model_last.pt, and a model_best.pt
         newer than model_last.pt is rewritten when the resumed run reaches that evaluation again."""
         c = self.learner.counters
-        row = {"step": c.optimizer_steps, "env_steps": self.env_steps(), "eval/return": summary["return"],
-               "eval/fact_em": summary["fact_em"], "eval/fact_f1": summary["fact_f1"],
-               "eval/split": summary["split"], **extra}
+        row = {
+            "step": c.optimizer_steps,
+            "env_steps": self.env_steps(),
+            "eval/return": summary["return"],
+            "eval/fact_em": summary["fact_em"],
+            "eval/fact_f1": summary["fact_f1"],
+            "eval/split": summary["split"],
+            **extra,
+        }
         self.metrics_rows.append(row)
         improved = summary["return"] > self.best
         if improved:
@@ -303,10 +337,19 @@ class Trainer:
             self.save("model_best.pt")
         self.save("model_last.pt")
         append_line(self.run_dir / METRICS, json.dumps(row), RESUME)
-        self.log_scalars({"eval r_sum": summary["return"], "eval/fact_em": summary["fact_em"],
-                          "eval/fact_f1": summary["fact_f1"]}, self.env_steps())
-        log.info("eval @ step %d (%s): return %.3f fact_em %s fact_f1 %s%s", c.optimizer_steps, summary["split"],
-                 summary["return"], _fmt(summary["fact_em"]), _fmt(summary["fact_f1"]), " (best)" if improved else "")
+        self.log_scalars(
+            {"eval r_sum": summary["return"], "eval/fact_em": summary["fact_em"], "eval/fact_f1": summary["fact_f1"]},
+            self.env_steps(),
+        )
+        log.info(
+            "eval @ step %d (%s): return %.3f fact_em %s fact_f1 %s%s",
+            c.optimizer_steps,
+            summary["split"],
+            summary["return"],
+            _fmt(summary["fact_em"]),
+            _fmt(summary["fact_f1"]),
+            " (best)" if improved else "",
+        )
 
     # -- main loop ------------------------------------------------------------------------
     def train(self) -> dict[str, Any]:
@@ -329,8 +372,12 @@ class Trainer:
                 self.write_config()
             if self.test_indices() and dist.is_main():
                 self.untrained_test, _ = self.evaluate(self.test_ds, self.test_indices(), "test")
-                log.info("untrained retriever on %d test samples: fact_em %s fact_f1 %s", self.untrained_test["n"],
-                         _fmt(self.untrained_test["fact_em"]), _fmt(self.untrained_test["fact_f1"]))
+                log.info(
+                    "untrained retriever on %d test samples: fact_em %s fact_f1 %s",
+                    self.untrained_test["n"],
+                    _fmt(self.untrained_test["fact_em"]),
+                    _fmt(self.untrained_test["fact_f1"]),
+                )
             learner.env.reset_all()
             self.eval_and_record({})
         log_every = int(cfg.logger.log_interval)
@@ -338,8 +385,13 @@ class Trainer:
         n_acc = 0
         t_last, env_last = time.perf_counter(), learner.counters.env_steps
         loop = {"steps": learner.counters.optimizer_steps, "start": time.time(), "eval_s": 0.0}
-        bar = tqdm(total=total, initial=learner.counters.optimizer_steps, desc="train", dynamic_ncols=True,
-                   disable=not cfg.logger.progress_bar or not dist.is_main())
+        bar = tqdm(
+            total=total,
+            initial=learner.counters.optimizer_steps,
+            desc="train",
+            dynamic_ncols=True,
+            disable=not cfg.logger.progress_bar or not dist.is_main(),
+        )
         while learner.counters.optimizer_steps < total:
             before = learner.counters.optimizer_steps
             scalars = learner.micro_step()
@@ -360,12 +412,21 @@ class Trainer:
                     means["train r_sum"] = sum(fin) / len(fin)
                 self.log_scalars(means, self.env_steps())
                 loss = means.get(learner.LOSS, float("nan"))
-                bar.set_postfix(ret=f"{means.get('train r_sum', float('nan')):.3f}", loss=f"{loss:.4f}",
-                                sps=f"{means['sps']:.1f}")
+                bar.set_postfix(
+                    ret=f"{means.get('train r_sum', float('nan')):.3f}", loss=f"{loss:.4f}", sps=f"{means['sps']:.1f}"
+                )
                 shown = {k: means[k] for k in ("q_mean", "alpha", "lr") if k in means}
-                log.info("step %d/%d env_steps %d %s %.4f train_return %s %s sps %.1f", step, total,
-                         self.env_steps(), learner.LOSS, loss, _fmt(means.get("train r_sum")),
-                         " ".join(f"{k} {v:.3g}" for k, v in shown.items()), means["sps"])
+                log.info(
+                    "step %d/%d env_steps %d %s %.4f train_return %s %s sps %.1f",
+                    step,
+                    total,
+                    self.env_steps(),
+                    learner.LOSS,
+                    loss,
+                    _fmt(means.get("train r_sum")),
+                    " ".join(f"{k} {v:.3g}" for k, v in shown.items()),
+                    means["sps"],
+                )
                 acc, n_acc = {}, 0
                 t_last, env_last = now, learner.counters.env_steps
             if step % int(cfg.eval_interval) == 0 or step == total:
@@ -375,8 +436,12 @@ class Trainer:
         bar.close()
         # throughput of this process's training loop (scripts/bench_concurrency.sh sums it over runs)
         end = time.time()
-        self.train_loop = {"steps": learner.counters.optimizer_steps - loop["steps"], "start": loop["start"],
-                           "end": end, "seconds_without_eval": end - loop["start"] - loop["eval_s"]}
+        self.train_loop = {
+            "steps": learner.counters.optimizer_steps - loop["steps"],
+            "start": loop["start"],
+            "end": end,
+            "seconds_without_eval": end - loop["start"] - loop["eval_s"],
+        }
         if not dist.enabled():
             return self.finish()
         summary = self.finish() if dist.is_main() else None
@@ -387,31 +452,52 @@ class Trainer:
         """Transitions per optimiser step: world × (L × E ≥ batch_size) × accumulate_grads."""
         b, w = self.learner.batch_shape(), dist.world()
         per_rank = b.rollout_len * b.n_envs
-        log.info("effective batch: %d ranks × %d transitions (L=%d × E=%d, batch_size=%d) × accumulate_grads %d "
-                 "= %d transitions per optimiser step", w, per_rank, b.rollout_len, b.n_envs,
-                 b.batch_size, b.k_accum, w * per_rank * b.k_accum)
+        log.info(
+            "effective batch: %d ranks × %d transitions (L=%d × E=%d, batch_size=%d) × accumulate_grads %d "
+            "= %d transitions per optimiser step",
+            w,
+            per_rank,
+            b.rollout_len,
+            b.n_envs,
+            b.batch_size,
+            b.k_accum,
+            w * per_rank * b.k_accum,
+        )
 
     def finish(self) -> dict[str, Any]:
-        summary: dict[str, Any] = {"best/eval_return": self.best, "eval_split": self.eval_split,
-                                   "optimizer_steps": self.learner.counters.optimizer_steps,
-                                   "env_steps": self.env_steps(), "train_loop": getattr(self, "train_loop", None)}
+        summary: dict[str, Any] = {
+            "best/eval_return": self.best,
+            "eval_split": self.eval_split,
+            "optimizer_steps": self.learner.counters.optimizer_steps,
+            "env_steps": self.env_steps(),
+            "train_loop": getattr(self, "train_loop", None),
+        }
         if dist.enabled():
             b = self.learner.batch_shape()
-            summary.update({"world_size": dist.world(),
-                            "effective_batch": dist.world() * b.rollout_len * b.n_envs * b.k_accum})
+            summary.update(
+                {"world_size": dist.world(), "effective_batch": dist.world() * b.rollout_len * b.n_envs * b.k_accum}
+            )
         if self.untrained_test is not None:
             best = load_checkpoint(self.run_dir / "model_best.pt", map_location=self.device)
             self.agent.load_state_dict(best["learner"]["agent"])
             self.agent.weights_version += 1
             trained, _ = self.evaluate(self.test_ds, self.test_indices(), "test")
-            summary.update({"untrained/fact_em": self.untrained_test["fact_em"],
-                            "untrained/fact_f1": self.untrained_test["fact_f1"],
-                            "untrained/return": self.untrained_test["return"],
-                            "trained/fact_em": trained["fact_em"], "trained/fact_f1": trained["fact_f1"],
-                            "trained/return": trained["return"], "test_samples": trained["n"]})
-            print(f"[Q-RAG] held-out test ({trained['n']} samples): fact F1 untrained "
-                  f"{_fmt(self.untrained_test['fact_f1'])} -> trained {_fmt(trained['fact_f1'])}; fact EM "
-                  f"{_fmt(self.untrained_test['fact_em'])} -> {_fmt(trained['fact_em'])}")
+            summary.update(
+                {
+                    "untrained/fact_em": self.untrained_test["fact_em"],
+                    "untrained/fact_f1": self.untrained_test["fact_f1"],
+                    "untrained/return": self.untrained_test["return"],
+                    "trained/fact_em": trained["fact_em"],
+                    "trained/fact_f1": trained["fact_f1"],
+                    "trained/return": trained["return"],
+                    "test_samples": trained["n"],
+                }
+            )
+            print(
+                f"[Q-RAG] held-out test ({trained['n']} samples): fact F1 untrained "
+                f"{_fmt(self.untrained_test['fact_f1'])} -> trained {_fmt(trained['fact_f1'])}; fact EM "
+                f"{_fmt(self.untrained_test['fact_em'])} -> {_fmt(trained['fact_em'])}"
+            )
         atomic_write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2))
         return summary
 

@@ -5,6 +5,7 @@ entry points print each as an ``error:`` line. :class:`ValidateConfig` is a Hydr
 (``hydra.callbacks`` in configs/training.yaml and configs/testing.yaml) that runs the same checks
 before Hydra creates the run folder, so a mistyped command leaves nothing behind.
 """
+
 from __future__ import annotations
 
 import re
@@ -71,13 +72,19 @@ class Checker:
 
     def integer(self, key: str, low: int, nullable: bool = False, high: int | None = None) -> None:
         want = f"an integer >= {low}" + (f" and <= {high}" if high is not None else "")
-        self.check(key, lambda v: _is_int(v) and v >= low and (high is None or v <= high),
-                   want + (" or null" if nullable else ""), nullable)
+        self.check(
+            key,
+            lambda v: _is_int(v) and v >= low and (high is None or v <= high),
+            want + (" or null" if nullable else ""),
+            nullable,
+        )
 
-    def number(self, key: str, low: float, high: float | None = None, low_open: bool = False,
-               nullable: bool = False) -> None:
+    def number(
+        self, key: str, low: float, high: float | None = None, low_open: bool = False, nullable: bool = False
+    ) -> None:
         def ok(v: Any) -> bool:
             return _is_num(v) and (v > low if low_open else v >= low) and (high is None or v <= high)
+
         rng = f"{'>' if low_open else '>='} {low:g}" + (f" and <= {high:g}" if high is not None else "")
         self.check(key, ok, f"a number {rng}" + (" or null" if nullable else ""), nullable)
 
@@ -89,8 +96,12 @@ class Checker:
 
     def name(self, key: str) -> None:
         """A value that ends up in a file name (output paths stay inside their folders)."""
-        self.check(key, lambda v: _is_int(v) or (isinstance(v, str) and SAFE_NAME.fullmatch(v) is not None),
-                   "a plain name (letters, digits, _ . + = , -; no / and no leading dot)", nullable=True)
+        self.check(
+            key,
+            lambda v: _is_int(v) or (isinstance(v, str) and SAFE_NAME.fullmatch(v) is not None),
+            "a plain name (letters, digits, _ . + = , -; no / and no leading dot)",
+            nullable=True,
+        )
 
 
 def _device_ok(v: Any) -> bool:
@@ -148,8 +159,10 @@ def _check_common(c: Checker) -> None:
         c.check(f"speed.{k}", lambda v: isinstance(v, bool), "true or false", nullable=True)
     present, key = c.value("feedback.api_key")
     if present and key:
-        c.errors.append(f"feedback.api_key: keys are not taken from the config (it is saved in config.yaml, the "
-                        f"logs and the checkpoint); remove it and export {KEY_ENV}=<key> instead")
+        c.errors.append(
+            f"feedback.api_key: keys are not taken from the config (it is saved in config.yaml, the "
+            f"logs and the checkpoint); remove it and export {KEY_ENV}=<key> instead"
+        )
 
 
 def check_training(cfg: DictConfig) -> None:
@@ -173,8 +186,11 @@ def check_training(cfg: DictConfig) -> None:
     c.number("algo.optimizer.lr", 0.0, low_open=True)
     c.number("algo.optimizer.weight_decay", 0.0)
     c.number("algo.optimizer.eps", 0.0, low_open=True)
-    c.check("algo.optimizer.betas", lambda v: len(v) == 2 and all(_is_num(b) and 0 <= b < 1 for b in v),
-            "two numbers in [0, 1)")
+    c.check(
+        "algo.optimizer.betas",
+        lambda v: len(v) == 2 and all(_is_num(b) and 0 <= b < 1 for b in v),
+        "two numbers in [0, 1)",
+    )
     c.integer("algo.scheduler.warmup", 0)
     c.number("algo.max_grad_norm", 0.0, low_open=True)
     learner = LEARNERS.get(str(c.value("algo.objective")[1]))

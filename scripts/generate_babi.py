@@ -7,6 +7,7 @@ copy is shipped) they are written as {task}_{split}.txt.gz, which the loader rea
 Every file is re-checked by an independent simulation (envs.data.babi_generator.check_babi_lines)
 before it is written.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -9,6 +9,7 @@ Writes (under --out, the ``paths.data_root`` layout):
   2wikimultihopqa/{train,dev,test}.json
   ruler_qa/qa_2.jsonl   (RULER QA format from the HotpotQA dev questions, with gold_docs)
 """
+
 from __future__ import annotations
 
 import argparse

@@ -12,6 +12,7 @@ A length N holds the input and RULER's 128-token answer budget. Haystack sentenc
 corpus (``--corpus``; default the project's data/babilong/pg19-with-sentences/{train,test}.jsonl.gz:
 train books for train, test books for test files), or any .txt file.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,12 +53,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--validation", default=None, help="N:TOKENS for validation.jsonl")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--corpus", default=None, help="noise corpus (.jsonl[.gz] / save_to_disk folder / .txt)")
-    ap.add_argument("--tokenizer", default="minilm",
-                    help="the reader's tokenizer, which counts the length (RULER counts with the evaluated model's): "
-                         "a HF name or folder, 'gpt2' (shipped), 'minilm' (offline MiniLM, default) or 'whitespace' (words)")
-    ap.add_argument("--haystack-start", default="fixed", choices=("fixed", "random"),
-                    help="essay haystack start: fixed = the corpus's first sentence for every sample (RULER), "
-                         "random = a random sentence per sample")
+    ap.add_argument(
+        "--tokenizer",
+        default="minilm",
+        help="the reader's tokenizer, which counts the length (RULER counts with the evaluated model's): "
+        "a HF name or folder, 'gpt2' (shipped), 'minilm' (offline MiniLM, default) or 'whitespace' (words)",
+    )
+    ap.add_argument(
+        "--haystack-start",
+        default="fixed",
+        choices=("fixed", "random"),
+        help="essay haystack start: fixed = the corpus's first sentence for every sample (RULER), "
+        "random = a random sentence per sample",
+    )
     ap.add_argument("--gzip", action="store_true", help="write .jsonl.gz (the NIAH loader reads both)")
     args = ap.parse_args(argv)
 
@@ -68,7 +76,11 @@ def main(argv: list[str] | None = None) -> None:
         if TASKS[args.task].haystack != "essay":
             return None
         if kind not in corpora:
-            path = Path(args.corpus) if args.corpus else DEFAULT_CORPUS / f"{'train' if kind == 'train' else 'test'}.jsonl.gz"
+            path = (
+                Path(args.corpus)
+                if args.corpus
+                else DEFAULT_CORPUS / f"{'train' if kind == 'train' else 'test'}.jsonl.gz"
+            )
             corpora[kind] = read_corpus(path)
         return corpora[kind]
 

@@ -9,6 +9,7 @@ Reads ``DIR/metrics.jsonl`` as rl/trainer.py writes it: one line per in-training
 Runs sharing a label (seeds) are averaged per step; the plot shades their min-max. The table lists,
 per metric and per step present in every run, each label's value and |first label - second label|.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,13 @@ def aggregate(runs: list[dict[str, dict[int, float]]], metric: str, steps: list[
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--run", action="append", required=True, metavar="LABEL=DIR",
-                   help="a run folder with metrics.jsonl; repeat a label to average seeds")
+    p.add_argument(
+        "--run",
+        action="append",
+        required=True,
+        metavar="LABEL=DIR",
+        help="a run folder with metrics.jsonl; repeat a label to average seeds",
+    )
     p.add_argument("--metrics", default="return,fact_em", help="comma-separated, e.g. return,fact_em,fact_f1")
     p.add_argument("--out", required=True, type=Path, help="png to write")
     p.add_argument("--table", type=Path, help="also write the comparison table here as markdown")
@@ -95,8 +101,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, tuple[float, float]]:
             lines.append(f"| {s} | " + " | ".join(f"{c:.4f}" for c in cells) + " |")
         if diffs:
             stats[m] = (max(diffs), sum(diffs) / len(diffs))
-            lines += ["", f"max abs diff: {stats[m][0]:.4f}, mean abs diff: {stats[m][1]:.4f} "
-                          f"over {len(diffs)} steps"]
+            lines += ["", f"max abs diff: {stats[m][0]:.4f}, mean abs diff: {stats[m][1]:.4f} over {len(diffs)} steps"]
         lines.append("")
 
     fig.tight_layout()

@@ -23,6 +23,7 @@ oracle-stopped episode is the prefix of the fixed-budget one that ends at the st
 chunk was taken. ``eval_*_oracle.jsonl`` files written with ``+legacy.oracle_stop=true`` are read as a
 check of that rule (``oracle_check`` in the printed summary).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,13 +42,16 @@ from prompts_and_metrics.metrics import fact_metrics
 ROOT = Path(__file__).resolve().parents[1]
 
 # Paper Table 3 (QA3 fact F1 x100, oracle stopping) at the BabiLong grid's nominal lengths.
-PAPER_T3 = {"Q-RAG": [97.8, 97.4, 97.1, 96.8, 96.5], "w/o Soft-Q": [95.9, 95.5, 94.5, 94.0, 93.3],
-            "w/o Target": [79.2, 78.1, 77.6, 77.4, 75.9], "SFT": [20.33, 20.87, 20.10, 18.30, None],
-            "w/o FT": [15.52, 16.38, 15.51, 15.34, None]}
+PAPER_T3 = {
+    "Q-RAG": [97.8, 97.4, 97.1, 96.8, 96.5],
+    "w/o Soft-Q": [95.9, 95.5, 94.5, 94.0, 93.3],
+    "w/o Target": [79.2, 78.1, 77.6, 77.4, 75.9],
+    "SFT": [20.33, 20.87, 20.10, 18.30, None],
+    "w/o FT": [15.52, 16.38, 15.51, 15.34, None],
+}
 GRID = {50: "1K", 160: "4K", 1200: "32K", 4600: "128K", 40000: "1M", 400000: "10M"}
 PAPER_TOKENS = {"1K": 1e3, "4K": 4e3, "32K": 32e3, "128K": 128e3, "1M": 1e6}
-METHODS = {"t_qrag": "Q-RAG", "t_nosoftq": "w/o Soft-Q", "t_notarget": "w/o Target", "t_sft": "SFT",
-           "t_noft": "w/o FT"}
+METHODS = {"t_qrag": "Q-RAG", "t_nosoftq": "w/o Soft-Q", "t_notarget": "w/o Target", "t_sft": "SFT", "t_noft": "w/o FT"}
 
 
 def oracle_prefix(pred_idx: Sequence[int], sf_idx: Iterable[int]) -> list[int]:
@@ -94,8 +98,13 @@ def score_file(path: Path, limit: int | None = None) -> dict[str, float]:
         f1.append(fixed["f1"])
         of1.append(fact_metrics(oracle_prefix(r["pred_idx"], r["sf_idx"]), r["sf_idx"])["f1"])
         tok.append(r["text_len"])
-    return {"n": len(recs), "fact_em": statistics.fmean(em), "fact_f1": statistics.fmean(f1),
-            "oracle_f1": statistics.fmean(of1), "tokens": statistics.fmean(tok)}
+    return {
+        "n": len(recs),
+        "fact_em": statistics.fmean(em),
+        "fact_f1": statistics.fmean(f1),
+        "oracle_f1": statistics.fmean(of1),
+        "tokens": statistics.fmean(tok),
+    }
 
 
 def curve(run: Path) -> list[tuple[int, float]]:
@@ -112,14 +121,19 @@ def mean_std(xs: list[float]) -> str:
 # -- sections ----------------------------------------------------------------------------------
 def sweep_section(runs: dict[str, Path], out: Path) -> list[str]:
     names = [n for n in runs if n.startswith(("s_", "t_")) and (runs[n] / "metrics.jsonl").exists()]
-    lines = ["| run | steps reached | validation fact EM, best | mean of the last 3 evaluations | curve (every 100 steps) |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| run | steps reached | validation fact EM, best | mean of the last 3 evaluations | curve (every 100 steps) |",
+        "|---|---|---|---|---|",
+    ]
     curves = {n: curve(runs[n]) for n in names}
     for n in names:
         c = curves[n]
         last3 = [em for _, em in c[-3:]]
-        lines.append(f"| {n} | {c[-1][0]} | {max(em for _, em in c):.2f} | {statistics.fmean(last3):.2f} | "
-                     + " ".join(f"{em:.2f}" for _, em in c) + " |")
+        lines.append(
+            f"| {n} | {c[-1][0]} | {max(em for _, em in c):.2f} | {statistics.fmean(last3):.2f} | "
+            + " ".join(f"{em:.2f}" for _, em in c)
+            + " |"
+        )
     (out / "sweep.md").write_text("\n".join(lines) + "\n")
     _plot_sweep(curves, out / "sweep.png")
     return lines
@@ -127,8 +141,10 @@ def sweep_section(runs: dict[str, Path], out: Path) -> list[str]:
 
 def _plot_sweep(curves: dict[str, list[tuple[int, float]]], path: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
     knobs = [n for n in curves if n.startswith("s_")]
     cmap = plt.get_cmap("tab20")
@@ -141,10 +157,17 @@ def _plot_sweep(curves: dict[str, list[tuple[int, float]]], path: Path) -> None:
         if method is None:
             continue
         k = list(METHODS).index(method)
-        axes[1].plot([s for s, _ in c], [em for _, em in c], marker=".", color=f"C{k}",
-                     label=METHODS[method] if n in ("s_D", f"{method}_s1", "t_noft") else None)
-    for ax, title in ((axes[0], "qa3: one knob changed from the reference settings (seed 1)"),
-                      (axes[1], "qa3: Table 3 methods, seeds 1-3 (one line per seed)")):
+        axes[1].plot(
+            [s for s, _ in c],
+            [em for _, em in c],
+            marker=".",
+            color=f"C{k}",
+            label=METHODS[method] if n in ("s_D", f"{method}_s1", "t_noft") else None,
+        )
+    for ax, title in (
+        (axes[0], "qa3: one knob changed from the reference settings (seed 1)"),
+        (axes[1], "qa3: Table 3 methods, seeds 1-3 (one line per seed)"),
+    ):
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("optimiser step")
         ax.grid(alpha=0.3)
@@ -165,20 +188,36 @@ def lengths_section(runs: dict[str, Path], qa3: str, out: Path) -> tuple[list[st
     for task, run in tasks.items():
         files = eval_files(run)
         table[task] = {ns: score_file(p) for (ns, oracle), p in files.items() if not oracle}
-        checks += [(task, files[(ns, False)], p) for (ns, oracle), p in files.items()
-                   if oracle and (ns, False) in files]
+        checks += [
+            (task, files[(ns, False)], p) for (ns, oracle), p in files.items() if oracle and (ns, False) in files
+        ]
     cols = sorted({ns for t in table.values() for ns in t})
     head = "| task | metric | " + " | ".join(f"{GRID.get(ns, ns)} ({ns} sent.)" for ns in cols) + " |"
     lines = [head, "|---|---|" + "---|" * len(cols)]
     for task, row in table.items():
-        for key, label in (("tokens", "measured tokens"), ("n", "samples"), ("fact_em", "fact EM"),
-                           ("fact_f1", "fact F1 (T fixed)"), ("oracle_f1", "fact F1 (oracle stop)")):
+        for key, label in (
+            ("tokens", "measured tokens"),
+            ("n", "samples"),
+            ("fact_em", "fact EM"),
+            ("fact_f1", "fact F1 (T fixed)"),
+            ("oracle_f1", "fact F1 (oracle stop)"),
+        ):
             cells = []
             for ns in cols:
                 v = row.get(ns, {}).get(key)
-                cells.append("–" if v is None else (f"{v / 1e3:.1f}K" if key == "tokens" and v < 1e6 else
-                                                    f"{v / 1e6:.2f}M" if key == "tokens" else
-                                                    f"{int(v)}" if key == "n" else f"{v:.3f}"))
+                cells.append(
+                    "–"
+                    if v is None
+                    else (
+                        f"{v / 1e3:.1f}K"
+                        if key == "tokens" and v < 1e6
+                        else f"{v / 1e6:.2f}M"
+                        if key == "tokens"
+                        else f"{int(v)}"
+                        if key == "n"
+                        else f"{v:.3f}"
+                    )
+                )
             lines.append(f"| {task} | {label} | " + " | ".join(cells) + " |")
     (out / "lengths.md").write_text("\n".join(lines) + "\n")
     _plot_lengths(table, out / "lengths.png")
@@ -187,8 +226,10 @@ def lengths_section(runs: dict[str, Path], qa3: str, out: Path) -> tuple[list[st
 
 def _plot_lengths(table: dict[str, dict[int, dict[str, float]]], path: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     for task, row in table.items():
         ns = sorted(row)
@@ -232,11 +273,19 @@ def table3_section(runs: dict[str, Path], qrag_seed1: str, out: Path) -> list[st
         for method, f in files.items():
             scores[method][ns] = [score_file(p, limit=common) for p in f[ns]]
     lines = []
-    for key, title in (("oracle_f1", "fact F1 × 100, oracle stopping (the paper's protocol)"),
-                       ("fact_f1", "fact F1 × 100, fixed budget T = 6"), ("fact_em", "fact EM × 100, fixed budget")):
-        lines += [f"**{title}**", "", "| method | " + " | ".join(
-            f"{GRID[ns]} (n per seed)" for ns in cols) + " | paper (1K / 32K / 1M, oracle F1) |",
-            "|---|" + "---|" * (len(cols) + 1)]
+    for key, title in (
+        ("oracle_f1", "fact F1 × 100, oracle stopping (the paper's protocol)"),
+        ("fact_f1", "fact F1 × 100, fixed budget T = 6"),
+        ("fact_em", "fact EM × 100, fixed budget"),
+    ):
+        lines += [
+            f"**{title}**",
+            "",
+            "| method | "
+            + " | ".join(f"{GRID[ns]} (n per seed)" for ns in cols)
+            + " | paper (1K / 32K / 1M, oracle F1) |",
+            "|---|" + "---|" * (len(cols) + 1),
+        ]
         for method, per_len in scores.items():
             cells = []
             for ns in cols:
@@ -255,8 +304,10 @@ def table3_section(runs: dict[str, Path], qrag_seed1: str, out: Path) -> list[st
 
 def _plot_table3(scores: dict[str, dict[int, list[dict[str, float]]]], cols: list[int], path: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(12, 4.5))
     width = 0.8 / max(1, len(scores))
     for i, (method, per_len) in enumerate(scores.items()):
@@ -269,8 +320,15 @@ def _plot_table3(scores: dict[str, dict[int, list[dict[str, float]]]], cols: lis
             ax.scatter([x] * len(xs), xs, color="k", s=10, zorder=3)
             paper = PAPER_T3[method][list(GRID).index(ns)] if ns in list(GRID)[:5] else None
             if paper is not None:
-                ax.scatter([x], [paper], marker="_", s=200, color=f"C{i}", zorder=3,
-                           label="paper (contriever), same colour" if (i, j) == (0, 0) else None)
+                ax.scatter(
+                    [x],
+                    [paper],
+                    marker="_",
+                    s=200,
+                    color=f"C{i}",
+                    zorder=3,
+                    label="paper (contriever), same colour" if (i, j) == (0, 0) else None,
+                )
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(cols))], [GRID[ns] for ns in cols])
     ax.set_ylabel("qa3 fact F1 × 100, oracle stopping")
     ax.set_title("Table 3 on qa3 (MiniLM, embedded data): bars = seed mean, dots = seeds, dashes = paper", fontsize=10)
@@ -310,10 +368,14 @@ def decoy_section(runs: dict[str, Path], babi: Path, out: Path) -> list[str]:
     samples = load_babi_file(babi)
     flags = decoy_flags(samples)
     n_decoy = sum(has_decoy(smp) for smp in samples)
-    lines = [f"qa3 test file `{babi.name}`: {n_decoy} of {len(samples)} questions ({100 * n_decoy / len(samples):.0f} %) "
-             "have a decoy pick-up. Records are matched to questions by (question, answer, supporting "
-             "sentences); `unmatched` = records whose key is ambiguous in the file.", "",
-             "| run | length | fact EM, no decoy (n) | fact EM, decoy (n) | unmatched |", "|---|---|---|---|---|"]
+    lines = [
+        f"qa3 test file `{babi.name}`: {n_decoy} of {len(samples)} questions ({100 * n_decoy / len(samples):.0f} %) "
+        "have a decoy pick-up. Records are matched to questions by (question, answer, supporting "
+        "sentences); `unmatched` = records whose key is ambiguous in the file.",
+        "",
+        "| run | length | fact EM, no decoy (n) | fact EM, decoy (n) | unmatched |",
+        "|---|---|---|---|---|",
+    ]
     qa3_runs = [n for n in runs if n == "s_D" or n.startswith(tuple(METHODS))]
     for name in qa3_runs:
         for (ns, oracle), path in sorted(eval_files(runs[name]).items()):
@@ -334,8 +396,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("runs", type=Path, help="folder holding the round's run folders")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--qa3", default="s_D", help="run used as the qa3 retriever and as Q-RAG seed 1")
-    ap.add_argument("--babi", type=Path, help="bAbI qa3 test file for the decoy analysis (default: the shipped one)",
-                    default=ROOT / "data" / "babilong" / "babi" / "en-10k" / "qa3_three-supporting-facts_test.txt.gz")
+    ap.add_argument(
+        "--babi",
+        type=Path,
+        help="bAbI qa3 test file for the decoy analysis (default: the shipped one)",
+        default=ROOT / "data" / "babilong" / "babi" / "en-10k" / "qa3_three-supporting-facts_test.txt.gz",
+    )
     args = ap.parse_args(argv)
     runs = {p.name: p for p in sorted(args.runs.iterdir()) if p.is_dir()}
     if not runs:

@@ -15,6 +15,7 @@ The step-level ROC AUC of q_values as a continue score is threshold-free (printe
 Writes ``<log stem>.stopping.csv`` and ``.stopping.md`` next to the log (or into ``--out``).
 Answer metrics need a reader run per prefix and are not computed here.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-COLUMNS = ("threshold", "n", "mean_kept_len", "fact_em", "fact_f1", "n_completable", "mean_earliest_len",
-           "early", "perfect", "late", "tpr_continue", "fpr_continue")
+COLUMNS = (
+    "threshold",
+    "n",
+    "mean_kept_len",
+    "fact_em",
+    "fact_f1",
+    "n_completable",
+    "mean_earliest_len",
+    "early",
+    "perfect",
+    "late",
+    "tpr_continue",
+    "fpr_continue",
+)
 
 
 def load_records(path: Path) -> list[dict[str, Any]]:
@@ -129,14 +142,22 @@ def analyse(records: list[dict[str, Any]], thresholds: Sequence[float]) -> tuple
         pos = [q >= th for q, y in steps if y]
         neg = [q >= th for q, y in steps if not y]
         n = len(records)
-        rows.append({
-            "threshold": th, "n": n, "mean_kept_len": sum(kept) / n, "fact_em": sum(ems) / n,
-            "fact_f1": sum(f1s) / n, "n_completable": len(comp),
-            "mean_earliest_len": sum(comp) / len(comp) if comp else None,
-            "early": early / len(comp) if comp else None, "perfect": perfect / len(comp) if comp else None,
-            "late": late / len(comp) if comp else None,
-            "tpr_continue": sum(pos) / len(pos) if pos else None, "fpr_continue": sum(neg) / len(neg) if neg else None,
-        })
+        rows.append(
+            {
+                "threshold": th,
+                "n": n,
+                "mean_kept_len": sum(kept) / n,
+                "fact_em": sum(ems) / n,
+                "fact_f1": sum(f1s) / n,
+                "n_completable": len(comp),
+                "mean_earliest_len": sum(comp) / len(comp) if comp else None,
+                "early": early / len(comp) if comp else None,
+                "perfect": perfect / len(comp) if comp else None,
+                "late": late / len(comp) if comp else None,
+                "tpr_continue": sum(pos) / len(pos) if pos else None,
+                "fpr_continue": sum(neg) / len(neg) if neg else None,
+            }
+        )
     return rows, auc
 
 
@@ -150,17 +171,22 @@ def _cell(v: Any) -> str:
 
 def write_outputs(rows: list[dict[str, Any]], auc: float | None, log_path: Path, out_dir: Path) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = log_path.name[:-len(".jsonl")] if log_path.name.endswith(".jsonl") else log_path.stem
+    stem = log_path.name[: -len(".jsonl")] if log_path.name.endswith(".jsonl") else log_path.stem
     csv_path, md_path = out_dir / f"{stem}.stopping.csv", out_dir / f"{stem}.stopping.md"
     with open(csv_path, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS)
         w.writeheader()
         for r in rows:
             w.writerow({k: "" if r[k] is None else r[k] for k in COLUMNS})
-    lines = [f"# Q-threshold stopping: {log_path.name}", "",
-             f"{rows[0]['n']} episodes, {rows[0]['n_completable']} ever hold all gold chunks; "
-             f"step-level ROC AUC of q_values for 'continue': {_cell(auc)}", "",
-             "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines = [
+        f"# Q-threshold stopping: {log_path.name}",
+        "",
+        f"{rows[0]['n']} episodes, {rows[0]['n_completable']} ever hold all gold chunks; "
+        f"step-level ROC AUC of q_values for 'continue': {_cell(auc)}",
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+    ]
     lines += ["| " + " | ".join(_cell(r[k]) for k in COLUMNS) + " |" for r in rows]
     md_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return csv_path, md_path
@@ -177,8 +203,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     rows, auc = analyse(load_records(args.logfile), thresholds_from(args.thresholds))
     csv_path, md_path = write_outputs(rows, auc, args.logfile, args.out or args.logfile.parent)
     best = max(rows, key=lambda r: r["fact_f1"])
-    print(f"ROC AUC {_cell(auc)}; best fact F1 {best['fact_f1']:.3f} at threshold {best['threshold']:g} "
-          f"(kept length {best['mean_kept_len']:.2f}) -> {csv_path}, {md_path}")
+    print(
+        f"ROC AUC {_cell(auc)}; best fact F1 {best['fact_f1']:.3f} at threshold {best['threshold']:g} "
+        f"(kept length {best['mean_kept_len']:.2f}) -> {csv_path}, {md_path}"
+    )
     return {"rows": rows, "auc": auc, "csv": str(csv_path), "md": str(md_path)}
 
 

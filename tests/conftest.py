@@ -1,4 +1,5 @@
 """Shared test helpers: compose the real Hydra configs with tiny budgets."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -20,6 +21,8 @@ def load_script(name: str) -> ModuleType:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
     return mod
+
+
 CONFIGS = str(ROOT / "configs")
 
 # A 2-layer MiniLM, 8-sentence haystacks, 2 envs: a full training run takes seconds on 2 cores.

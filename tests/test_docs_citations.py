@@ -12,6 +12,7 @@ defect number in a tracked text file must lead to something a reader of the repo
 * ``docs/<name>.md`` and upper-case document names (``SCORING.md``) name files that exist;
   nothing points into the shared folder next to the checkout.
 """
+
 from __future__ import annotations
 
 import re
@@ -131,7 +132,12 @@ def citation_errors(path: str, line: str, prev: str = "") -> list[str]:
         heads = numbered_headings(lines_of(target))
         if section not in heads:
             errors.append(f"§{section}: {target} has no heading numbered {section}")
-        elif defect is not None and target == DESIGN and section == "11" and defect not in defect_numbers(lines_of(DESIGN)):
+        elif (
+            defect is not None
+            and target == DESIGN
+            and section == "11"
+            and defect not in defect_numbers(lines_of(DESIGN))
+        ):
             errors.append(f"§11 #{defect}: no defect numbered {defect} in {DESIGN} §11")
     return errors
 
@@ -186,15 +192,26 @@ def test_scanner_follows_a_citation_wrapped_after_its_qualifier():
 
 
 def test_no_external_spec_is_named():
-    hits = [f"{p}:{i}: {line.strip()[:100]}" for p, lines in tracked_text().items()
-            for i, line in enumerate(lines, 1) if EXTERNAL_SPEC.search(line) or OUTSIDE.search(line)]
-    assert not hits, ("these lines cite files outside the repository; cite docs/DESIGN.md "
-                      "(same section numbers) or the paper instead:\n" + "\n".join(hits))
+    hits = [
+        f"{p}:{i}: {line.strip()[:100]}"
+        for p, lines in tracked_text().items()
+        for i, line in enumerate(lines, 1)
+        if EXTERNAL_SPEC.search(line) or OUTSIDE.search(line)
+    ]
+    assert not hits, (
+        "these lines cite files outside the repository; cite docs/DESIGN.md "
+        "(same section numbers) or the paper instead:\n" + "\n".join(hits)
+    )
 
 
 def test_every_section_citation_resolves():
-    bad = [f"{p}:{i}: {err}" for p, lines in tracked_text().items() for i, line in enumerate(lines, 1)
-           if "§" in line for err in citation_errors(p, line, lines[i - 2] if i > 1 else "")]
+    bad = [
+        f"{p}:{i}: {err}"
+        for p, lines in tracked_text().items()
+        for i, line in enumerate(lines, 1)
+        if "§" in line
+        for err in citation_errors(p, line, lines[i - 2] if i > 1 else "")
+    ]
     assert not bad, "section citations that lead nowhere:\n" + "\n".join(bad)
 
 

@@ -1,4 +1,5 @@
 """scripts/plot_curves.py on tiny metrics.jsonl files in the format rl/trainer.py writes."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,14 @@ def write_run(d: Path, returns: dict[int, float], fact_em: dict[int, float]) -> 
     d.mkdir(parents=True)
     with open(d / "metrics.jsonl", "w", encoding="utf-8") as f:
         for step, r in returns.items():
-            row = {"step": step, "env_steps": step * 64, "eval/return": r, "eval/fact_em": fact_em[step],
-                   "eval/fact_f1": fact_em[step] / 2, "eval/split": "validation"}
+            row = {
+                "step": step,
+                "env_steps": step * 64,
+                "eval/return": r,
+                "eval/fact_em": fact_em[step],
+                "eval/fact_f1": fact_em[step] / 2,
+                "eval/split": "validation",
+            }
             if step:
                 row.update(lr=2.5e-5, alpha=0.005)
             f.write(json.dumps(row) + "\n")
@@ -28,8 +35,22 @@ def test_overlay_and_table(tmp_path, capsys):
     # a second seed of "off", with one extra step no other run has: the table must skip it
     b2 = write_run(tmp_path / "b2", {0: 0.5, 25: 0.8, 50: 0.6, 75: 0.1}, {0: 0.5, 25: 0.8, 50: 0.9, 75: 0.0})
     out, table = tmp_path / "plots" / "p.png", tmp_path / "p.md"
-    stats = load_script("plot_curves").main(["--run", f"on={a}", "--run", f"off={b1}", "--run", f"off={b2}",
-                                "--metrics", "return,fact_em,lr", "--out", str(out), "--table", str(table)])
+    stats = load_script("plot_curves").main(
+        [
+            "--run",
+            f"on={a}",
+            "--run",
+            f"off={b1}",
+            "--run",
+            f"off={b2}",
+            "--metrics",
+            "return,fact_em,lr",
+            "--out",
+            str(out),
+            "--table",
+            str(table),
+        ]
+    )
     assert out.stat().st_size > 0
     # off mean: return {0: .5, 25: .7, 50: .7} -> |diff| 0, 0, .2 ; fact_em {0: .5, 25: .7, 50: .9} -> 0, .1, .1
     assert stats["return"] == pytest.approx((0.2, 0.2 / 3))
@@ -45,6 +66,8 @@ def test_overlay_and_table(tmp_path, capsys):
 def test_missing_metric_names_file_and_keys(tmp_path):
     a = write_run(tmp_path / "a", {0: 0.5}, {0: 0.5})
     with pytest.raises(SystemExit) as e:
-        load_script("plot_curves").main(["--run", f"on={a}", "--metrics", "return,recall", "--out", str(tmp_path / "p.png")])
+        load_script("plot_curves").main(
+            ["--run", f"on={a}", "--metrics", "return,recall", "--out", str(tmp_path / "p.png")]
+        )
     msg = str(e.value)
     assert str(a / "metrics.jsonl") in msg and "'recall'" in msg and "'eval/return'" in msg

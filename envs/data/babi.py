@@ -5,6 +5,7 @@ A file is a sequence of stories. Each line is ``<n> <statement>`` or, for a ques
 story and question lines are numbered too. Every question becomes one :class:`BabiSample`
 whose ``facts`` are all statements of its story that precede it (earlier questions removed).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -105,8 +106,10 @@ def parse_babi_lines(lines: list[str], path: str | Path = "<string>") -> list[Ba
         if "\t" not in rest:
             if rest.rstrip().endswith("?"):  # bAbI statements never end with "?": a question lost its tabs
                 raise DatasetFormatError(
-                    path, ln, f"question without answer: expected '<n> <question>\\t<answer>\\t<supporting ids>' "
-                    f"(tab-separated), got {line[:60]!r}; restore the tabs"
+                    path,
+                    ln,
+                    f"question without answer: expected '<n> <question>\\t<answer>\\t<supporting ids>' "
+                    f"(tab-separated), got {line[:60]!r}; restore the tabs",
                 )
             by_num[n] = (len(facts), rest)
             facts.append(rest)
@@ -116,8 +119,10 @@ def parse_babi_lines(lines: list[str], path: str | Path = "<string>") -> list[Ba
         answer = fields[1].strip() if len(fields) > 1 else ""
         if not question.strip() or not answer:
             raise DatasetFormatError(
-                path, ln, "expected a question line '<n> <question>\\t<answer>\\t<supporting ids>' "
-                "with a non-empty question and answer"
+                path,
+                ln,
+                "expected a question line '<n> <question>\\t<answer>\\t<supporting ids>' "
+                "with a non-empty question and answer",
             )
         sup_field = fields[2].strip() if len(fields) > 2 else ""
         try:
@@ -129,9 +134,7 @@ def parse_babi_lines(lines: list[str], path: str | Path = "<string>") -> list[Ba
         refs = []
         for s in sup:
             if s not in by_num:
-                raise DatasetFormatError(
-                    path, ln, f"supporting line {s} is not a statement earlier in this story"
-                )
+                raise DatasetFormatError(path, ln, f"supporting line {s} is not a statement earlier in this story")
             pos, text = by_num[s]
             assert facts[pos] == text
             refs.append(pos)
@@ -155,8 +158,7 @@ def load_babi_file(path: str | Path, drop_last_question: bool = False) -> list[B
     ``drop_last_question`` reproduces the reference's off-by-one length, which left the file's
     last question unreachable (``legacy.babi_drop_last_question``, DESIGN §11 #11).
     """
-    p = require_file(Path(path), "a bAbI v1.2 task file ({task}_{split}.txt, numbered story lines)",
-                     HOW_TO_GET_BABI)
+    p = require_file(Path(path), "a bAbI v1.2 task file ({task}_{split}.txt, numbered story lines)", HOW_TO_GET_BABI)
     with open_text(p) as f:
         lines = f.readlines()
     samples = parse_babi_lines(lines, p)

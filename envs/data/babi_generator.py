@@ -5,6 +5,7 @@ objects) and writes stories with interleaved questions whose supporting facts ar
 a reader needs (DESIGN §7.1 format). :func:`check_babi_lines` re-derives every answer and supporting
 set from the story *text* with its own simulation, so generator bugs cannot hide.
 """
+
 from __future__ import annotations
 
 import re
@@ -123,10 +124,7 @@ class _StoryWriter:
     def give(self) -> bool:
         w = self.w
         opts = [
-            (o, p, q)
-            for o, p in sorted(w.holder.items())
-            for q in self.people
-            if q != p and w.loc.get(q) == w.loc[p]
+            (o, p, q) for o, p in sorted(w.holder.items()) for q in self.people if q != p and w.loc.get(q) == w.loc[p]
         ]
         if not opts:
             return False
@@ -181,9 +179,7 @@ class _StoryWriter:
             o = _pick(rng, opts)
             before, before_line, pick_line, move_line = w.last_transition[o]
             now = self._place_of(o)
-            self.ask(
-                f"Where was the {o} before the {now}?", before, [move_line, before_line, pick_line]
-            )
+            self.ask(f"Where was the {o} before the {now}?", before, [move_line, before_line, pick_line])
             return True
         if self.task == "qa5":
             if w.last_give is None:

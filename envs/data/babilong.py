@@ -24,6 +24,7 @@ order never matters. Its ``id`` is the question's position in the bAbI file, als
 token mode drops stories. ``legacy.fixed_noise_seed`` restores the reference's single noise
 generator seeded 42 and shared by all samples (order-dependent).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -112,13 +113,14 @@ class CorpusTokenCounts:
             counts = self.tokenizer.count([self.corpus[b][j] for b, idx in todo for j in idx])
             at = 0
             for b, idx in todo:
-                self._books[b][idx] = counts[at:at + len(idx)]
+                self._books[b][idx] = counts[at : at + len(idx)]
                 at += len(idx)
         return [self._books[b][start:stop] for b, start, stop in runs]
 
 
-def fill_noise(sampler: NoiseSampler, counts: CorpusTokenCounts, target: int, min_tokens: int,
-               rng: np.random.Generator) -> tuple[list[str], list[int]]:
+def fill_noise(
+    sampler: NoiseSampler, counts: CorpusTokenCounts, target: int, min_tokens: int, rng: np.random.Generator
+) -> tuple[list[str], list[int]]:
     """Noise sentences and their counts for ``target`` tokens, as the official SentenceSampler:
     sentences under ``min_tokens`` are skipped, sentences are added until the total reaches the
     target, and the last one is cut to its first tokens so that the total equals the target."""
@@ -132,7 +134,7 @@ def fill_noise(sampler: NoiseSampler, counts: CorpusTokenCounts, target: int, mi
         for lo in range(start, stop, piece):
             run = (b, lo, min(lo + piece, stop))
             (cnt,) = counts.of([run])
-            for text, c in zip(sampler.corpus[b][run[1]:run[2]], cnt.tolist()):
+            for text, c in zip(sampler.corpus[b][run[1] : run[2]], cnt.tolist()):
                 if c < min_tokens:
                     continue
                 if total + c >= target:
@@ -146,8 +148,7 @@ def fill_noise(sampler: NoiseSampler, counts: CorpusTokenCounts, target: int, mi
     raise AssertionError("unreachable: runs_to_book_end never ends")
 
 
-def assemble_gaps(facts: Sequence[str], noise: Sequence[str], rng: np.random.Generator
-                  ) -> tuple[list[str], list[int]]:
+def assemble_gaps(facts: Sequence[str], noise: Sequence[str], rng: np.random.Generator) -> tuple[list[str], list[int]]:
     """The official insertion: each fact goes to a gap drawn with replacement among the
     len(noise) + 1 gaps (before noise sentence g, or at the end); facts sharing a gap keep story
     order. Returns (chunks, facts_idx)."""
@@ -253,8 +254,9 @@ class BabiLongDataset:
             sample["num_tokens"] = num_tokens
         return validate_sample(sample, f"babilong[{self.split}][{qid}]")
 
-    def _token_haystack(self, b: BabiSample, rng: np.random.Generator, noise_rng: np.random.Generator
-                        ) -> tuple[list[str], list[int], int]:
+    def _token_haystack(
+        self, b: BabiSample, rng: np.random.Generator, noise_rng: np.random.Generator
+    ) -> tuple[list[str], list[int], int]:
         t = self.tokens
         size = t.sizes[0] if len(t.sizes) == 1 else t.sizes[int(rng.integers(len(t.sizes)))]
         fact_tokens = sum(self.tokenizer.count(b.facts))
@@ -285,8 +287,14 @@ class BabiLongSpec(DatasetSpec):
     family = "babilong"
     # Runs saved before the token mode existed sized haystacks in sentences; the token mode's keys
     # are filled too, so that such a run can be evaluated with envs.length_unit=tokens.
-    added_keys = {"length_unit": "sentences", "length_tokenizer": "gpt2", "num_tokens": 4000,
-                  "prompt_reserve_tokens": 300, "min_noise_sentence_tokens": 10, "tokens_per_fact": 8}
+    added_keys = {
+        "length_unit": "sentences",
+        "length_tokenizer": "gpt2",
+        "num_tokens": 4000,
+        "prompt_reserve_tokens": 300,
+        "min_noise_sentence_tokens": 10,
+        "tokens_per_fact": 8,
+    }
 
     def eval_suffix(self, envs: Any) -> str:
         if envs.length_unit == "sentences":
@@ -295,7 +303,9 @@ class BabiLongSpec(DatasetSpec):
 
     def describe(self, envs: Any) -> str:
         if envs.length_unit != "sentences":
-            return f"envs.num_tokens = {_label(envs.num_tokens)} {envs.length_tokenizer} tokens (official BabiLong sizing)"
+            return (
+                f"envs.num_tokens = {_label(envs.num_tokens)} {envs.length_tokenizer} tokens (official BabiLong sizing)"
+            )
         n = envs.num_sentences
         grid = SENTENCE_GRID.get(int(n)) if isinstance(n, (int, np.integer)) else None
         return f"envs.num_sentences = {_label(n)}" + (f" (≈ {grid} tokens)" if grid else "")
@@ -304,10 +314,18 @@ class BabiLongSpec(DatasetSpec):
         unit = str(envs.length_unit)
         length: dict[str, Any] = {"unit": unit, "tokenizer": str(envs.length_tokenizer)}
         if unit == "tokens":
-            length.update(num_tokens=_sizes(envs.num_tokens), reserve=envs.prompt_reserve_tokens,
-                          min_noise=envs.min_noise_sentence_tokens, tokens_per_fact=envs.tokens_per_fact)
-        return {"num_sentences": _sizes(envs.num_sentences) if unit == "sentences" else None, "length": length,
-                "context_length": None, "data_path": envs.facts_test_path}
+            length.update(
+                num_tokens=_sizes(envs.num_tokens),
+                reserve=envs.prompt_reserve_tokens,
+                min_noise=envs.min_noise_sentence_tokens,
+                tokens_per_fact=envs.tokens_per_fact,
+            )
+        return {
+            "num_sentences": _sizes(envs.num_sentences) if unit == "sentences" else None,
+            "length": length,
+            "context_length": None,
+            "data_path": envs.facts_test_path,
+        }
 
     def config_errors(self, envs: Any) -> list[str]:
         n = envs.num_sentences

@@ -12,6 +12,7 @@ Accepted layouts under ``data_path`` (first match wins):
 chunks = sentences of ``input`` (envs/data/splitter.py); answer = target; sf_idx = [],
 sf_known = False; id = ``{context_length}/{task}/{row}``.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -58,7 +59,11 @@ def _rows(data_path: Path, context_length: str, task: str) -> tuple[Path, list[d
             elif folder == data_path:
                 continue
             return folder, [dict(r) for r in ds]
-    raise DatasetNotFoundError(jsonl, "BabiLong HF set: {length}/{task}.jsonl|.parquet or a save_to_disk folder (input, question, target)", BABILONG_HF_HOW)
+    raise DatasetNotFoundError(
+        jsonl,
+        "BabiLong HF set: {length}/{task}.jsonl|.parquet or a save_to_disk folder (input, question, target)",
+        BABILONG_HF_HOW,
+    )
 
 
 def load_babilong_hf(data_path: str | Path, context_length: str, task: str) -> list[Sample]:
@@ -99,8 +104,12 @@ def build_babilong_hf(envs_cfg: Any, split: str, seed: int, legacy: Any = None) 
     """Reads ``data_path``, ``context_length`` (``4k`` …), ``task`` (short key or full bAbI name)
     and ``length``. Answer-only: there is no training split."""
     if split == "train":
-        raise ValueError("babilong_hf is an answer-only evaluation set: it has no 'train' split (train on envs=babilong)")
+        raise ValueError(
+            "babilong_hf is an answer-only evaluation set: it has no 'train' split (train on envs=babilong)"
+        )
     task = short_task(cfg_get(envs_cfg, "task"))
     ctx = str(cfg_get(envs_cfg, "context_length"))
     samples = load_babilong_hf(cfg_get(envs_cfg, "data_path"), ctx, task)
-    return ListDataset(order_and_cap(samples, seed, cfg_get(envs_cfg, "length"), "babilong_hf", ctx, task), f"babilong_hf/{ctx}/{task}")
+    return ListDataset(
+        order_and_cap(samples, seed, cfg_get(envs_cfg, "length"), "babilong_hf", ctx, task), f"babilong_hf/{ctx}/{task}"
+    )

@@ -6,6 +6,7 @@ rules. With ``shuffle`` (per split: train true, test false as in the ref) the co
 index is permuted once by a generator derived from the run seed (ref: fixed 42, DESIGN §11 #34);
 ``length`` then keeps the first items.
 """
+
 from __future__ import annotations
 
 from typing import Any

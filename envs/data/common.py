@@ -1,5 +1,6 @@
 """Helpers shared by the dataset loaders: list-backed datasets, config access, seeded order,
 file lookup (plain or ``.gz``), JSON/JSONL reading and field checks that name file and record."""
+
 from __future__ import annotations
 
 import gzip
@@ -27,8 +28,10 @@ class ListDataset:
         for s in self.samples:
             other = first.setdefault((str(s.get("source", "")), str(s["id"])), s)
             if other is not s:
-                raise SampleError(f"{name or 'dataset'}: two samples share the id {s['id']!r} (questions "
-                                  f"{other['question'][:60]!r} and {s['question'][:60]!r}); ids must be unique")
+                raise SampleError(
+                    f"{name or 'dataset'}: two samples share the id {s['id']!r} (questions "
+                    f"{other['question'][:60]!r} and {s['question'][:60]!r}); ids must be unique"
+                )
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -46,8 +49,9 @@ def cfg_get(cfg: Any, key: str) -> Any:
     try:
         return cfg[key]
     except KeyError:
-        raise ValueError(f"envs.{key} is not set (dataset {cfg.get('name')!r}): add it to the envs node, "
-                         f"as configs/envs/*.yaml do") from None
+        raise ValueError(
+            f"envs.{key} is not set (dataset {cfg.get('name')!r}): add it to the envs node, as configs/envs/*.yaml do"
+        ) from None
 
 
 def resolve_split(cfg: Any, split: str) -> str:
@@ -83,14 +87,22 @@ def open_text(path: Path) -> Iterator[TextIO]:
     """A text file, gunzipped for ``.gz``. Binary, non-UTF-8 or truncated content read inside the
     ``with`` block becomes a DatasetFormatError naming the file (not a raw decoder traceback)."""
     try:
-        with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")) as f:
+        with gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8") as f:
             yield f
     except UnicodeDecodeError as e:
-        raise DatasetFormatError(path, None, f"not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start} "
-                                 "of a decoded block); is it a binary file? Rebuild or re-download it") from None
+        raise DatasetFormatError(
+            path,
+            None,
+            f"not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start} "
+            "of a decoded block); is it a binary file? Rebuild or re-download it",
+        ) from None
     except (gzip.BadGzipFile, EOFError, zlib.error) as e:
-        raise DatasetFormatError(path, None, f"not a complete gzip file ({e or type(e).__name__}); it is corrupt or "
-                                 "was cut short: rebuild or re-download it") from None
+        raise DatasetFormatError(
+            path,
+            None,
+            f"not a complete gzip file ({e or type(e).__name__}); it is corrupt or "
+            "was cut short: rebuild or re-download it",
+        ) from None
 
 
 def read_json_array(path: Path) -> list[Any]:

@@ -18,6 +18,7 @@ in the context (or a record names no supporting fact) the gold is unknown: ``sf_
 When only some are there, ``sf_idx`` holds those, ``sf_partial`` = True flags the sample and
 ``sf_missing_titles`` names the others. Distractor files always hold every gold paragraph.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -56,7 +57,6 @@ TWOWIKI_HOW = (
 )
 
 
-
 def hotpot_record_to_sample(rec: Any, path: Path, i: int) -> Sample:
     """One HotpotQA/2Wiki-format record -> Sample (record i of ``path``, 0-based)."""
     rid = rec.get("_id", "?") if isinstance(rec, dict) else "?"
@@ -86,8 +86,13 @@ def hotpot_record_to_sample(rec: Any, path: Path, i: int) -> Sample:
         chunks.append(title + " " + " ".join(sentences))
         if title in titles:
             sf_idx.append(j)
-    sample: dict[str, Any] = {"id": sid, "question": question, "answer": str(answer), "chunks": chunks,
-                              "sf_idx": sf_idx}
+    sample: dict[str, Any] = {
+        "id": sid,
+        "question": question,
+        "answer": str(answer),
+        "chunks": chunks,
+        "sf_idx": sf_idx,
+    }
     missing = sorted(titles - {para[0] for para in context})
     if not sf_idx:
         sample["sf_known"] = False
@@ -108,7 +113,11 @@ def hotpotqa_files(data_path: str | Path, split: str) -> list[Path]:
     if split not in HOTPOTQA_FILES:
         raise ValueError(f"HotpotQA split must be one of {sorted(HOTPOTQA_FILES)} (or 'test'), got {split!r}")
     return [
-        require_file(Path(data_path) / name, "HotpotQA JSON array (_id, question, answer, supporting_facts, context)", HOTPOTQA_HOW)
+        require_file(
+            Path(data_path) / name,
+            "HotpotQA JSON array (_id, question, answer, supporting_facts, context)",
+            HOTPOTQA_HOW,
+        )
         for name in HOTPOTQA_FILES[split]
     ]
 
@@ -116,7 +125,9 @@ def hotpotqa_files(data_path: str | Path, split: str) -> list[Path]:
 def twowiki_files(data_path: str | Path, split: str) -> list[Path]:
     if split not in TWOWIKI_SPLITS:
         raise ValueError(f"2WikiMultihopQA split must be one of {TWOWIKI_SPLITS} (or 'test'), got {split!r}")
-    return [require_file(Path(data_path) / f"{split}.json", "2WikiMultihopQA JSON array (HotpotQA format)", TWOWIKI_HOW)]
+    return [
+        require_file(Path(data_path) / f"{split}.json", "2WikiMultihopQA JSON array (HotpotQA format)", TWOWIKI_HOW)
+    ]
 
 
 def load_hotpotqa(data_path: str | Path, split: str) -> list[Sample]:
@@ -149,9 +160,11 @@ def load_2wiki(data_path: str | Path, split: str) -> list[Sample]:
         for i, rec in enumerate(read_json_array(path)):
             if isinstance(rec, dict) and "answer" not in rec:
                 raise DatasetFormatError(
-                    path, f"record {i}, _id={rec.get('_id', '?')}",
+                    path,
+                    f"record {i}, _id={rec.get('_id', '?')}",
                     "no 'answer': the official 2WikiMultihopQA test split is unlabelled (its authors score "
-                    "test predictions on request); train and evaluate on train/dev")
+                    "test predictions on request); train and evaluate on train/dev",
+                )
             sample = hotpot_record_to_sample(rec, path, i)
             names = aliases.get(str(rec.get("answer_id")), [])
             if names:
@@ -165,7 +178,9 @@ def build_hotpotqa(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> 
     """Reads ``data_path``, ``test_split`` (its configs/envs yaml: ``eval``), ``length``."""
     split = resolve_split(envs_cfg, split)
     samples = load_hotpotqa(cfg_get(envs_cfg, "data_path"), split)
-    return ListDataset(order_and_cap(samples, seed, cfg_get(envs_cfg, "length"), "hotpotqa", split), f"hotpotqa/{split}")
+    return ListDataset(
+        order_and_cap(samples, seed, cfg_get(envs_cfg, "length"), "hotpotqa", split), f"hotpotqa/{split}"
+    )
 
 
 @register("2WikiMultihopQA")
@@ -173,4 +188,6 @@ def build_2wiki(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> Lis
     """Reads ``data_path``, ``test_split`` (``dev``: no envs yaml of its own, so the node must name it), ``length``."""
     split = resolve_split(envs_cfg, split)
     samples = load_2wiki(cfg_get(envs_cfg, "data_path"), split)
-    return ListDataset(order_and_cap(samples, seed, cfg_get(envs_cfg, "length"), "2WikiMultihopQA", split), f"2WikiMultihopQA/{split}")
+    return ListDataset(
+        order_and_cap(samples, seed, cfg_get(envs_cfg, "length"), "2WikiMultihopQA", split), f"2WikiMultihopQA/{split}"
+    )

@@ -13,6 +13,7 @@ Counting follows the BabiLong generator: a piece of a haystack is tokenised as `
 without special tokens (each sentence follows a space in the assembled text), so the length of a
 haystack is the sum of its pieces' counts.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -55,9 +56,11 @@ def load_hf_tokenizer(name: str) -> Any:
         try:
             tok = AutoTokenizer.from_pretrained(str(path))
         except (OSError, ValueError) as e:
-            raise OSError(f"length tokenizer {name!r} could not be loaded ({e.__class__.__name__}). Use 'gpt2' "
-                          f"(shipped), 'minilm' (offline MiniLM) or a local folder holding a Hugging Face "
-                          f"tokenizer") from None
+            raise OSError(
+                f"length tokenizer {name!r} could not be loaded ({e.__class__.__name__}). Use 'gpt2' "
+                f"(shipped), 'minilm' (offline MiniLM) or a local folder holding a Hugging Face "
+                f"tokenizer"
+            ) from None
     tok.model_max_length = 1 << 40  # it only counts: silence the "longer than the model" warning
     return tok
 

@@ -19,6 +19,7 @@ Chinese), ``dataset`` and ``_id``. A sample is:
 
 There is no training split: LongBench is an evaluation set (``eval_env=longbench``).
 """
+
 from __future__ import annotations
 
 import re
@@ -153,13 +154,16 @@ def build_longbench(envs_cfg: Any, split: str, seed: int, legacy: Any = None) ->
     """Reads ``task`` (the subset), ``data_path``, ``longbench_e``, ``chunk_words``, ``length``."""
     split = resolve_split(envs_cfg, split)
     if split != "test":
-        raise ValueError(f"LongBench has only a test split (asked for {split!r}): train on another set and "
-                         "evaluate with eval_env=longbench")
+        raise ValueError(
+            f"LongBench has only a test split (asked for {split!r}): train on another set and "
+            "evaluate with eval_env=longbench"
+        )
     task = str(cfg_get(envs_cfg, "task"))
     chunk_words = cfg_get(envs_cfg, "chunk_words")
     if chunk_words is None:
         raise ValueError("envs.chunk_words is not set (configs/envs/longbench.yaml sets it)")
-    samples = load_longbench(cfg_get(envs_cfg, "data_path"), task, bool(cfg_get(envs_cfg, "longbench_e")),
-                             int(chunk_words))
+    samples = load_longbench(
+        cfg_get(envs_cfg, "data_path"), task, bool(cfg_get(envs_cfg, "longbench_e")), int(chunk_words)
+    )
     capped = order_and_cap(samples, seed, cfg_get(envs_cfg, "length"), "longbench", task)
     return ListDataset(capped, f"longbench/{task}")

@@ -18,6 +18,7 @@ currency). Every entity has one encyclopedia-style paragraph (title = its name).
 
 Everything is deterministic given (seed, split): generators come from envs.seeding.derive_rng.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,7 +32,18 @@ from envs.seeding import derive_rng
 _ONSETS = "b br c d dr f g gr h k l m n p pr r s st t tr v z".split()
 _VOWELS = "a e i o u ae ai ei ou".split()
 _CODAS = ["", "", "n", "r", "l", "s", "th", "m", "nd", "rk"]
-_OCCUPATIONS = ["painter", "engineer", "novelist", "botanist", "composer", "architect", "chemist", "sculptor", "historian", "astronomer"]
+_OCCUPATIONS = [
+    "painter",
+    "engineer",
+    "novelist",
+    "botanist",
+    "composer",
+    "architect",
+    "chemist",
+    "sculptor",
+    "historian",
+    "astronomer",
+]
 _INDUSTRIES = ["shipping", "textile", "software", "mining", "publishing", "brewing", "aerospace", "insurance"]
 _ORG_SUFFIX = ["Industries", "Works", "Group", "Labs", "Holdings", "Company"]
 
@@ -59,7 +71,9 @@ class Entity:
 class World:
     """Invented entities and their paragraphs (one per entity)."""
 
-    def __init__(self, seed: int, split: str, n_people: int = 240, n_orgs: int = 80, n_cities: int = 60, n_countries: int = 16):
+    def __init__(
+        self, seed: int, split: str, n_people: int = 240, n_orgs: int = 80, n_cities: int = 60, n_countries: int = 16
+    ):
         rng = derive_rng(seed, "multihop-world", split)
         used: set[str] = set()
 
@@ -92,7 +106,11 @@ class World:
             c.attrs = {"currency": fresh(lambda: _word(rng, 1).lower() + " crown"), "capital": None}
         for i, c in enumerate(self.cities):
             country = self.countries[i % n_countries]  # every country gets cities
-            c.attrs = {"country": country.name, "founded": year(900, 1700), "population": int(rng.integers(20, 900)) * 1000}
+            c.attrs = {
+                "country": country.name,
+                "founded": year(900, 1700),
+                "population": int(rng.integers(20, 900)) * 1000,
+            }
             if country.attrs["capital"] is None:
                 country.attrs["capital"] = c.name
         for p in self.people:
@@ -167,7 +185,12 @@ def _two_hop(w: World) -> tuple[str, str, str, list[tuple[Entity, int]]]:
     if kind == 2:
         p = w.pick("person")
         o = w.by_name[p.attrs["employer"]]
-        return f"In which city is the headquarters of the company that {p.name} works for?", o.attrs["hq"], "bridge", [(p, 2), (o, 2)]
+        return (
+            f"In which city is the headquarters of the company that {p.name} works for?",
+            o.attrs["hq"],
+            "bridge",
+            [(p, 2), (o, 2)],
+        )
     if kind == 3:
         a, b = w.pick("person"), w.pick("person")
         while b.name == a.name:
@@ -196,22 +219,26 @@ def _context(w: World, gold: list[Entity], n_paragraphs: int) -> list[Entity]:
     return [paras[int(i)] for i in w.rng.permutation(len(paras))]
 
 
-def make_hotpotqa(seed: int, split: str, n: int, n_paragraphs: int = 10, id_prefix: str = "synhp") -> list[dict[str, Any]]:
+def make_hotpotqa(
+    seed: int, split: str, n: int, n_paragraphs: int = 10, id_prefix: str = "synhp"
+) -> list[dict[str, Any]]:
     """``n`` HotpotQA-format records (distractor setting)."""
     w = World(seed, f"hotpotqa/{split}")
     out = []
     for i in range(n):
         q, a, qtype, gold = _two_hop(w)
         paras = _context(w, [e for e, _ in gold], n_paragraphs)
-        out.append({
-            "_id": f"{id_prefix}_{split}_{i:06d}",
-            "question": q,
-            "answer": a,
-            "type": qtype,
-            "level": "medium",
-            "supporting_facts": [[e.name, sid] for e, sid in gold],
-            "context": [[e.name, list(e.sentences)] for e in paras],
-        })
+        out.append(
+            {
+                "_id": f"{id_prefix}_{split}_{i:06d}",
+                "question": q,
+                "answer": a,
+                "type": qtype,
+                "level": "medium",
+                "supporting_facts": [[e.name, sid] for e, sid in gold],
+                "context": [[e.name, list(e.sentences)] for e in paras],
+            }
+        )
     return out
 
 
@@ -222,15 +249,17 @@ def make_2wiki(seed: int, split: str, n: int, n_paragraphs: int = 10) -> list[di
     for i in range(n):
         q, a, qtype, gold = _two_hop(w)
         paras = _context(w, [e for e, _ in gold], n_paragraphs)
-        out.append({
-            "_id": f"syn2w_{split}_{i:06d}",
-            "type": "compositional" if qtype == "bridge" else "comparison",
-            "question": q,
-            "answer": a,
-            "supporting_facts": [[e.name, sid] for e, sid in gold],
-            "evidences": [[e.name, "fact", e.sentences[sid]] for e, sid in gold],
-            "context": [[e.name, list(e.sentences)] for e in paras],
-        })
+        out.append(
+            {
+                "_id": f"syn2w_{split}_{i:06d}",
+                "type": "compositional" if qtype == "bridge" else "comparison",
+                "question": q,
+                "answer": a,
+                "supporting_facts": [[e.name, sid] for e, sid in gold],
+                "evidences": [[e.name, "fact", e.sentences[sid]] for e, sid in gold],
+                "context": [[e.name, list(e.sentences)] for e in paras],
+            }
+        )
     return out
 
 
@@ -274,21 +303,28 @@ def make_musique(seed: int, split: str, n: int, n_paragraphs: int = 20) -> list[
         paras = _context(w, [e for e, _, _ in steps], n_paragraphs)
         pos = {e.name: j for j, e in enumerate(paras)}
         gold = {e.name for e, _, _ in steps}
-        out.append({
-            "id": f"{hops}hop__synmq_{split}_{i:06d}",
-            "paragraphs": [
-                {"idx": j, "title": e.name, "paragraph_text": " ".join(e.sentences), "is_supporting": e.name in gold}
-                for j, e in enumerate(paras)
-            ],
-            "question": q,
-            "question_decomposition": [
-                {"id": k, "question": sq, "answer": sa, "paragraph_support_idx": pos[e.name]}
-                for k, (e, sq, sa) in enumerate(steps)
-            ],
-            "answer": a,
-            "answer_aliases": aliases,
-            "answerable": True,
-        })
+        out.append(
+            {
+                "id": f"{hops}hop__synmq_{split}_{i:06d}",
+                "paragraphs": [
+                    {
+                        "idx": j,
+                        "title": e.name,
+                        "paragraph_text": " ".join(e.sentences),
+                        "is_supporting": e.name in gold,
+                    }
+                    for j, e in enumerate(paras)
+                ],
+                "question": q,
+                "question_decomposition": [
+                    {"id": k, "question": sq, "answer": sa, "paragraph_support_idx": pos[e.name]}
+                    for k, (e, sq, sa) in enumerate(steps)
+                ],
+                "answer": a,
+                "answer_aliases": aliases,
+                "answerable": True,
+            }
+        )
     return out
 
 
@@ -321,13 +357,15 @@ def make_ruler_qa(hotpot_records: list[dict[str, Any]], seed: int, extra_docs: i
             f"{RULER_QA_INSTRUCTION}\n\nThe following are given documents.\n\n{body}\n\n"
             f"{RULER_QA_INSTRUCTION}\n\nQUESTION: {rec['question']}"
         )
-        out.append({
-            "index": i,
-            "input": text,
-            "outputs": [rec["answer"]],
-            "gold_docs": [k + 1 for k, (t, _) in enumerate(docs) if t in gold_titles],
-            "answer_prefix": " Answer:",
-        })
+        out.append(
+            {
+                "index": i,
+                "input": text,
+                "outputs": [rec["answer"]],
+                "gold_docs": [k + 1 for k, (t, _) in enumerate(docs) if t in gold_titles],
+                "answer_prefix": " Answer:",
+            }
+        )
     return out
 
 

@@ -17,6 +17,7 @@ A record with ``answerable`` false therefore has unknown gold (``sf_idx`` [], ``
 False: null fact metrics, refused by ground-truth training) and the id ``<id>:unanswerable``,
 so ids stay unique; ``answerable`` is kept on the sample.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -109,7 +110,11 @@ def load_musique(data_path: str | Path, split: str) -> list[Sample]:
         raise ValueError(f"MuSiQue split must be one of {sorted(MUSIQUE_FILES)} (or 'test'), got {split!r}")
     out: list[Sample] = []
     for name in MUSIQUE_FILES[split]:
-        path = require_file(Path(data_path) / name, "MuSiQue JSONL (id, question, answer, paragraphs, question_decomposition)", MUSIQUE_HOW)
+        path = require_file(
+            Path(data_path) / name,
+            "MuSiQue JSONL (id, question, answer, paragraphs, question_decomposition)",
+            MUSIQUE_HOW,
+        )
         out.extend(musique_record_to_sample(rec, path, lineno) for lineno, rec in iter_jsonl(path))
     return out
 

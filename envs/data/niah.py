@@ -22,6 +22,7 @@ Both RULER formats are read:
 ``index`` is kept as ``ruler_index``. For 2024 files and the project's generator the two are
 equal, so their ids are what they always were.
 """
+
 from __future__ import annotations
 
 import re
@@ -82,8 +83,9 @@ def question_position(sentences: list[str]) -> int:
     return len(sentences) - 1
 
 
-def niah_record_to_sample(rec: dict[str, Any], path: Path, lineno: int, ordinal: int,
-                          legacy_raw_sf: bool = False) -> Sample:
+def niah_record_to_sample(
+    rec: dict[str, Any], path: Path, lineno: int, ordinal: int, legacy_raw_sf: bool = False
+) -> Sample:
     """Record number ``ordinal`` (0-based, its id) on line ``lineno`` of ``path``."""
     where = f"line {lineno}, index={rec.get('index', '?')}"
     index = need(rec, "index", (int, str), path, where)
@@ -95,10 +97,17 @@ def niah_record_to_sample(rec: dict[str, Any], path: Path, lineno: int, ordinal:
     sentences = split_sentences(text)
     q = question_position(sentences)
     if q < 1:
-        raise DatasetFormatError(path, where, "field 'input' splits into fewer than 2 sentences (need chunks + question)")
+        raise DatasetFormatError(
+            path, where, "field 'input' splits into fewer than 2 sentences (need chunks + question)"
+        )
     question, chunks = sentences[q], sentences[:q]
-    sample: dict[str, Any] = {"id": ordinal, "question": question, "answer": ",".join(values), "chunks": chunks,
-                              "ruler_index": index}
+    sample: dict[str, Any] = {
+        "id": ordinal,
+        "question": question,
+        "answer": ",".join(values),
+        "chunks": chunks,
+        "ruler_index": index,
+    }
     if legacy_raw_sf:
         sample["sf_idx"] = raw_sf_idx(sentences[: q + 1], values)
         return sample  # type: ignore[return-value]  # may hold len(chunks): deliberately unchecked
@@ -108,8 +117,9 @@ def niah_record_to_sample(rec: dict[str, Any], path: Path, lineno: int, ordinal:
 
 def load_niah(data_path: str | Path, split: str, legacy_raw_sf: bool = False) -> list[Sample]:
     path = niah_file(data_path, split)
-    return [niah_record_to_sample(rec, path, lineno, k, legacy_raw_sf)
-            for k, (lineno, rec) in enumerate(iter_jsonl(path))]
+    return [
+        niah_record_to_sample(rec, path, lineno, k, legacy_raw_sf) for k, (lineno, rec) in enumerate(iter_jsonl(path))
+    ]
 
 
 @register("niah", SplitNamedSpec())

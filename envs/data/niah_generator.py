@@ -45,6 +45,7 @@ its word-level essay cut (here whole sentences), and its per-task search of one 
 assembled input, shrinking until it fits). ``haystack_start="random"`` starts each sample's
 essay at a random corpus sentence instead (the generator's earlier behaviour).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -328,8 +329,10 @@ def make_sample(
         text = render(build(units))
         length = counter([text])[0]
     if length > budget:
-        raise ValueError(f"{task}: {target_tokens} tokens cannot hold the prompt, the needles and "
-                         f"{TOKENS_TO_GENERATE} answer tokens ({length} input tokens at the least)")
+        raise ValueError(
+            f"{task}: {target_tokens} tokens cannot hold the prompt, the needles and "
+            f"{TOKENS_TO_GENERATE} answer tokens ({length} input tokens at the least)"
+        )
     return {
         "index": index,
         "input": text,
@@ -366,8 +369,12 @@ def generate(
     if haystack_start not in ("fixed", "random"):
         raise ValueError(f"haystack_start must be 'fixed' or 'random', got {haystack_start!r}")
     if target_tokens <= TOKENS_TO_GENERATE:
-        raise ValueError(f"target length {target_tokens} leaves nothing after the {TOKENS_TO_GENERATE}-token answer budget")
-    essay = Haystack(prepare_corpus(corpus), counter) if corpus is not None and TASKS[task].haystack == "essay" else None
+        raise ValueError(
+            f"target length {target_tokens} leaves nothing after the {TOKENS_TO_GENERATE}-token answer budget"
+        )
+    essay = (
+        Haystack(prepare_corpus(corpus), counter) if corpus is not None and TASKS[task].haystack == "essay" else None
+    )
     out = []
     for i in range(num_samples):
         rng = derive_rng(seed, "niah", task, split, target_tokens, i)

@@ -7,6 +7,7 @@ A corpus is a list of books, each a list of pre-split sentences. Accepted on dis
 * a path ``P`` that does not exist but whose sibling ``P.jsonl.gz`` / ``P.jsonl`` does, so the
   configured ``.../pg19-with-sentences/train`` finds the embedded ``train.jsonl.gz``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -42,7 +43,7 @@ def resolve_noise_path(path: str | Path) -> Path:
     raise DatasetNotFoundError(
         p,
         "a noise corpus: a `datasets` save_to_disk folder with a `sentences` column (one row per "
-        f"book), or {p.name}.jsonl(.gz) beside it with one {{\"sentences\": [...]}} per line",
+        f'book), or {p.name}.jsonl(.gz) beside it with one {{"sentences": [...]}} per line',
         HOW_TO_GET_NOISE,
     )
 
@@ -71,8 +72,9 @@ def _read_saved_dataset(path: Path) -> Corpus:
         raise DatasetFormatError(path, None, f"expected a `datasets` save_to_disk folder ({e})") from None
     if isinstance(ds, datasets.DatasetDict):
         raise DatasetFormatError(
-            path, None, f"expected a Dataset, found a DatasetDict with splits {list(ds)}; "
-            "point the path at one split's folder"
+            path,
+            None,
+            f"expected a Dataset, found a DatasetDict with splits {list(ds)}; point the path at one split's folder",
         )
     if "sentences" not in ds.column_names:
         raise DatasetFormatError(path, None, f"expected a 'sentences' column, found {ds.column_names}")
@@ -90,8 +92,13 @@ def _load_cached(resolved: str) -> Corpus:
     else:
         raise DatasetFormatError(p, None, "expected a save_to_disk folder or a .jsonl / .jsonl.gz file")
     if not any(books):
-        raise DatasetFormatError(p, None, f"expected at least one book with sentences ({len(books)} books, all empty)"
-                                 if books else "expected at least one book")
+        raise DatasetFormatError(
+            p,
+            None,
+            f"expected at least one book with sentences ({len(books)} books, all empty)"
+            if books
+            else "expected at least one book",
+        )
     return books
 
 
@@ -162,8 +169,7 @@ class NoiseSampler:
             if self.corpus[b]:
                 return b
         raise RuntimeError(
-            f"noise sampler drew {MAX_EMPTY_RETRIES} empty books in a row; "
-            "the corpus has too few non-empty books"
+            f"noise sampler drew {MAX_EMPTY_RETRIES} empty books in a row; the corpus has too few non-empty books"
         )
 
     def _draw_sequential(self, n: int) -> list[str]:

@@ -8,6 +8,7 @@ checked), so that ``rl`` never switches on dataset names. Builders only know the
 carved here, generically, from ``train`` (DESIGN §5.8): a fixed, seed-derived fraction of the
 training items that training never sees.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -25,8 +26,7 @@ class RetrievalDataset(Protocol):
 
 # Keys of an ``envs`` node that set how episodes run on the samples, not which samples are built.
 # An evaluation on another dataset (eval_env) keeps the run's values of these.
-ACTING_KEYS = ("max_steps", "positions_processor", "step_size", "relative_formula", "max_chunks_count",
-               "sort_by_index")
+ACTING_KEYS = ("max_steps", "positions_processor", "step_size", "relative_formula", "max_chunks_count", "sort_by_index")
 # Keys that leave the samples of a given split unchanged: the acting keys, the per-env reward
 # defaults and the name of the test split (whoever builds a split passes the split itself).
 NON_SAMPLE_KEYS = frozenset((*ACTING_KEYS, "feedback_defaults", "test_split"))

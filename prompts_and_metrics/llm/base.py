@@ -1,4 +1,5 @@
 """Backend interface and factory."""
+
 from __future__ import annotations
 
 import importlib.util

@@ -1,4 +1,5 @@
 """transformers backend: batched greedy/sampled generation with left padding."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -97,11 +98,11 @@ class TransformersBackend:
         else:
             gen_kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         for start in range(0, len(order), self.batch_size):
-            idx = order[start:start + self.batch_size]
+            idx = order[start : start + self.batch_size]
             padded = self.tokenizer.pad({"input_ids": [enc[k] for k in idx]}, return_tensors="pt").to(self.device)
             with torch.inference_mode():
                 gen = self.model.generate(**padded, **gen_kwargs)
-            new = gen[:, padded["input_ids"].shape[1]:]
+            new = gen[:, padded["input_ids"].shape[1] :]
             for k, row in zip(idx, new):
                 out[k] = self.tokenizer.decode(row, skip_special_tokens=True)
         return out

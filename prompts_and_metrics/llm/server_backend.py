@@ -1,4 +1,5 @@
 """OpenAI-compatible chat-completions client (stdlib only: urllib + threads)."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,10 @@ def refuse_key_argument(argv: Sequence[str]) -> None:
     """A key on the command line shows in ``ps`` and the shell history: the reader scripts take
     it from the environment only."""
     if any(a == "--api_key" or a.startswith("--api_key=") for a in argv):
-        raise SystemExit(f"error: --api_key is not accepted (a key on the command line is visible in ps and the "
-                         f"shell history); export {API_KEY_ENV[0]}=<key> instead")
+        raise SystemExit(
+            f"error: --api_key is not accepted (a key on the command line is visible in ps and the "
+            f"shell history); export {API_KEY_ENV[0]}=<key> instead"
+        )
 
 
 class ServerBackend:
@@ -72,7 +75,9 @@ class ServerBackend:
 
     def _post(self, payload: dict) -> str:
         req = urllib.request.Request(
-            self.url, data=json.dumps(payload).encode("utf-8"), method="POST",
+            self.url,
+            data=json.dumps(payload).encode("utf-8"),
+            method="POST",
             headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.api_key}"},
         )
         with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
@@ -93,7 +98,7 @@ class ServerBackend:
             except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
                 err = f"{type(exc).__name__}: {exc}"
             if attempt < self.max_retries:
-                time.sleep(self.backoff_s * (2 ** attempt))
+                time.sleep(self.backoff_s * (2**attempt))
         return None, f"request {k} to {self.url} failed after {self.max_retries + 1} attempts ({err})"
 
     def generate(
@@ -106,8 +111,13 @@ class ServerBackend:
     ) -> list[str | None]:
         payloads = []
         for messages in batch:
-            p: dict[str, Any] = {"model": self.model, "messages": list(messages), "max_tokens": int(max_tokens),
-                                 "temperature": float(temperature), "top_p": float(top_p)}
+            p: dict[str, Any] = {
+                "model": self.model,
+                "messages": list(messages),
+                "max_tokens": int(max_tokens),
+                "temperature": float(temperature),
+                "top_p": float(top_p),
+            }
             if enable_thinking is not None:
                 p["chat_template_kwargs"] = {"enable_thinking": bool(enable_thinking)}
             payloads.append(p)
@@ -116,7 +126,9 @@ class ServerBackend:
         self.last_errors = [e for _, e in results if e]
         if self.last_errors:
             if self.on_failure == "raise":
-                raise GenerationError("; ".join(self.last_errors[:3]) + (
-                    f" (+{len(self.last_errors) - 3} more)" if len(self.last_errors) > 3 else ""))
+                raise GenerationError(
+                    "; ".join(self.last_errors[:3])
+                    + (f" (+{len(self.last_errors) - 3} more)" if len(self.last_errors) > 3 else "")
+                )
             self.failures += len(self.last_errors)
         return [text for text, _ in results]

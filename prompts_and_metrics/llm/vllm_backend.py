@@ -1,4 +1,5 @@
 """vLLM offline engine backend (``LLM.chat`` over the whole batch)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -31,9 +32,14 @@ class VLLMBackend:
         self.model = model
         self.trust_remote_code = bool(trust_remote_code)
         self.engine_kwargs: dict[str, Any] = dict(
-            model=model, tensor_parallel_size=int(tensor_parallel_size),
-            gpu_memory_utilization=float(gpu_memory_utilization), dtype=dtype, quantization=quantization,
-            trust_remote_code=bool(trust_remote_code), enforce_eager=bool(enforce_eager), seed=int(seed),
+            model=model,
+            tensor_parallel_size=int(tensor_parallel_size),
+            gpu_memory_utilization=float(gpu_memory_utilization),
+            dtype=dtype,
+            quantization=quantization,
+            trust_remote_code=bool(trust_remote_code),
+            enforce_eager=bool(enforce_eager),
+            seed=int(seed),
         )
         if max_model_len is not None:
             self.engine_kwargs["max_model_len"] = int(max_model_len)
@@ -100,8 +106,11 @@ class VLLMBackend:
         if not batch:
             return []
         llm = self._engine()
-        params = SamplingParams(max_tokens=int(max_tokens), temperature=float(temperature),
-                                top_p=float(top_p) if temperature and temperature > 0 else 1.0)
+        params = SamplingParams(
+            max_tokens=int(max_tokens),
+            temperature=float(temperature),
+            top_p=float(top_p) if temperature and temperature > 0 else 1.0,
+        )
         kwargs = {} if enable_thinking is None else {"chat_template_kwargs": {"enable_thinking": enable_thinking}}
         outputs = llm.chat([list(m) for m in batch], params, use_tqdm=False, **kwargs)
         return [o.outputs[0].text for o in outputs]

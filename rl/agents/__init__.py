@@ -4,6 +4,7 @@
 uses it only through :class:`rl.agents.base.Learner`. Adding a learner = a module here, its entry
 in ``LEARNERS`` and configs/learner/<name>.yaml.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -17,8 +18,13 @@ from rl.agents.sac_d import SacDLearner
 from rl.agents.sarsa import SarsaLearner
 from rl.agents.sft import SFTLearner
 
-LEARNERS: dict[str, type[LearnerBase]] = {"pqn": PQNLearner, "sft": SFTLearner, "dqn": DQNLearner,
-                                          "sarsa": SarsaLearner, "sac_d": SacDLearner}
+LEARNERS: dict[str, type[LearnerBase]] = {
+    "pqn": PQNLearner,
+    "sft": SFTLearner,
+    "dqn": DQNLearner,
+    "sarsa": SarsaLearner,
+    "sac_d": SacDLearner,
+}
 
 
 def build_learner(agent: QRAGAgent, env: VecRetrievalEnv, cfg: Any, legacy: Any) -> Learner:

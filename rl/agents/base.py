@@ -8,6 +8,7 @@ gradient clipping (``algo.max_grad_norm``), counters, the acting generator, the 
 post-step updates; its own hyperparameters live in ``algo.<objective>.hyperparams``
 (configs/learner/<objective>.yaml).
 """
+
 from __future__ import annotations
 
 import math
@@ -34,6 +35,7 @@ class Counters:
 @dataclass(frozen=True)
 class BatchShape:
     """Transitions per optimiser step = rollout_len × n_envs (≥ batch_size) × k_accum."""
+
     rollout_len: int
     n_envs: int
     k_accum: int
@@ -90,8 +92,13 @@ class LearnerBase:
         self.batch_size = int(cfg.batch_size)
         self.rollout_len = math.ceil(self.batch_size / env.n_envs)  # L = ceil(B / E)
         opt = algo.optimizer
-        self.optimizer = torch.optim.AdamW(agent.trainable_parameters(), lr=float(opt.lr), betas=tuple(opt.betas),
-                                           eps=float(opt.eps), weight_decay=float(opt.weight_decay))
+        self.optimizer = torch.optim.AdamW(
+            agent.trainable_parameters(),
+            lr=float(opt.lr),
+            betas=tuple(opt.betas),
+            eps=float(opt.eps),
+            weight_decay=float(opt.weight_decay),
+        )
         self.base_lr = float(opt.lr)
         self.scheduler = build_scheduler(self.optimizer, algo.scheduler)
         self.counters = Counters()
@@ -126,8 +133,10 @@ class LearnerBase:
         name = self.NAME
         node = (cfg.algo.get(name) or {}).get("hyperparams")
         if node is None:
-            raise ValueError(f"algo.{name}.hyperparams is missing: choose the learner with learner={name} "
-                             f"(configs/learner/{name}.yaml), not algo.objective alone")
+            raise ValueError(
+                f"algo.{name}.hyperparams is missing: choose the learner with learner={name} "
+                f"(configs/learner/{name}.yaml), not algo.objective alone"
+            )
         return node
 
     def finish_step(self) -> None:

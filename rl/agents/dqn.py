@@ -14,6 +14,7 @@ with Q′ from the target encoders and A(s) the chunks not yet selected. As in P
 regresses to half the target (loss ½·mean((2q1 − y)²) + ½·mean((2q2 − y)²)), so Q = q1 + q2 is
 what greedy evaluation ranks by.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -33,7 +34,9 @@ EXPLORATION = ("epsilon", "softmax")
 TARGET_UPDATES = ("ema", "hard")
 
 
-def bootstrap_values(target_q: torch.Tensor, available: torch.Tensor, online_q: torch.Tensor | None = None) -> torch.Tensor:
+def bootstrap_values(
+    target_q: torch.Tensor, available: torch.Tensor, online_q: torch.Tensor | None = None
+) -> torch.Tensor:
     """V′ for S states of one sample: target_q, online_q [S, N], available [S, N] bool -> [S].
     Without ``online_q`` the target network's max over available chunks; with it (Double DQN)
     the target network's value of the online network's best available chunk. 0 where nothing
@@ -44,7 +47,9 @@ def bootstrap_values(target_q: torch.Tensor, available: torch.Tensor, online_q: 
     return torch.where(available.any(-1), v, torch.zeros_like(v))
 
 
-def nstep_targets(ret: torch.Tensor, k: torch.Tensor, done: torch.Tensor, v_next: torch.Tensor, gamma: float) -> torch.Tensor:
+def nstep_targets(
+    ret: torch.Tensor, k: torch.Tensor, done: torch.Tensor, v_next: torch.Tensor, gamma: float
+) -> torch.Tensor:
     """y = R + γ^k (1 − done) V′(s_{t+k}) for a batch of n-step transitions."""
     return ret + gamma ** k.to(ret.dtype) * (1.0 - done.to(ret.dtype)) * v_next
 
@@ -73,18 +78,29 @@ class Hyper:
         """From ``algo.dqn.hyperparams`` (configs/learner/dqn.yaml holds every default)."""
         k = hp.top_k_actions
         out = cls(
-            gamma=float(hp.gamma), n_step=int(hp.n_step), double=bool(hp.double), buffer_size=int(hp.buffer_size),
-            learning_starts=int(hp.learning_starts), env_steps_per_update=int(hp.env_steps_per_update),
-            exploration=str(hp.exploration), epsilon_start=float(hp.epsilon_start), epsilon_end=float(hp.epsilon_end),
-            epsilon_decay_steps=int(hp.epsilon_decay_steps), temperature=float(hp.temperature),
-            top_k_actions=None if k is None else int(k), target_update=str(hp.target_update), tau=float(hp.tau),
-            target_update_interval=int(hp.target_update_interval), acting_dropout=bool(hp.acting_dropout),
+            gamma=float(hp.gamma),
+            n_step=int(hp.n_step),
+            double=bool(hp.double),
+            buffer_size=int(hp.buffer_size),
+            learning_starts=int(hp.learning_starts),
+            env_steps_per_update=int(hp.env_steps_per_update),
+            exploration=str(hp.exploration),
+            epsilon_start=float(hp.epsilon_start),
+            epsilon_end=float(hp.epsilon_end),
+            epsilon_decay_steps=int(hp.epsilon_decay_steps),
+            temperature=float(hp.temperature),
+            top_k_actions=None if k is None else int(k),
+            target_update=str(hp.target_update),
+            tau=float(hp.tau),
+            target_update_interval=int(hp.target_update_interval),
+            acting_dropout=bool(hp.acting_dropout),
         )
         if out.exploration not in EXPLORATION:
             raise ValueError(f"algo.dqn.hyperparams.exploration must be one of {EXPLORATION}, got {out.exploration!r}")
         if out.target_update not in TARGET_UPDATES:
-            raise ValueError(f"algo.dqn.hyperparams.target_update must be one of {TARGET_UPDATES}, "
-                             f"got {out.target_update!r}")
+            raise ValueError(
+                f"algo.dqn.hyperparams.target_update must be one of {TARGET_UPDATES}, got {out.target_update!r}"
+            )
         return out
 
 
@@ -115,8 +131,10 @@ class DQNLearner(LearnerBase):
         super().__init__(agent, env, cfg, legacy)
         self.hp = Hyper.from_cfg(self.hyperparams(cfg))
         if env.pos.processor == "random":
-            raise ValueError("learner=dqn replays transitions from sample indices, but envs.positions_processor=random "
-                             "draws codes per episode that the buffer does not keep: use relative, absolute or none")
+            raise ValueError(
+                "learner=dqn replays transitions from sample indices, but envs.positions_processor=random "
+                "draws codes per episode that the buffer does not keep: use relative, absolute or none"
+            )
         self.sort_by_index = env.sort_by_index
         self.buffer = ReplayBuffer(self.hp.buffer_size, env.max_steps)
         self.nstep = NStepAssembler(env.n_envs, self.hp.n_step, self.hp.gamma)
@@ -149,8 +167,9 @@ class DQNLearner(LearnerBase):
         q = {}
         if greedy:
             train = hp.acting_dropout
-            s_emb = agent.embed(agent.state_enc, [agent.state_ids(eps[i], self.sort_by_index) for i in greedy],
-                                train=train)
+            s_emb = agent.embed(
+                agent.state_enc, [agent.state_ids(eps[i], self.sort_by_index) for i in greedy], train=train
+            )
             agent.ensure_chunk_embeddings([eps[i] for i in greedy], "online", train)
             for row, i in enumerate(greedy):
                 q[i] = q_all(s_emb[row], agent.rotate(agent.chunk_embeddings(eps[i], "online", train), codes[i]))
@@ -163,8 +182,10 @@ class DQNLearner(LearnerBase):
                 actions.append(sample_policy(q[i], ep.available, hp.top_k_actions, hp.temperature, self.policy_gen))
             else:
                 actions.append(int(masked_topk(q[i], ep.available, 1)[1][0]))
-        steps = [Step(ep.index, list(ep.selected), a, -1 if c is None else int(c[a]), 0.0, False)
-                 for ep, a, c in zip(eps, actions, codes)]
+        steps = [
+            Step(ep.index, list(ep.selected), a, -1 if c is None else int(c[a]), 0.0, False)
+            for ep, a, c in zip(eps, actions, codes)
+        ]
         rewards, dones, _ = env.step(slots, actions)
         self.counters.env_steps += len(slots)
         for slot, st, r, d in zip(slots, steps, rewards, dones):
@@ -243,13 +264,20 @@ class DQNLearner(LearnerBase):
         v_next = torch.zeros(len(batch), device=dev)
         need = [i for i, tr in enumerate(batch) if not tr.done]  # V′ after a done is multiplied by 0
         if need:
-            v_next[torch.tensor(need, device=dev)] = self._bootstrap([eps[i] for i in need], [batch[i].path for i in need])
+            v_next[torch.tensor(need, device=dev)] = self._bootstrap(
+                [eps[i] for i in need], [batch[i].path for i in need]
+            )
         y = nstep_targets(ret, k, done, v_next, hp.gamma)
 
-        s_emb = agent.embed(agent.state_enc, [agent.state_ids(ep, self.sort_by_index, selected=tr.selected)
-                                              for ep, tr in zip(eps, batch)], train=True, grad=True)
-        a_emb = agent.embed(agent.action_enc, [agent.action_ids(ep, tr.action) for ep, tr in zip(eps, batch)],
-                            train=True, grad=True)
+        s_emb = agent.embed(
+            agent.state_enc,
+            [agent.state_ids(ep, self.sort_by_index, selected=tr.selected) for ep, tr in zip(eps, batch)],
+            train=True,
+            grad=True,
+        )
+        a_emb = agent.embed(
+            agent.action_enc, [agent.action_ids(ep, tr.action) for ep, tr in zip(eps, batch)], train=True, grad=True
+        )
         if self.env.pos.processor != "none":
             a_emb = agent.rope(a_emb, torch.tensor([tr.code for tr in batch], device=dev))
         q1, q2 = twin_heads(s_emb, a_emb)
@@ -258,9 +286,13 @@ class DQNLearner(LearnerBase):
         self.counters.micro_steps += 1
         with torch.no_grad():
             q = (q1 + q2).detach()
-            scalars = {"qf_loss": float(loss) * self.k_accum, "q_mean": float(q.mean()),
-                       "td_abs": float((q - y).abs().mean()), "target_mean": float(y.mean()),
-                       "buffer_size": float(len(self.buffer))}
+            scalars = {
+                "qf_loss": float(loss) * self.k_accum,
+                "q_mean": float(q.mean()),
+                "td_abs": float((q - y).abs().mean()),
+                "target_mean": float(y.mean()),
+                "buffer_size": float(len(self.buffer)),
+            }
         if self.counters.micro_steps % self.k_accum == 0:
             scalars.update(self.optimizer_step())
         return scalars

@@ -5,6 +5,7 @@ Target values V(s_t) are computed for the whole rollout in one batched pass afte
 This equals computing them at acting time (DESIGN §5.2): target encoders and α only change at
 optimiser steps, never inside a rollout, and run deterministically in eval mode by default.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,9 +39,14 @@ class Hyper:
         """From ``algo.pqn.hyperparams`` (configs/learner/pqn.yaml holds every default)."""
         k = hp.top_k_actions
         return cls(
-            gamma=float(hp.gamma), alpha=float(hp.alpha), lam=float(hp.Lambda), tau=float(hp.tau),
-            top_k_actions=None if k is None else int(k), alpha_min=float(hp.alpha_min),
-            soft_target=bool(hp.soft_target), use_target_networks=bool(hp.use_target_networks),
+            gamma=float(hp.gamma),
+            alpha=float(hp.alpha),
+            lam=float(hp.Lambda),
+            tau=float(hp.tau),
+            top_k_actions=None if k is None else int(k),
+            alpha_min=float(hp.alpha_min),
+            soft_target=bool(hp.soft_target),
+            use_target_networks=bool(hp.use_target_networks),
             acting_dropout=bool(hp.acting_dropout),
         )
 
@@ -141,8 +147,15 @@ class PQNLearner(LearnerBase):
             avail = torch.from_numpy(avail_np).to(agent.device, non_blocking=True)
             codes = ep.codes(self.env.pos, avail)  # [S, N], one batched computation
             rotated = agent.rotate(u_t.expand(len(idx), -1, -1), codes)
-            v = soft_values(s_emb[idx], rotated, avail, self.hp.top_k_actions, self.alpha,
-                            soft=self.hp.soft_target, legacy_topk_before_mask=self.legacy_topk)
+            v = soft_values(
+                s_emb[idx],
+                rotated,
+                avail,
+                self.hp.top_k_actions,
+                self.alpha,
+                soft=self.hp.soft_target,
+                legacy_topk_before_mask=self.legacy_topk,
+            )
             out[torch.tensor(idx, device=agent.device)] = v
         return out
 
@@ -165,14 +178,16 @@ class PQNLearner(LearnerBase):
         if needed:
             values[torch.tensor(needed, device=agent.device)] = self._target_values([items[i] for i in needed])
         v = values[: L * E].view(L, E)
-        boot = values[L * E:]
+        boot = values[L * E :]
         rewards = torch.tensor([[tr.reward for tr in s] for s in steps], device=agent.device)
         dones = torch.tensor([[float(tr.done) for tr in s] for s in steps], device=agent.device)
         returns = lambda_returns(rewards, dones, v, boot, self.hp.gamma, self.hp.lam, self.legacy_off_by_one)
 
         # loss: re-encode states and chosen chunks with gradient, train mode (DESIGN §5.4)
         s_emb = agent.embed(agent.state_enc, [tr.state for tr in flat], train=True, grad=True)
-        a_emb = agent.embed(agent.action_enc, [agent.action_ids(tr.ep, tr.action) for tr in flat], train=True, grad=True)
+        a_emb = agent.embed(
+            agent.action_enc, [agent.action_ids(tr.ep, tr.action) for tr in flat], train=True, grad=True
+        )
         if self.env.pos.processor != "none":
             codes = torch.tensor([tr.code for tr in flat], device=agent.device)
             a_emb = agent.rope(a_emb, codes)
@@ -183,8 +198,12 @@ class PQNLearner(LearnerBase):
         self.counters.micro_steps += 1
         with torch.no_grad():
             q = (q1 + q2).detach()
-            scalars = {"qf_loss": float(loss) * self.k_accum, "q_mean": float(q.mean()),
-                       "td_abs": float((q - g).abs().mean()), "target_mean": float(g.mean())}
+            scalars = {
+                "qf_loss": float(loss) * self.k_accum,
+                "q_mean": float(q.mean()),
+                "td_abs": float((q - g).abs().mean()),
+                "target_mean": float(g.mean()),
+            }
         if self.counters.micro_steps % self.k_accum == 0:
             scalars.update(self.optimizer_step())
         return scalars

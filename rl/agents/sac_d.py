@@ -27,6 +27,7 @@ policy is less random than the target and falls while it is more. An episode of 
 next state, so such rollouts leave α where it is. log α and its optimiser are checkpointed.
 PQN's legacy switches reproduce defects of the reference's PQN and do not apply here.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,8 +45,9 @@ from rl.agents.target_heads import target_head_groups
 NEG_INF = float("-inf")
 
 
-def sac_values(heads: torch.Tensor, available: torch.Tensor, k: int | None, alpha: float
-               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def sac_values(
+    heads: torch.Tensor, available: torch.Tensor, k: int | None, alpha: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(V [S], entropy of π′ [S], support size [S]) for head scores [S, 2, N] of the target network
     and availability [S, N]. π′ = softmax((q′1 + q′2)/α) over the top-min(k, |A|) available chunks,
     V = Σ π′ (min(2q′1, 2q′2) − α log π′). A state with nothing available has V = H = 0."""
@@ -115,6 +117,7 @@ class Temperature:
 @dataclass
 class SacHyper:
     """``algo.sac_d.hyperparams`` (configs/learner/sac_d.yaml documents and defaults every key)."""
+
     gamma: float
     lam: float
     alpha: float
@@ -130,11 +133,19 @@ class SacHyper:
     @classmethod
     def from_cfg(cls, hp: Any) -> SacHyper:
         k = hp.top_k_actions
-        return cls(gamma=float(hp.gamma), lam=float(hp.Lambda), alpha=float(hp.alpha),
-                   learn_alpha=bool(hp.learn_alpha), alpha_lr=float(hp.alpha_lr),
-                   target_entropy_ratio=float(hp.target_entropy_ratio), alpha_min=float(hp.alpha_min),
-                   tau=float(hp.tau), top_k_actions=None if k is None else int(k),
-                   use_target_networks=bool(hp.use_target_networks), acting_dropout=bool(hp.acting_dropout))
+        return cls(
+            gamma=float(hp.gamma),
+            lam=float(hp.Lambda),
+            alpha=float(hp.alpha),
+            learn_alpha=bool(hp.learn_alpha),
+            alpha_lr=float(hp.alpha_lr),
+            target_entropy_ratio=float(hp.target_entropy_ratio),
+            alpha_min=float(hp.alpha_min),
+            tau=float(hp.tau),
+            top_k_actions=None if k is None else int(k),
+            use_target_networks=bool(hp.use_target_networks),
+            acting_dropout=bool(hp.acting_dropout),
+        )
 
 
 class SacDLearner(PQNLearner):

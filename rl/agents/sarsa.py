@@ -22,6 +22,7 @@ Behaviour policy, α schedule, EMA targets and the twin-head loss
 0.5·mean((2q1 − G)²) + 0.5·mean((2q2 − G)²) are PQN's. PQN's legacy switches reproduce defects of
 the reference's PQN and do not apply here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,8 +38,9 @@ from rl.agents.target_heads import target_head_groups
 from rl.qfunc import masked_topk, q_all, twin_heads
 
 
-def sarsa_returns(rewards: torch.Tensor, dones: torch.Tensor, q_taken: torch.Tensor, bootstrap: torch.Tensor,
-                  gamma: float, n: int) -> torch.Tensor:
+def sarsa_returns(
+    rewards: torch.Tensor, dones: torch.Tensor, q_taken: torch.Tensor, bootstrap: torch.Tensor, gamma: float, n: int
+) -> torch.Tensor:
     """n-step SARSA targets, time-major [L, E]. ``q_taken[t]`` = Q′(s_t, a_t) of the action taken at
     step t (row 0 is never used); ``bootstrap`` = the value of s_L after the last step;
     ``dones[t] = 1``: the episode ended at step t (nothing is bootstrapped across it)."""
@@ -72,6 +74,7 @@ def policy_probs(q: torch.Tensor, available: torch.Tensor, k: int | None, alpha:
 class SarsaHyper:
     """``algo.sarsa.hyperparams`` (configs/learner/sarsa.yaml documents and defaults every key);
     the acting, α-schedule and EMA keys mean what they mean for PQN."""
+
     gamma: float
     n_steps: int
     alpha: float
@@ -84,9 +87,16 @@ class SarsaHyper:
     @classmethod
     def from_cfg(cls, hp: Any) -> SarsaHyper:
         k = hp.top_k_actions
-        return cls(gamma=float(hp.gamma), n_steps=int(hp.n_steps), alpha=float(hp.alpha),
-                   alpha_min=float(hp.alpha_min), tau=float(hp.tau), top_k_actions=None if k is None else int(k),
-                   use_target_networks=bool(hp.use_target_networks), acting_dropout=bool(hp.acting_dropout))
+        return cls(
+            gamma=float(hp.gamma),
+            n_steps=int(hp.n_steps),
+            alpha=float(hp.alpha),
+            alpha_min=float(hp.alpha_min),
+            tau=float(hp.tau),
+            top_k_actions=None if k is None else int(k),
+            use_target_networks=bool(hp.use_target_networks),
+            acting_dropout=bool(hp.acting_dropout),
+        )
 
 
 class SarsaLearner(PQNLearner):
@@ -159,8 +169,7 @@ class SarsaLearner(PQNLearner):
         dones = torch.tensor([[float(tr.done) for tr in s] for s in steps], device=agent.device)
         # Q′(s_t, a_t) enters only the target of step t − n, and only if no episode ended in
         # between: the others are multiplied by zero and not computed.
-        needed = [(t, e) for t in range(n, L) for e in range(E)
-                  if not any(steps[j][e].done for j in range(t - n, t))]
+        needed = [(t, e) for t in range(n, L) for e in range(E) if not any(steps[j][e].done for j in range(t - n, t))]
         q_taken = torch.zeros(L, E, device=agent.device)
         if needed:
             vals = self._q_taken([(steps[t][e].ep, steps[t][e].selected, steps[t][e].action) for t, e in needed])
@@ -180,7 +189,9 @@ class SarsaLearner(PQNLearner):
         and the optimiser step every K micro-steps."""
         agent = self.agent
         s_emb = agent.embed(agent.state_enc, [tr.state for tr in flat], train=True, grad=True)
-        a_emb = agent.embed(agent.action_enc, [agent.action_ids(tr.ep, tr.action) for tr in flat], train=True, grad=True)
+        a_emb = agent.embed(
+            agent.action_enc, [agent.action_ids(tr.ep, tr.action) for tr in flat], train=True, grad=True
+        )
         if self.env.pos.processor != "none":
             a_emb = agent.rope(a_emb, torch.tensor([tr.code for tr in flat], device=agent.device))
         q1, q2 = twin_heads(s_emb, a_emb)
@@ -189,8 +200,12 @@ class SarsaLearner(PQNLearner):
         self.counters.micro_steps += 1
         with torch.no_grad():
             q = (q1 + q2).detach()
-            scalars = {"qf_loss": float(loss) * self.k_accum, "q_mean": float(q.mean()),
-                       "td_abs": float((q - g).abs().mean()), "target_mean": float(g.mean())}
+            scalars = {
+                "qf_loss": float(loss) * self.k_accum,
+                "q_mean": float(q.mean()),
+                "td_abs": float((q - g).abs().mean()),
+                "target_mean": float(g.mean()),
+            }
         if self.counters.micro_steps % self.k_accum == 0:
             scalars.update(self.optimizer_step())
         return scalars

@@ -11,6 +11,7 @@ same greedy evaluation as Q-RAG; only the learning signal differs. No rollouts, 
 the target encoders, α and the acting generator are unused. The learner contract is
 :class:`rl.agents.base.Learner`; the main scalar is ``ce_loss``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -54,8 +55,10 @@ class SFTLearner(LearnerBase):
         while n < self.batch_size:
             draws += 1
             if draws > MAX_DRAWS_PER_TRANSITION * self.batch_size:
-                raise RuntimeError("learner=sft needs training samples with gold chunks (sf_idx); "
-                                   f"none found in {draws - 1} draws from the {self.env.name} set")
+                raise RuntimeError(
+                    "learner=sft needs training samples with gold chunks (sf_idx); "
+                    f"none found in {draws - 1} draws from the {self.env.name} set"
+                )
             ep = self.env.reset_random(0)
             steps = len(teacher_trajectory(ep.sample, self.env.max_steps))
             if steps:
@@ -80,11 +83,24 @@ class SFTLearner(LearnerBase):
         agent, layout = self.agent, self.agent.layout
         golds = [teacher_trajectory(ep.sample, self.env.max_steps) for ep in eps]
         content = RaggedIds.concat([RaggedIds.from_lists(agent.tokens(ep).action_chunks) for ep in eps])
-        chunks = agent.embed(agent.action_enc, FramedIds(content, layout.bos, layout.sep, layout.action_content),
-                             train=True, grad=True, bucket_grad=True)  # [ΣN, d], un-rotated, same ids as action_ids
-        states = agent.embed(agent.state_enc, [agent.state_ids(ep, self.env.sort_by_index, selected=gold[:t])
-                                               for ep, gold in zip(eps, golds) for t in range(len(gold))],
-                             train=True, grad=True, bucket_grad=True)  # [ΣT′, d]
+        chunks = agent.embed(
+            agent.action_enc,
+            FramedIds(content, layout.bos, layout.sep, layout.action_content),
+            train=True,
+            grad=True,
+            bucket_grad=True,
+        )  # [ΣN, d], un-rotated, same ids as action_ids
+        states = agent.embed(
+            agent.state_enc,
+            [
+                agent.state_ids(ep, self.env.sort_by_index, selected=gold[:t])
+                for ep, gold in zip(eps, golds)
+                for t in range(len(gold))
+            ],
+            train=True,
+            grad=True,
+            bucket_grad=True,
+        )  # [ΣT′, d]
         out, c0, s0 = [], 0, 0
         for ep, gold in zip(eps, golds):
             n, steps = ep.n_chunks, len(gold)
@@ -94,8 +110,8 @@ class SFTLearner(LearnerBase):
             avail = torch.from_numpy(avail_np).to(agent.device, non_blocking=True)
             # the env's position codes of every state "gold[:t] selected", in one batched computation
             codes = ep.codes(self.env.pos, avail)
-            rotated = agent.rotate(chunks[c0:c0 + n].expand(steps, -1, -1), codes)  # [T′, N, d]
-            logits = torch.bmm(rotated, states[s0:s0 + steps].float()[:, :, None])[:, :, 0]
+            rotated = agent.rotate(chunks[c0 : c0 + n].expand(steps, -1, -1), codes)  # [T′, N, d]
+            logits = torch.bmm(rotated, states[s0 : s0 + steps].float()[:, :, None])[:, :, 0]
             out.append((logits.masked_fill(~avail, float("-inf")), torch.tensor(gold, device=agent.device)))
             c0, s0 = c0 + n, s0 + steps
         return out
@@ -132,8 +148,12 @@ class SFTLearner(LearnerBase):
                     sums[1] += logits.gather(1, target[:, None]).sum()
                     sums[2] += (logits.argmax(1) == target).sum()
         ce_sum, q_sum, correct = sums.tolist()  # one device sync per micro-step
-        return {"ce_loss": ce_sum / n_total, "q_mean": q_sum / n_total, "sft_acc": correct / n_total,
-                "transitions": float(n_total)}
+        return {
+            "ce_loss": ce_sum / n_total,
+            "q_mean": q_sum / n_total,
+            "sft_acc": correct / n_total,
+            "transitions": float(n_total),
+        }
 
     # -- one micro-step -------------------------------------------------------------------
     def micro_step(self) -> dict[str, float]:

@@ -4,6 +4,7 @@ SARSA needs Q′(s, a) of one chosen chunk, SAC-D the soft value over the policy
 start from the same [S, 2, N] head scores of the target encoders, grouped by sample (the chunk
 embeddings of a sample are computed once and rotated per state, as PQN's target values do).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -15,8 +16,9 @@ from envs.env import Episode
 
 
 @torch.no_grad()
-def target_head_groups(learner, items: list[tuple[Episode, list[int]]], train: bool = False
-                       ) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
+def target_head_groups(
+    learner, items: list[tuple[Episode, list[int]]], train: bool = False
+) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
     """For the states ``items`` = (episode, chunks held) yield, per sample, (the items' indices,
     head scores [S, 2, N] float32 of the target network, availability [S, N] bool)."""
     agent = learner.agent
@@ -38,6 +40,11 @@ def target_head_groups(learner, items: list[tuple[Episode, list[int]]], train: b
         avail = torch.from_numpy(avail_np).to(agent.device, non_blocking=True)
         rotated = agent.rotate(u.expand(len(idx), -1, -1), ep.codes(learner.env.pos, avail)).float()  # [S, N, d]
         s = s_emb[idx]
-        heads = torch.stack((torch.einsum("snd,sd->sn", rotated[..., :h], s[:, :h]),
-                             torch.einsum("snd,sd->sn", rotated[..., h:], s[:, h:])), dim=1)
+        heads = torch.stack(
+            (
+                torch.einsum("snd,sd->sn", rotated[..., :h], s[:, :h]),
+                torch.einsum("snd,sd->sn", rotated[..., h:], s[:, h:]),
+            ),
+            dim=1,
+        )
         yield idx, heads, avail

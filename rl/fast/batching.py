@@ -6,6 +6,7 @@ Bucketed, sequences are sorted by length and cut into calls by a padding + launc
 input order, padded as the reference pads them. Both give the same embeddings
 (tests/rl/test_speed.py).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,8 +17,14 @@ import torch
 from rl.fast.ragged import as_seq_set
 
 
-def pad_batch(seqs: Any, pad: int, device: torch.device, left: bool = False,
-              width: int | None = None, idx: np.ndarray | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def pad_batch(
+    seqs: Any,
+    pad: int,
+    device: torch.device,
+    left: bool = False,
+    width: int | None = None,
+    idx: np.ndarray | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Pad id lists (or an IdLists/FramedIds set; only rows ``idx`` if given) into (input_ids,
     attention_mask) tensors on ``device``, to the longest sequence or to ``width`` if larger."""
     seqs = as_seq_set(seqs)
@@ -34,7 +41,9 @@ def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     return t.pin_memory().to(device, non_blocking=True)
 
 
-def plan_slices(sorted_lens: np.ndarray, max_batch: int, token_budget: int, call_cost: int = 4096) -> list[tuple[int, int]]:
+def plan_slices(
+    sorted_lens: np.ndarray, max_batch: int, token_budget: int, call_cost: int = 4096
+) -> list[tuple[int, int]]:
     """Cut length-sorted sequences into encoder calls [start, stop) minimising padded tokens plus
     ``call_cost`` token-equivalents per call (launch overhead), with at most ``max_batch`` rows
     and ``token_budget`` padded tokens per call. A DP over cuts between distinct lengths (optimal
@@ -101,7 +110,7 @@ def embed_sequences(
             padded = pad_to is not None or bool((lens[idx] != lens[idx].max()).any())
             ids_t, mask_t = pad_batch(seqs, pad, device, left, width=pad_to, idx=idx)
             with torch.autocast(**amp):
-                out[start:start + len(idx)] = encoder(ids_t, mask_t, padded).float()
+                out[start : start + len(idx)] = encoder(ids_t, mask_t, padded).float()
         return out
     order = np.argsort(lens, kind="stable")
     sorted_out = torch.empty_like(out)
@@ -119,8 +128,8 @@ def embed_sequences(
             dev = to_device(torch.from_numpy(flat), device)
             pos = 0
             for (a, b), (ids, _) in zip(group, hosts):
-                ids_t = dev[pos:pos + ids.size].view(ids.shape)
-                mask_t = dev[pos + ids.size:pos + 2 * ids.size].view(ids.shape)
+                ids_t = dev[pos : pos + ids.size].view(ids.shape)
+                mask_t = dev[pos + ids.size : pos + 2 * ids.size].view(ids.shape)
                 pos += 2 * ids.size
                 with torch.autocast(**amp):  # equal first and last length (sorted) = no padding
                     sorted_out[a:b] = encoder(ids_t, mask_t, bool(lens[order[a]] != lens[order[b - 1]])).float()

@@ -12,6 +12,7 @@ Weights are read in place, so optimiser steps, EMA updates and ``load_state_dict
 copies) are seen by later replays. All graphs of an agent share one memory pool: replays run on
 one stream and every output is copied out at once, so no graph reads another's buffers.
 """
+
 from __future__ import annotations
 
 import logging
@@ -40,8 +41,16 @@ def _bucket(x: int, grid: Sequence[int]) -> int | None:
 class GraphedEncoder:
     """Replays an Embedder's forward from CUDA graphs for calls that fit a bucket."""
 
-    def __init__(self, encoder: nn.Module, pad: int, left: bool, amp: torch.dtype | None,
-                 pool: Any, max_tokens: int = 1 << 15, max_width: int = 512):
+    def __init__(
+        self,
+        encoder: nn.Module,
+        pad: int,
+        left: bool,
+        amp: torch.dtype | None,
+        pool: Any,
+        max_tokens: int = 1 << 15,
+        max_width: int = 512,
+    ):
         self.encoder, self.pad, self.left, self.amp, self.pool = encoder, pad, left, amp, pool
         self.max_tokens, self.max_width = max_tokens, max_width
         self.graphs: dict[tuple, tuple[torch.cuda.CUDAGraph, torch.Tensor, torch.Tensor, torch.Tensor]] = {}
@@ -93,7 +102,9 @@ class GraphedEncoder:
         ids = torch.full((rows, width), self.pad, dtype=torch.long, device=dev)
         mask = torch.ones((rows, width), dtype=torch.long, device=dev)
         # the autocast weight cache would freeze the bf16 weight copies inside the graph
-        amp = dict(device_type="cuda", dtype=self.amp or torch.float32, enabled=self.amp is not None, cache_enabled=False)
+        amp = dict(
+            device_type="cuda", dtype=self.amp or torch.float32, enabled=self.amp is not None, cache_enabled=False
+        )
         try:
             side = torch.cuda.Stream(dev)
             side.wait_stream(torch.cuda.current_stream(dev))

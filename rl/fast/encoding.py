@@ -6,6 +6,7 @@ batches, pinned host-to-device copies, several samples' chunks in one pass, and 
 haystacks tokenised on a CPU thread while the GPU embeds. None of it changes the embeddings
 (tests/rl/test_speed.py).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -32,8 +33,16 @@ STREAM_FIRST_SLICE = 2048
 class EncodingPath:
     """Runs the agent's encoders on id sequences; every choice is made here, once."""
 
-    def __init__(self, encoders: Sequence[nn.Module], switches: SpeedSwitches, layout: TokenLayout, left_pad: bool,
-                 device: torch.device, amp: torch.dtype | None, max_batch: int):
+    def __init__(
+        self,
+        encoders: Sequence[nn.Module],
+        switches: SpeedSwitches,
+        layout: TokenLayout,
+        left_pad: bool,
+        device: torch.device,
+        amp: torch.dtype | None,
+        max_batch: int,
+    ):
         self.layout, self.left_pad, self.device, self.amp = layout, left_pad, device, amp
         self.max_batch = int(max_batch)
         self.bucket = switches.length_bucketing
@@ -54,8 +63,15 @@ class EncodingPath:
             pool = torch.cuda.graph_pool_handle()
             self.graphs = {enc: GraphedEncoder(enc, layout.pad, left_pad, amp, pool) for enc in encoders}
 
-    def __call__(self, encoder: nn.Module, seqs: Any, grad: bool = False, out: torch.Tensor | None = None,
-                 chunks: bool = False, bucket_grad: bool = False) -> torch.Tensor:
+    def __call__(
+        self,
+        encoder: nn.Module,
+        seqs: Any,
+        grad: bool = False,
+        out: torch.Tensor | None = None,
+        chunks: bool = False,
+        bucket_grad: bool = False,
+    ) -> torch.Tensor:
         """Embeddings [len(seqs), d] fp32 of id lists (or an IdLists/FramedIds set), in the
         encoder's current dropout mode. ``chunks`` marks action sequences. Gradient calls run
         as one padded batch unless ``bucket_grad`` (many sequences of mixed lengths, e.g. the
@@ -67,9 +83,18 @@ class EncodingPath:
                 return e if out is None else out.copy_(e)
         fn = encoder if grad else self.compiled.get(encoder, encoder)
         with torch.set_grad_enabled(grad):
-            return embed_sequences(fn, seqs, self.layout.pad, self.device, self.max_batch, self.amp,
-                                   left=self.left_pad, bucket=self.bucket and (bucket_grad or not grad),
-                                   pad_to=self.chunk_width if chunks else None, out=out)
+            return embed_sequences(
+                fn,
+                seqs,
+                self.layout.pad,
+                self.device,
+                self.max_batch,
+                self.amp,
+                left=self.left_pad,
+                bucket=self.bucket and (bucket_grad or not grad),
+                pad_to=self.chunk_width if chunks else None,
+                out=out,
+            )
 
     def chunk_sets(self, encoder: nn.Module, token_sets: Sequence[SampleTokens]) -> list[torch.Tensor]:
         """Un-rotated chunk embeddings of several samples from one gradient-free pass over all
@@ -78,14 +103,22 @@ class EncodingPath:
         bounds = np.concatenate(([0], np.cumsum([len(t.action_chunks) for t in token_sets]))).tolist()
         framed = FramedIds(content, self.layout.bos, self.layout.sep, self.layout.action_content)
         emb = self(encoder, framed, chunks=True)
-        return [emb[bounds[k]:bounds[k + 1]] for k in range(len(token_sets))]
+        return [emb[bounds[k] : bounds[k + 1]] for k in range(len(token_sets))]
 
     def streams(self, n_chunks: int) -> bool:
         """Whether a haystack of ``n_chunks`` is tokenised while it is embedded."""
         return self.streaming and n_chunks >= STREAM_MIN_CHUNKS
 
-    def tokenize_and_embed(self, encoder: nn.Module, tokenizer: Any, question: str, chunks: Sequence[str],
-                           dim: int, query_prefix: str, passage_prefix: str) -> tuple[SampleTokens, torch.Tensor]:
+    def tokenize_and_embed(
+        self,
+        encoder: nn.Module,
+        tokenizer: Any,
+        question: str,
+        chunks: Sequence[str],
+        dim: int,
+        query_prefix: str,
+        passage_prefix: str,
+    ) -> tuple[SampleTokens, torch.Tensor]:
         """A large haystack's tokens (the same ids as :func:`rl.encoders.tokenize_sample`) and
         its chunk embeddings, tokenised slice by slice on a CPU thread while the GPU embeds."""
         emb = torch.empty((len(chunks), dim), device=self.device)
@@ -93,6 +126,6 @@ class EncodingPath:
         for part in stream_chunk_tokens(tokenizer, chunks, self.layout, passage_prefix, first=STREAM_FIRST_SLICE):
             act = part.action_ids if part.action_ids is not None else part.ids
             framed = FramedIds(act, self.layout.bos, self.layout.sep, self.layout.action_content)
-            self(encoder, framed, out=emb[part.start:part.start + len(part.ids)], chunks=True)
+            self(encoder, framed, out=emb[part.start : part.start + len(part.ids)], chunks=True)
             parts.append(part)
         return assemble_tokens(tokenizer, question, parts, self.layout, query_prefix), emb

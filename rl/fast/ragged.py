@@ -5,6 +5,7 @@ them cost more CPU time than the GPU takes to embed them. Here the ids live in o
 with per-chunk starts and lengths; a padded batch for any subset of chunks is a few vectorised
 gathers. Item access still returns a plain list (states are spliced from a handful of chunks).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -65,7 +66,7 @@ class RaggedIds(Sequence):
         if isinstance(j, slice):
             return [self[i] for i in range(*j.indices(len(self)))]
         s = int(self.starts[j])
-        return self.flat[s:s + int(self.lens[j])].tolist()
+        return self.flat[s : s + int(self.lens[j])].tolist()
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or len(other) != len(self):
@@ -89,8 +90,9 @@ class IdLists:
         lens = self.lens[idx]
         mask = _mask(lens, width, left)
         ids = np.full((len(idx), width), pad, dtype=np.int64)
-        ids[mask] = np.fromiter(itertools.chain.from_iterable(self.seqs[i] for i in idx), dtype=np.int64,
-                                count=int(lens.sum()))  # row-major fill keeps each sequence's order
+        ids[mask] = np.fromiter(
+            itertools.chain.from_iterable(self.seqs[i] for i in idx), dtype=np.int64, count=int(lens.sum())
+        )  # row-major fill keeps each sequence's order
         return ids, mask
 
 

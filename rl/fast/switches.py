@@ -6,6 +6,7 @@ something are kept: memory (``chunk_cache``), a CPU thread (``overlap_tokenizati
 time (``cuda_graphs``, ``compile``) or the reference's padding for comparisons
 (``length_bucketing``). ``precision`` stays a top-level key because it changes the arithmetic.
 """
+
 from __future__ import annotations
 
 import logging
@@ -40,8 +41,10 @@ class SpeedSwitches:
             del block[k]
         if removed and not _warned:
             _warned = True
-            log.warning("speed.%s: removed switch(es), ignored (their fast path is the only one now; "
-                        "docs/BENCH.md)", ", speed.".join(removed))
+            log.warning(
+                "speed.%s: removed switch(es), ignored (their fast path is the only one now; docs/BENCH.md)",
+                ", speed.".join(removed),
+            )
         names = {f.name for f in fields(cls)}
         unknown = set(block) - names
         if unknown:

@@ -4,6 +4,7 @@ thread while the caller (the GPU) works on the previous slice (``speed.overlap_t
 The ids are exactly those of the tokenizer's Python API with ``add_special_tokens=False`` and no
 truncation (tests/rl/test_speed.py compares them).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -66,12 +67,20 @@ def encode_texts(tokenizer: Any, texts: Sequence[str], cut: int) -> tuple[Ragged
         ids = fast(list(texts))
     else:
         ids = RaggedIds.from_lists(
-            tokenizer(list(texts), add_special_tokens=False, truncation=False, verbose=False)["input_ids"])
+            tokenizer(list(texts), add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+        )
     return ids.cut(cut), int(ids.lens.sum())
 
 
-def stream_chunk_tokens(tokenizer: Any, chunks: Sequence[str], layout: TokenLayout, passage_prefix: str = "",
-                        first: int = 2048, largest: int = 65536, ahead: bool = True) -> Iterator[TokenSlice]:
+def stream_chunk_tokens(
+    tokenizer: Any,
+    chunks: Sequence[str],
+    layout: TokenLayout,
+    passage_prefix: str = "",
+    first: int = 2048,
+    largest: int = 65536,
+    ahead: bool = True,
+) -> Iterator[TokenSlice]:
     """The chunks' ids in slices that double from ``first`` to ``largest`` chunks. With ``ahead``
     the next slice is tokenised on a worker thread while the caller works on this one (the Rust
     tokenizer releases the GIL), so a GPU can embed slice k while the CPU tokenises slice k + 1."""

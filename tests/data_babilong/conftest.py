@@ -1,4 +1,5 @@
 """Shared paths for the BabiLong data tests."""
+
 from __future__ import annotations
 
 from pathlib import Path

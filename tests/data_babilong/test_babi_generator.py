@@ -1,4 +1,5 @@
 """Seeded bAbI generator (qa1-qa5): determinism, format, and an independent re-derivation."""
+
 from __future__ import annotations
 
 import gzip

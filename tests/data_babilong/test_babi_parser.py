@@ -1,4 +1,5 @@
 """bAbI v1.2 parser (DESIGN §7.1) on hand-written files in the real format."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """BabiLong assembly (DESIGN §7.3) and the registry builder on the embedded data."""
+
 from __future__ import annotations
 
 import time

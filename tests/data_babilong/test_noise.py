@@ -1,4 +1,5 @@
 """Noise corpus loader (all accepted formats) and sampler semantics (DESIGN §7.2)."""
+
 from __future__ import annotations
 
 import gzip

@@ -2,6 +2,7 @@
 ``babilong_utils.py``: SentenceSampler.get_sample, NoiseInjectionDataset.__getitem__;
 ``data/create_tasks.py``: length - 300, max_n_facts = length // 8, GPT-2's tokenizer), and the
 token length every sample records."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,8 +27,21 @@ def test_shipped_gpt2_gives_gpt2_ids(gpt2):
     # ids of the npm package gpt-3-encoder's own JavaScript encoder on these texts
     def ids(t):
         return gpt2.tok(t, add_special_tokens=False)["input_ids"]
-    assert ids(" Hello world, this is GPT-2 tokenization.") == [18435, 995, 11, 428, 318, 402, 11571, 12, 17, 11241,
-                                                                  1634, 13]
+
+    assert ids(" Hello world, this is GPT-2 tokenization.") == [
+        18435,
+        995,
+        11,
+        428,
+        318,
+        402,
+        11571,
+        12,
+        17,
+        11241,
+        1634,
+        13,
+    ]
     assert ids(" naïve café") == [41492, 40304]
     assert gpt2.count(["Hello world, this is GPT-2 tokenization.", "naïve café"]) == [12, 2]  # " " + text
 
@@ -75,8 +89,17 @@ def test_fill_noise_worked_case(gpt2):
 @pytest.mark.parametrize("seed", range(5))
 def test_fill_noise_matches_the_official_loop(gpt2, seed):
     rng = np.random.default_rng(seed)
-    corpus = [[" ".join(rng.choice(["the", "sea", "was", "calm", ",", "and", "Ahab", "slept", "."],
-                                   size=int(rng.integers(1, 30)))) for _ in range(60)] for _ in range(3)]
+    corpus = [
+        [
+            " ".join(
+                rng.choice(
+                    ["the", "sea", "was", "calm", ",", "and", "Ahab", "slept", "."], size=int(rng.integers(1, 30))
+                )
+            )
+            for _ in range(60)
+        ]
+        for _ in range(3)
+    ]
     target = int(rng.integers(50, 400))
     runs = [(1, 17, 60), (0, 0, 60), (2, 5, 60)]
     out, lens = fill_noise(FixedRuns(corpus, runs), CorpusTokenCounts(corpus, gpt2), target, 10, None)
@@ -100,8 +123,7 @@ def test_gap_assembly_is_the_official_insertion():
             slots[g].append(n)
         assert chunks == [x for s in slots for x in s]
         assert [chunks[j] for j in fidx] == facts
-    shared = [seed for seed in range(30)
-              if len(set(np.random.default_rng(seed).choice(4, size=4, replace=True))) < 4]
+    shared = [seed for seed in range(30) if len(set(np.random.default_rng(seed).choice(4, size=4, replace=True))) < 4]
     assert shared  # several facts in one gap happens (positions drawn with replacement)
     assert assemble_gaps(["F"], [], np.random.default_rng(0)) == (["F"], [0])
 
@@ -120,8 +142,7 @@ def _noise_book():
 def test_dataset_token_mode(gpt2):
     babi = load_babi_file(FIXTURES / "qa2_two-supporting-facts_test.txt")  # stories of 5, 8, 8, 2 facts
     # budget 340 - 300 = 40 tokens -> at most 5 lines (4 facts + the question): stories 0-2 dropped
-    small = BabiLongDataset(babi, _noise_book(), 100, seed=0, split="test", tokenizer=gpt2,
-                            tokens=TokenBudget((340,)))
+    small = BabiLongDataset(babi, _noise_book(), 100, seed=0, split="test", tokenizer=gpt2, tokens=TokenBudget((340,)))
     assert small.ids == [3] and len(small) == 1 and small[0]["id"] == 3
     ds = BabiLongDataset(babi, _noise_book(), 100, seed=0, split="test", tokenizer=gpt2, tokens=TokenBudget((700,)))
     assert ds.ids == [0, 1, 2, 3]
@@ -133,8 +154,12 @@ def test_dataset_token_mode(gpt2):
         noise = [c for j, c in enumerate(s["chunks"]) if j not in set(s["facts_idx"])]
         counted = sum(gpt2.count(b.facts)) + sum(gpt2.count(noise))
         assert abs(counted - 400) <= 1  # the cut sentence re-tokenised may differ at its end
-    assert ds[2] == BabiLongDataset(babi, _noise_book(), 100, seed=0, split="test", tokenizer=gpt2,
-                                    tokens=TokenBudget((700,)))[2]
+    assert (
+        ds[2]
+        == BabiLongDataset(babi, _noise_book(), 100, seed=0, split="test", tokenizer=gpt2, tokens=TokenBudget((700,)))[
+            2
+        ]
+    )
     with pytest.raises(ValueError, match="length tokenizer"):
         BabiLongDataset(babi, _noise_book(), 100, seed=0, split="test", tokens=TokenBudget((700,)))
 

@@ -1,13 +1,22 @@
 """Every env config of this area builds a dataset on the shipped data, and every env config holds
 the documented per-benchmark settings (DESIGN §8.3 and §6.1: the reference's env files, with the
 rebuild's test-time rule that episodes never stop on ground truth)."""
+
 import pytest
 from omegaconf import OmegaConf
 
 from envs.data.registry import build_dataset
 from envs.types import validate_sample
 
-CONFIGS = ["niah", "hotpotqa", "musique", "hotpotqa+musique", "hotpotqa+musique+2wikimultihopqa", "ruler_qa", "babilong_hf"]
+CONFIGS = [
+    "niah",
+    "hotpotqa",
+    "musique",
+    "hotpotqa+musique",
+    "hotpotqa+musique+2wikimultihopqa",
+    "ruler_qa",
+    "babilong_hf",
+]
 ANSWER_ONLY = {"ruler_qa", "babilong_hf"}
 
 # env config: (task, T, positions, sort_by_index, test split,
@@ -27,12 +36,18 @@ DOCUMENTED = {
 
 def _compose(repo, fix, name):
     envs = OmegaConf.load(repo / "configs" / "envs" / f"{name}.yaml")
-    root = OmegaConf.create({
-        "seed": 7,
-        # the shipped layout: data_root = <repo>/data, NIAH under <repo>/data/niah
-        "paths": {"root_dir": str(repo), "data_root": str(repo / "data"), "ruler_root": str(repo / "data" / "niah")},
-        "envs": envs,
-    })
+    root = OmegaConf.create(
+        {
+            "seed": 7,
+            # the shipped layout: data_root = <repo>/data, NIAH under <repo>/data/niah
+            "paths": {
+                "root_dir": str(repo),
+                "data_root": str(repo / "data"),
+                "ruler_root": str(repo / "data" / "niah"),
+            },
+            "envs": envs,
+        }
+    )
     if name == "babilong_hf":  # no official set is shipped: the fixture stands in
         root.envs.data_path = str(fix / "babilong_hf")
         root.envs.task = "qa1"
@@ -45,7 +60,12 @@ def test_env_config_holds_the_documented_settings(repo, name):
     envs = OmegaConf.load(repo / "configs" / "envs" / f"{name}.yaml")
     task, steps, positions, sort, split, train, test = DOCUMENTED[name]
     assert (envs.task, envs.max_steps, envs.positions_processor, envs.sort_by_index, envs.test_split) == (
-        task, steps, positions, sort, split)
+        task,
+        steps,
+        positions,
+        sort,
+        split,
+    )
     fd = envs.feedback_defaults
     assert (fd.train.penalize_extra_steps, fd.train.never_terminate) == train
     assert (fd.test.penalize_extra_steps, fd.test.never_terminate_ref) == test

@@ -1,4 +1,5 @@
 """Offline generators: NIAH (RULER format) and synthetic multi-hop sets."""
+
 import json
 
 import pytest
@@ -21,7 +22,8 @@ from envs.data.splitter import split_sentences
 
 BOOKS = [
     [f"Sentence number {i} of the first book talks about ships and the sea." for i in range(60)],
-    [f"The second book says thing {i} about Mr. Knightley and the weather." for i in range(40)] + ["A line without an end"],
+    [f"The second book says thing {i} about Mr. Knightley and the weather." for i in range(40)]
+    + ["A line without an end"],
 ]
 
 
@@ -96,9 +98,11 @@ def test_niah_wording_is_rulers():
     from envs.data.niah_generator import wording
 
     t, prefix, type_v = wording(TASKS["niah_single_2"])
-    assert t == ("A special magic {type_needle_v} is hidden within the following text. Make sure to memorize it. "
-                 "I will quiz you about the {type_needle_v} afterwards.\n{context}\nWhat is the special magic "
-                 "{type_needle_v} for {query} mentioned in the provided text?")
+    assert t == (
+        "A special magic {type_needle_v} is hidden within the following text. Make sure to memorize it. "
+        "I will quiz you about the {type_needle_v} afterwards.\n{context}\nWhat is the special magic "
+        "{type_needle_v} for {query} mentioned in the provided text?"
+    )
     assert prefix == " The special magic {type_needle_v} for {query} mentioned in the provided text is"
     assert type_v == "number" and wording(TASKS["niah_multikey_3"])[2] == "uuid"
     t, prefix, type_v = wording(TASKS["niah_multivalue"])
@@ -115,7 +119,11 @@ def test_niah_keys_are_wonderwords_pairs():
     adjs, nouns = key_words()
     assert len(adjs) == 910 and len(nouns) == 6786  # distinct entries of wonderwords 2.2's lists
     recs = generate("niah_multiquery", 30, 400, seed=1, split="x", counter=whitespace_counter, corpus=BOOKS)
-    keys = [k for r in recs for k in r["answer_prefix"].split(" for ", 1)[1].split(" mentioned")[0].replace(", and ", ", ").split(", ")]
+    keys = [
+        k
+        for r in recs
+        for k in r["answer_prefix"].split(" for ", 1)[1].split(" mentioned")[0].replace(", and ", ", ").split(", ")
+    ]
     assert len(keys) == 120 == len(set(keys))  # 6.2M pairs: no repeats
     for k in keys:  # some words hold hyphens ("wide-eyed"): one split must give an adjective and a noun
         parts = k.split("-")
@@ -135,8 +143,9 @@ def test_niah_essay_start_and_depths():
         n = len(essay)
         before = sentences.index(next(s for s in sentences if s.startswith("One of the special magic")))
         assert before in {int(n * d / 100) for d in DEPTHS}  # needle after int(n * depth / 100) sentences
-    rand = generate("niah_single_2", 3, 300, seed=2, split="x", counter=whitespace_counter, corpus=BOOKS,
-                    haystack_start="random")
+    rand = generate(
+        "niah_single_2", 3, 300, seed=2, split="x", counter=whitespace_counter, corpus=BOOKS, haystack_start="random"
+    )
     starts = {split_sentences(r["input"].split("\n")[1])[0] for r in rand}
     assert len(starts) > 1  # the variant: a random start per sample
 

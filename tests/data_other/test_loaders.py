@@ -1,4 +1,5 @@
 """Loaders on hand-written fixtures in the real formats (incl. malformed records)."""
+
 import json
 
 import pytest
@@ -19,7 +20,10 @@ def test_hotpotqa(fix):
     s = load_hotpotqa(fix / "hotpotqa", "train")
     assert [x["id"] for x in s] == ["5a8b57f25542995d1e6f1371", "5a8c7595554299585d9e36b6", "5a85ea095542994775f606a8"]
     a = s[0]
-    assert a["chunks"][0] == "Adam Collis Adam Collis is an American filmmaker and actor.  He attended the Duke University."
+    assert (
+        a["chunks"][0]
+        == "Adam Collis Adam Collis is an American filmmaker and actor.  He attended the Duke University."
+    )
     assert a["sf_idx"] == [2, 3]  # "Ed Wood (film)" is not a supporting title
     assert s[1]["sf_idx"] == [1, 2] and s[2]["sf_idx"] == [1, 2]
     assert a["answer"] == "yes"
@@ -66,14 +70,21 @@ def test_musique_gold_is_is_supporting_and_full_honours_answerable(fix):
     assert contrast["sf_idx"] == [] and contrast["sf_known"] is False
     # idx 9 (list position 1) is named by a hop but not supporting; position 2 supports unnamed
     assert c["sf_idx"] == [0, 2]
-    cfg = OmegaConf.create({"name": "musique", "data_path": str(fix / "musique"), "test_split": "full_eval", "length": -1})
+    cfg = OmegaConf.create(
+        {"name": "musique", "data_path": str(fix / "musique"), "test_split": "full_eval", "length": -1}
+    )
     assert len(build_musique(cfg, "test", 0)) == 3
 
 
 def test_musique_answerable_record_without_supporting_paragraph_is_an_error(tmp_path, fix):
     line = (fix / "musique" / "musique_ans_v1.0_dev.jsonl").read_text().splitlines()[0]
-    (tmp_path / "musique_ans_v1.0_dev.jsonl").write_text(line.replace('"is_supporting": true', '"is_supporting": false') + "\n")
-    with pytest.raises(DatasetFormatError, match=r"jsonl \(line 1, id=2hop__13548_13529\): an answerable record with no paragraph marked is_supporting"):
+    (tmp_path / "musique_ans_v1.0_dev.jsonl").write_text(
+        line.replace('"is_supporting": true', '"is_supporting": false') + "\n"
+    )
+    with pytest.raises(
+        DatasetFormatError,
+        match=r"jsonl \(line 1, id=2hop__13548_13529\): an answerable record with no paragraph marked is_supporting",
+    ):
         load_musique(tmp_path, "eval")
 
 
@@ -92,13 +103,19 @@ def test_niah_gold_and_question(fix):
     a = s[0]
     assert a["question"] == "What are all the special magic numbers for calm-harbor mentioned in the provided text?"
     assert a["answer"] == "1234567,7654321"
-    assert a["chunks"][:3] == ["Some special magic numbers are hidden within the following text.", "Make sure to memorize it.", "I will quiz you about the numbers afterwards."]
+    assert a["chunks"][:3] == [
+        "Some special magic numbers are hidden within the following text.",
+        "Make sure to memorize it.",
+        "I will quiz you about the numbers afterwards.",
+    ]
     assert [a["chunks"][j] for j in a["sf_idx"]] == [
         "One of the special magic numbers for calm-harbor is: 1234567.",
         "One of the special magic numbers for calm-harbor is: 7654321.",
     ]
     b = s[1]
-    assert [b["chunks"][j] for j in b["sf_idx"]] == ["One of the special magic uuids for 0f3b8c1e-5d7a-4e2b-9c6d-8a1f2e3d4c5b is: 6c8a1b2e-1234-4abc-8def-0123456789ab."]
+    assert [b["chunks"][j] for j in b["sf_idx"]] == [
+        "One of the special magic uuids for 0f3b8c1e-5d7a-4e2b-9c6d-8a1f2e3d4c5b is: 6c8a1b2e-1234-4abc-8def-0123456789ab."
+    ]
     assert "Mr. Smith visited www.example.com on 3.5 days." in b["chunks"]
     c = s[2]  # the question contains the value: never a candidate
     assert c["sf_idx"] == [1] and len(c["chunks"]) == 3
@@ -135,16 +152,30 @@ def test_ruler_qa(fix):
 def test_babilong_hf(fix, tmp_path):
     s = load_babilong_hf(fix / "babilong_hf", "4k", "qa1_single-supporting-fact")
     assert s[0]["id"] == "4k/qa1/0" and s[0]["answer"] == "bathroom"
-    assert s[0]["chunks"] == ["The lamp was on.", "Mary moved to the bathroom.", "John went to the hallway.", "Mr. Brown slept."]
+    assert s[0]["chunks"] == [
+        "The lamp was on.",
+        "Mary moved to the bathroom.",
+        "John went to the hallway.",
+        "Mr. Brown slept.",
+    ]
     assert s[1]["sf_idx"] == [] and s[1]["sf_known"] is False
-    cfg = OmegaConf.create({"name": "babilong_hf", "data_path": str(fix / "babilong_hf"), "task": "qa1", "context_length": "4k",
-                            "length": -1})
+    cfg = OmegaConf.create(
+        {
+            "name": "babilong_hf",
+            "data_path": str(fix / "babilong_hf"),
+            "task": "qa1",
+            "context_length": "4k",
+            "length": -1,
+        }
+    )
     assert len(build_babilong_hf(cfg, "test", 1)) == 2
     with pytest.raises(ValueError, match="no 'train' split"):
         build_babilong_hf(cfg, "train", 1)
     import datasets
 
-    dd = datasets.DatasetDict({"qa1": datasets.Dataset.from_list([{"input": "A b. C d.", "question": "Q?", "target": "t"}])})
+    dd = datasets.DatasetDict(
+        {"qa1": datasets.Dataset.from_list([{"input": "A b. C d.", "question": "Q?", "target": "t"}])}
+    )
     dd.save_to_disk(str(tmp_path / "8k"))
     s = load_babilong_hf(tmp_path, "8k", "qa1")
     assert s[0]["chunks"] == ["A b.", "C d."] and s[0]["id"] == "8k/qa1/0"
@@ -153,10 +184,22 @@ def test_babilong_hf(fix, tmp_path):
 @pytest.mark.parametrize(
     "loader, name, match",
     [
-        (lambda d: load_hotpotqa(d, "train"), "hotpot_train_v1.1.json", r"hotpot_train_v1\.1\.json \(record 1, _id=x2\): missing field 'context'"),
-        (lambda d: load_musique(d, "train"), "musique_ans_v1.0_train.jsonl", r"musique_ans_v1\.0_train\.jsonl \(line 2, id=m2, paragraphs\[0\]\): missing field 'paragraph_text'"),
+        (
+            lambda d: load_hotpotqa(d, "train"),
+            "hotpot_train_v1.1.json",
+            r"hotpot_train_v1\.1\.json \(record 1, _id=x2\): missing field 'context'",
+        ),
+        (
+            lambda d: load_musique(d, "train"),
+            "musique_ans_v1.0_train.jsonl",
+            r"musique_ans_v1\.0_train\.jsonl \(line 2, id=m2, paragraphs\[0\]\): missing field 'paragraph_text'",
+        ),
         (lambda d: load_niah(d, "train"), "train.jsonl", r"train\.jsonl \(line 2, index=1\): missing field 'outputs'"),
-        (lambda d: load_ruler_qa(d / "ruler_qa.jsonl"), "ruler_qa.jsonl", r"ruler_qa\.jsonl \(line 2, index=5\): field 'input' has no question marker"),
+        (
+            lambda d: load_ruler_qa(d / "ruler_qa.jsonl"),
+            "ruler_qa.jsonl",
+            r"ruler_qa\.jsonl \(line 2, index=5\): field 'input' has no question marker",
+        ),
     ],
 )
 def test_malformed_records_name_file_record_field(fix, loader, name, match):
@@ -183,19 +226,29 @@ def test_seeded_permutation_and_length(fix):
     assert len(build_hotpotqa(cfg, "test", 1)) == 1  # test -> eval file
     mcfg = OmegaConf.create({"name": "musique", "data_path": str(fix / "musique"), "test_split": "eval", "length": 1})
     assert len(build_musique(mcfg, "test", 3)) == 1
-    wcfg = OmegaConf.create({"name": "2WikiMultihopQA", "data_path": str(fix / "2wiki"), "test_split": "dev", "length": -1})
+    wcfg = OmegaConf.create(
+        {"name": "2WikiMultihopQA", "data_path": str(fix / "2wiki"), "test_split": "dev", "length": -1}
+    )
     assert len(build_dataset(wcfg, "test", 0)) == 1 and len(build_2wiki(wcfg, "train", 0)) == 3
-    rcfg = OmegaConf.create({"name": "ruler_qa", "data_path": str(fix / "ruler_qa.jsonl"), "question_marker": "QUESTION:",
-                             "length": 1})
+    rcfg = OmegaConf.create(
+        {"name": "ruler_qa", "data_path": str(fix / "ruler_qa.jsonl"), "question_marker": "QUESTION:", "length": 1}
+    )
     assert len(build_ruler_qa(rcfg, "test", 0)) == 1
 
 
 def test_combined_source_and_shuffle(fix):
-    cfg = OmegaConf.create({
-        "name": "combined", "dataset1_path": str(fix / "hotpotqa"), "dataset2_path": str(fix / "musique"),
-        "dataset3_path": str(fix / "2wiki"), "test_split": "eval", "dataset3_test_split": "dev",
-        "shuffle": {"train": True, "test": False}, "length": -1,
-    })
+    cfg = OmegaConf.create(
+        {
+            "name": "combined",
+            "dataset1_path": str(fix / "hotpotqa"),
+            "dataset2_path": str(fix / "musique"),
+            "dataset3_path": str(fix / "2wiki"),
+            "test_split": "eval",
+            "dataset3_test_split": "dev",
+            "shuffle": {"train": True, "test": False},
+            "length": -1,
+        }
+    )
     test = build_combined(cfg, "test", 0)
     assert [x["source"] for x in test.samples] == ["hotpotqa", "musique", "musique", "2WikiMultihopQA"]
     train = build_combined(cfg, "train", 0)
@@ -203,8 +256,10 @@ def test_combined_source_and_shuffle(fix):
     for x in train.samples:  # conversion follows the source's rules
         if x["source"] == "musique":
             assert "answer_aliases" in x
+
     def ids(ds):
         return [(x["source"], x["id"]) for x in ds.samples]
+
     assert ids(build_combined(cfg, "train", 0)) == ids(train)
     assert len({tuple(ids(build_combined(cfg, "train", s))) for s in range(6)}) > 1  # run seed, not fixed 42
     cfg.dataset3_path = None
@@ -242,7 +297,9 @@ def test_niah_current_format_keeps_its_ids_unique_when_index_repeats(fix, tmp_pa
 def test_ruler_qa_2024_answer_prefix_is_cut_from_the_question(fix):
     (a,) = load_ruler_qa(fix / "ruler_qa_2024.jsonl")
     assert a["question"] == "What is the capital of Peru?"
-    assert a["chunks"][1] == "Oslo is the capital of Norway." and a["chunks"][2].startswith("Lima is the capital of Peru.")
+    assert a["chunks"][1] == "Oslo is the capital of Norway." and a["chunks"][2].startswith(
+        "Lima is the capital of Peru."
+    )
     assert a["id"] == 0 and a["ruler_index"] == 0
 
 

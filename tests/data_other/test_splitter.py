@@ -1,4 +1,5 @@
 """Sentence splitter rules (DESIGN §7.5)."""
+
 import uuid
 
 import numpy as np
@@ -12,13 +13,21 @@ from envs.data.splitter import split_sentences
     "text, expected",
     [
         ("One. Two? Three! Four", ["One.", "Two?", "Three!", "Four"]),
-        ("Mr. Smith met Dr. Who and Prof. X vs. Y etc. today.", ["Mr. Smith met Dr. Who and Prof. X vs. Y etc. today."]),
+        (
+            "Mr. Smith met Dr. Who and Prof. X vs. Y etc. today.",
+            ["Mr. Smith met Dr. Who and Prof. X vs. Y etc. today."],
+        ),
         ("Use e.g. apples, i.e. fruit. Done.", ["Use e.g. apples, i.e. fruit.", "Done."]),
         ("J. R. R. Tolkien wrote it. Yes.", ["J. R. R. Tolkien wrote it.", "Yes."]),
         ("The U.S. Army marched. Then rest.", ["The U.S. Army marched.", "Then rest."]),
-        ("Visit https://example.com/a.b?c=1&d=2.html now. Or www.test.org/x.y. End.",
-         ["Visit https://example.com/a.b?c=1&d=2.html now.", "Or www.test.org/x.y.", "End."]),
-        ("Pi is 3.14159 and v2.0.1 runs on 192.168.0.1 today. Next.", ["Pi is 3.14159 and v2.0.1 runs on 192.168.0.1 today.", "Next."]),
+        (
+            "Visit https://example.com/a.b?c=1&d=2.html now. Or www.test.org/x.y. End.",
+            ["Visit https://example.com/a.b?c=1&d=2.html now.", "Or www.test.org/x.y.", "End."],
+        ),
+        (
+            "Pi is 3.14159 and v2.0.1 runs on 192.168.0.1 today. Next.",
+            ["Pi is 3.14159 and v2.0.1 runs on 192.168.0.1 today.", "Next."],
+        ),
         ("Wait... what? Fine.", ["Wait... what?", "Fine."]),
         ('He said "Stop." She left.', ['He said "Stop."', "She left."]),
         ("line one\nline two. more\n\n  \nthree", ["line one", "line two.", "more", "three"]),

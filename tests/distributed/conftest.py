@@ -1,4 +1,5 @@
 """Helpers for the 2-process tests: torchrun on CPU (gloo, 127.0.0.1) and a tiny trained run."""
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,20 @@ def torchrun(args: list[str], cwd: Path, nproc: int = 2) -> subprocess.Completed
     file written by any rank shows up)."""
     cwd.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", str(nproc),
-           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc_per_node",
+        str(nproc),
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(free_port()),
+        *args,
+    ]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -37,8 +50,7 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from rl.trainer import run
 
     run_dir = tmp_path_factory.mktemp("trained") / "run"
-    cfg = compose_cfg(TINY + ["steps_count=2", "eval_interval=2", "final_eval_episodes=0",
-                              "logger.tensorboard=false"])
+    cfg = compose_cfg(TINY + ["steps_count=2", "eval_interval=2", "final_eval_episodes=0", "logger.tensorboard=false"])
     with open_dict(cfg):
         cfg.run_dir = str(run_dir)
     run(cfg)

@@ -1,5 +1,6 @@
 """train_q_rag's Trainer with 2 CPU ranks (gloo): averaged gradients keep the ranks' weights,
 target networks and α identical; rank 0 alone writes the run folder and every rank's env state."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,19 @@ FILES = ["config.yaml", "config_resolved.yaml", "metrics.jsonl", "model_best.pt"
 def test_two_ranks_stay_identical(tmp_path: Path) -> None:
     run_dir, hashes, cwd = tmp_path / "run", tmp_path / "hashes", tmp_path / "cwd"
     hashes.mkdir()
-    res = torchrun([WORKER, "train", str(run_dir), str(hashes), "steps_count=3", "eval_interval=2",
-                    "final_eval_episodes=0", "logger.tensorboard=false"], cwd)
+    res = torchrun(
+        [
+            WORKER,
+            "train",
+            str(run_dir),
+            str(hashes),
+            "steps_count=3",
+            "eval_interval=2",
+            "final_eval_episodes=0",
+            "logger.tensorboard=false",
+        ],
+        cwd,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     ranks = [json.loads((hashes / f"rank{r}.json").read_text()) for r in range(2)]
     assert ranks[0] == ranks[1] and ranks[0]["steps"] == 3  # weights (online + target), α, counters
@@ -52,6 +64,8 @@ def test_two_rank_resume_equals_uninterrupted(tmp_path: Path, monkeypatch) -> No
         a = json.loads((tmp_path / "h_full" / f"rank{r}.json").read_text())
         b = json.loads((tmp_path / "h_cut" / f"rank{r}.json").read_text())
         assert a == b, f"rank {r}"
+
     def rows(d):
         return [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
+
     assert rows(cut) == rows(full)

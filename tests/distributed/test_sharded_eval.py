@@ -1,5 +1,6 @@
 """eval_retriever.py under torchrun with 2 CPU processes: the merged output equals a 1-process
 run, and an interrupted sharded run resumes with the same or another world size."""
+
 from __future__ import annotations
 
 import json
@@ -66,8 +67,9 @@ def test_sharded_equals_one_process(trained_run: Path, reference, tmp_path: Path
     assert [r["index"] for r in merged] == [0, 1, 2, 3, 4]
     assert_same_records(merged, records, exact=True)  # each rank batches the same groups as 1 process
     got = json.loads((out / f"{STEM}.summary.json").read_text())
-    assert {k: v for k, v in got.items() if k not in TIMING_SUMMARY} == \
-        {k: v for k, v in summary.items() if k not in TIMING_SUMMARY}
+    assert {k: v for k, v in got.items() if k not in TIMING_SUMMARY} == {
+        k: v for k, v in summary.items() if k not in TIMING_SUMMARY
+    }
     assert sorted(p.name for p in out.iterdir()) == [f"{STEM}.jsonl", f"{STEM}.jsonl.meta.json", f"{STEM}.summary.json"]
     assert list(cwd.iterdir()) == []  # no rank wrote a Hydra folder or log elsewhere
     assert res.stdout.count("[eval] eval_seed42_ns8: n=5") == 1  # rank 0 alone reports

@@ -7,6 +7,7 @@ steps are done, like a killed job: the run folder then holds the step-N checkpoi
 ``worker.py eval <out_dir> <fail_after> [override ...]``: eval_retriever's run(cfg); with
 fail_after >= 0 the last rank raises after writing that many records (an interrupted run).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -52,8 +53,12 @@ def train(run_dir: str, hash_dir: str, overrides: list[str]) -> None:
         except KeyboardInterrupt:
             return
     trainer.train()
-    out = {"hash": state_hash(trainer.agent, trainer.learner.alpha), "alpha": trainer.learner.alpha,
-           "steps": trainer.learner.counters.optimizer_steps, "env_steps": trainer.learner.counters.env_steps}
+    out = {
+        "hash": state_hash(trainer.agent, trainer.learner.alpha),
+        "alpha": trainer.learner.alpha,
+        "steps": trainer.learner.counters.optimizer_steps,
+        "env_steps": trainer.learner.counters.env_steps,
+    }
     Path(hash_dir, f"rank{dist.rank()}.json").write_text(json.dumps(out))
 
 

@@ -5,6 +5,7 @@ training config, without the hydra node) and ``model_best.pt`` (``state["learner
 the agent's state dict, ``state["config"]`` = the resolved config). The agent is the offline
 MiniLM cut to one layer, untrained: the tests check the evaluation machinery, not the model.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,8 +18,12 @@ from omegaconf import DictConfig, OmegaConf
 from rl.config import PROJECT_ROOT, without_hydra
 
 TRAIN_OVERRIDES = [
-    "experiment=demo", "algo.model.predictor.num_layers=1", "envs.num_sentences=10", "envs.max_steps=2",
-    "seed=7", "logger.tensorboard=false",
+    "experiment=demo",
+    "algo.model.predictor.num_layers=1",
+    "envs.num_sentences=10",
+    "envs.max_steps=2",
+    "seed=7",
+    "logger.tensorboard=false",
 ]
 
 
@@ -56,7 +61,9 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path_factory.mktemp("tiny_run")
     cfg = write_run_config(run_dir)
     agent = agent_from_cfg(cfg, torch.device("cpu"))
-    state = {"learner": {"agent": agent.state_dict()},
-             "config": OmegaConf.to_container(without_hydra(cfg), resolve=True)}
+    state = {
+        "learner": {"agent": agent.state_dict()},
+        "config": OmegaConf.to_container(without_hydra(cfg), resolve=True),
+    }
     torch.save(state, run_dir / "model_best.pt")
     return run_dir

@@ -1,4 +1,5 @@
 """DESIGN §8.6 merge rule: CLI > testing.yaml > the run's saved (unresolved) config."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,8 +16,8 @@ from .conftest import compose_cfg, eval_cfg
 def test_priority_cli_over_testing_over_saved(config_run: Path) -> None:
     cfg = merge_eval_config(eval_cfg(config_run))
     assert cfg.envs.num_sentences == 50  # testing.yaml (50) beats the run's 10
-    assert cfg.seed == 42                # testing.yaml beats the run's seed 7
-    assert cfg.envs.max_steps == 2       # testing.yaml null = keep the run's value
+    assert cfg.seed == 42  # testing.yaml beats the run's seed 7
+    assert cfg.envs.max_steps == 2  # testing.yaml null = keep the run's value
     assert cfg.envs.task == "qa1_single-supporting-fact"
     assert cfg.algo.model.predictor.num_layers == 1  # untouched training keys survive
     cli = merge_eval_config(eval_cfg(config_run, "envs.num_sentences=1200", "envs.max_steps=4", "seed=3"))
@@ -46,7 +47,7 @@ def test_eval_env_replaces_only_the_test_env(config_run: Path) -> None:
     cfg = merge_eval_config(eval_cfg(config_run, "eval_env=babilong_hf"))
     assert cfg.envs.name == "babilong_hf"
     assert cfg.envs.max_steps == 2 and cfg.envs.positions_processor == "relative"  # the run's
-    assert cfg.envs.task == "qa1_single-supporting-fact"   # BabiLong task kept
+    assert cfg.envs.task == "qa1_single-supporting-fact"  # BabiLong task kept
     saved = OmegaConf.load(config_run / "config.yaml")
     assert cfg.max_action_length == saved.max_action_length  # encoder settings untouched
     assert eval_stem(cfg) == "eval_seed42_hf4k"
@@ -57,8 +58,9 @@ def test_eval_env_replaces_only_the_test_env(config_run: Path) -> None:
 
 def test_file_names_follow_settings(config_run: Path) -> None:
     assert eval_stem(merge_eval_config(eval_cfg(config_run, "seed=1", "envs.num_sentences=160"))) == "eval_seed1_ns160"
-    beam = merge_eval_config(eval_cfg(config_run, "eval.planner=beam", "eval.beam_width=2", "eval.beam_expand=2",
-                                      "use_last=true"))
+    beam = merge_eval_config(
+        eval_cfg(config_run, "eval.planner=beam", "eval.beam_width=2", "eval.beam_expand=2", "use_last=true")
+    )
     assert eval_stem(beam) == "eval_seed42_ns50_last_beam2x2"
     tokens = merge_eval_config(eval_cfg(config_run, "envs.length_unit=tokens", "envs.num_tokens=32000"))
     assert eval_stem(tokens) == "eval_seed42_nt32000"  # BabiLong's official token sizing
@@ -68,12 +70,23 @@ def test_file_names_follow_settings(config_run: Path) -> None:
 
 def test_eval_file_names_of_the_other_datasets(config_run: Path) -> None:
     """Each dataset names its files by what sets its test samples (envs/data/ specs)."""
-    stems = {env: eval_stem(merge_eval_config(eval_cfg(config_run, f"eval_env={env}", *extra)))
-             for env, extra in [("niah", ["envs.test_split=test16k"]), ("ruler_qa", []), ("hotpotqa", []),
-                                ("longbench", ["envs.task=trec", "+envs.longbench_e=true"]),
-                                ("babilong_hf", ["+envs.context_length=32k"])]}
-    assert stems == {"niah": "eval_seed42_test16k", "ruler_qa": "eval_seed42_test", "hotpotqa": "eval_seed42",
-                     "longbench": "eval_seed42_lb-trec_e", "babilong_hf": "eval_seed42_hf32k"}
+    stems = {
+        env: eval_stem(merge_eval_config(eval_cfg(config_run, f"eval_env={env}", *extra)))
+        for env, extra in [
+            ("niah", ["envs.test_split=test16k"]),
+            ("ruler_qa", []),
+            ("hotpotqa", []),
+            ("longbench", ["envs.task=trec", "+envs.longbench_e=true"]),
+            ("babilong_hf", ["+envs.context_length=32k"]),
+        ]
+    }
+    assert stems == {
+        "niah": "eval_seed42_test16k",
+        "ruler_qa": "eval_seed42_test",
+        "hotpotqa": "eval_seed42",
+        "longbench": "eval_seed42_lb-trec_e",
+        "babilong_hf": "eval_seed42_hf32k",
+    }
     niah = merge_eval_config(eval_cfg(config_run, "eval_env=niah"))
     assert niah.envs.task == "mv_niah"  # another family: the run's bAbI task is not carried over
     from rl.eval_run import eval_meta

@@ -1,5 +1,6 @@
 """eval_retriever's run(cfg): the JSONL/summary contract, resume and staleness protection,
 Q-value stopping and the beam planner on the real agent (tiny untrained run, CPU)."""
+
 from __future__ import annotations
 
 import json
@@ -11,13 +12,52 @@ from rl.eval_run import EvalError, run
 
 from .conftest import eval_cfg
 
-RECORD_FIELDS = {"id", "question", "answer", "sf_idx", "pred_idx", "q_values", "sf_texts", "pred_texts", "return",
-                 "text_len", "f1", "em", "precision", "recall", "steps", "num_sentences", "num_tokens", "split", "episode_s",
-                 "index"}
-SUMMARY_FIELDS = {"n", "fact_em", "fact_f1", "return", "return_std", "mean_text_len", "episode_s_mean", "max_steps",
-                  "settings"}
-META_FIELDS = {"checkpoint", "checkpoint_hash", "max_steps", "oracle_stop", "num_sentences", "split", "seed", "caps",
-               "planner", "stop_q_threshold", "model"}
+RECORD_FIELDS = {
+    "id",
+    "question",
+    "answer",
+    "sf_idx",
+    "pred_idx",
+    "q_values",
+    "sf_texts",
+    "pred_texts",
+    "return",
+    "text_len",
+    "f1",
+    "em",
+    "precision",
+    "recall",
+    "steps",
+    "num_sentences",
+    "num_tokens",
+    "split",
+    "episode_s",
+    "index",
+}
+SUMMARY_FIELDS = {
+    "n",
+    "fact_em",
+    "fact_f1",
+    "return",
+    "return_std",
+    "mean_text_len",
+    "episode_s_mean",
+    "max_steps",
+    "settings",
+}
+META_FIELDS = {
+    "checkpoint",
+    "checkpoint_hash",
+    "max_steps",
+    "oracle_stop",
+    "num_sentences",
+    "split",
+    "seed",
+    "caps",
+    "planner",
+    "stop_q_threshold",
+    "model",
+}
 
 
 def lines(path: Path) -> list[dict]:
@@ -88,8 +128,15 @@ def test_q_threshold_stopping(tiny_run: Path, tmp_path: Path) -> None:
 def test_beam_planner_records(tiny_run: Path, tmp_path: Path) -> None:
     go(tiny_run, tmp_path, "num_samples=3", "envs.max_steps=3")
     greedy = lines(tmp_path / "eval_seed42_ns12.jsonl")
-    go(tiny_run, tmp_path, "num_samples=3", "envs.max_steps=3", "eval.planner=beam", "eval.beam_width=1",
-       "eval.beam_expand=1")
+    go(
+        tiny_run,
+        tmp_path,
+        "num_samples=3",
+        "envs.max_steps=3",
+        "eval.planner=beam",
+        "eval.beam_width=1",
+        "eval.beam_expand=1",
+    )
     b11 = lines(tmp_path / "eval_seed42_ns12_beam1x1.jsonl")
     assert [r["pred_idx"] for r in b11] == [r["pred_idx"] for r in greedy]  # width 1 = greedy
     for b, g in zip(b11, greedy):
@@ -106,14 +153,27 @@ def test_longbench_eval_env_log_feeds_its_reader(tiny_run: Path, tmp_path: Path)
     """eval_env=longbench on the fixture subset: one file per subset, null fact metrics (LongBench
     names no gold chunk), and the record carries what LongBench's scorer needs."""
     fix = Path(__file__).resolve().parents[1] / "fixtures" / "longbench"
-    summary = run(eval_cfg(tiny_run, f"output_dir={tmp_path}", "eval_env=longbench", "envs.task=hotpotqa",
-                           f"+envs.data_path={fix}", "+envs.longbench_e=true", "num_samples=-1"))
+    summary = run(
+        eval_cfg(
+            tiny_run,
+            f"output_dir={tmp_path}",
+            "eval_env=longbench",
+            "envs.task=hotpotqa",
+            f"+envs.data_path={fix}",
+            "+envs.longbench_e=true",
+            "num_samples=-1",
+        )
+    )
     recs = lines(tmp_path / "eval_seed42_lb-hotpotqa_e.jsonl")
     assert summary["n"] == 3 and summary["fact_f1"] is None
     assert all(r["f1"] is None and r["sf_idx"] == [] and len(r["pred_idx"]) == 2 for r in recs)
     by_id = {r["id"]: r for r in recs}
-    assert by_id["e3"]["longbench"] == {"dataset": "hotpotqa", "all_classes": None, "length": 9100,
-                                        "input": by_id["e3"]["question"]}
+    assert by_id["e3"]["longbench"] == {
+        "dataset": "hotpotqa",
+        "all_classes": None,
+        "length": 9100,
+        "input": by_id["e3"]["question"],
+    }
     assert by_id["e3"]["answer_aliases"] == ["Dijon, France"] and by_id["e3"]["source"] == "longbench/hotpotqa"
     meta = json.loads((tmp_path / "eval_seed42_lb-hotpotqa_e.jsonl.meta.json").read_text())
     assert meta["dataset"] == "longbench" and meta["task"] == "hotpotqa"
@@ -127,12 +187,21 @@ def ruler_niah_file(folder: Path, n: int = 6) -> Path:
     for i in range(n):
         key, value = f"key-{i}", str(1000000 + i)
         filler = " ".join(["The grass is green. The sky is blue."] * (1 + i % 2))
-        text = ("Some special magic numbers are hidden within the following text. Make sure to memorize it. "
-                f"I will quiz you about the numbers afterwards.\n{filler} One of the special magic numbers for "
-                f"{key} is: {value}. Here we go.\nWhat are all the special magic numbers for {key} mentioned in "
-                "the provided text?")
-        rows.append({"index": text.find(value), "input": text, "outputs": [value], "length": 60,
-                     "answer_prefix": f" The special magic numbers for {key} mentioned in the provided text are"})
+        text = (
+            "Some special magic numbers are hidden within the following text. Make sure to memorize it. "
+            f"I will quiz you about the numbers afterwards.\n{filler} One of the special magic numbers for "
+            f"{key} is: {value}. Here we go.\nWhat are all the special magic numbers for {key} mentioned in "
+            "the provided text?"
+        )
+        rows.append(
+            {
+                "index": text.find(value),
+                "input": text,
+                "outputs": [value],
+                "length": 60,
+                "answer_prefix": f" The special magic numbers for {key} mentioned in the provided text are",
+            }
+        )
     assert len({r["index"] for r in rows}) == 2  # two layouts, two offsets for six samples
     path = folder / "test4k.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
@@ -168,8 +237,9 @@ def test_old_eval_file_is_refused_with_a_message(tiny_run: Path, tmp_path: Path)
 
 
 def test_babilong_token_mode_evaluation(tiny_run: Path, tmp_path: Path) -> None:
-    summary = run(eval_cfg(tiny_run, f"output_dir={tmp_path}", "num_samples=2", "envs.length_unit=tokens",
-                           "envs.num_tokens=800"))
+    summary = run(
+        eval_cfg(tiny_run, f"output_dir={tmp_path}", "num_samples=2", "envs.length_unit=tokens", "envs.num_tokens=800")
+    )
     recs = lines(tmp_path / "eval_seed42_nt800.jsonl")
     assert [r["num_tokens"] for r in recs] == [500, 500]  # 800 - 300 reserved, facts included
     assert summary["mean_num_tokens"] == 500 and summary["settings"]["length"]["unit"] == "tokens"

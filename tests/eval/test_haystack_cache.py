@@ -1,5 +1,6 @@
 """Disk cache of tokenised haystacks: hits, misses, threshold, key sensitivity, and the hand-over
 of the tokens to the agent."""
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,14 @@ class Source:
 
     def __getitem__(self, i: int) -> dict:
         self.built += 1
-        return {"id": i, "question": f"q{i}?", "answer": "a", "sf_idx": [1], "split": "test",
-                "chunks": [f"{self.tag}sentence {i}.{j} é" for j in range(self.n_chunks)]}
+        return {
+            "id": i,
+            "question": f"q{i}?",
+            "answer": "a",
+            "sf_idx": [1],
+            "split": "test",
+            "chunks": [f"{self.tag}sentence {i}.{j} é" for j in range(self.n_chunks)],
+        }
 
 
 def fake_tokenize(sample: dict) -> SampleTokens:
@@ -39,11 +46,25 @@ class Receiver:
 def make(tmp: Path, source: Source, files: Path, receiver: Receiver | None = None, **kw) -> CachedDataset:
     envs = {"name": "babilong", "num_sentences": source.n_chunks, "noise_test_path": str(files), "max_steps": 4}
     envs.update(kw.pop("envs", {}))
-    model = {"name": kw.pop("model", "offline:minilm"), "revision": "main", "use_fast_tokenizer": True,
-             "query_prefix": "", "passage_prefix": ""}
+    model = {
+        "name": kw.pop("model", "offline:minilm"),
+        "revision": "main",
+        "use_fast_tokenizer": True,
+        "query_prefix": "",
+        "passage_prefix": "",
+    }
     tok = tokenizer_identity(model, cut=62)
-    return CachedDataset(source, tmp / "cache", dataset_identity(envs, {}), tok, "test", kw.pop("seed", 42),
-                         fake_tokenize, receiver or Receiver(), min_chunks=kw.pop("min_chunks", 5))
+    return CachedDataset(
+        source,
+        tmp / "cache",
+        dataset_identity(envs, {}),
+        tok,
+        "test",
+        kw.pop("seed", 42),
+        fake_tokenize,
+        receiver or Receiver(),
+        min_chunks=kw.pop("min_chunks", 5),
+    )
 
 
 def test_hit_miss_roundtrip(tmp_path: Path) -> None:

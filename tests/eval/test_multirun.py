@@ -1,4 +1,5 @@
 """`eval_retriever.py -m` sweeps over context lengths (one process, Hydra multirun)."""
+
 from __future__ import annotations
 
 import json
@@ -12,11 +13,21 @@ from rl.config import PROJECT_ROOT
 
 def test_multirun_sweep(tiny_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "evals"
-    cmd = [sys.executable, str(PROJECT_ROOT / "eval_retriever.py"), "-m", f"pretrained_path={tiny_run}",
-           "envs.num_sentences=10,14", "num_samples=2", "device=cpu", "progress_bar=false", f"output_dir={out}",
-           f"hydra.sweep.dir={tmp_path / 'sweep'}"]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path,
-                         env={**os.environ, "HYDRA_FULL_ERROR": "1"})
+    cmd = [
+        sys.executable,
+        str(PROJECT_ROOT / "eval_retriever.py"),
+        "-m",
+        f"pretrained_path={tiny_run}",
+        "envs.num_sentences=10,14",
+        "num_samples=2",
+        "device=cpu",
+        "progress_bar=false",
+        f"output_dir={out}",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+    ]
+    res = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path, env={**os.environ, "HYDRA_FULL_ERROR": "1"}
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     for n in (10, 14):
         summary = json.loads((out / f"eval_seed42_ns{n}.summary.json").read_text())
@@ -26,6 +37,11 @@ def test_multirun_sweep(tiny_run: Path, tmp_path: Path) -> None:
 
 
 def test_missing_pretrained_path_cli(tmp_path: Path) -> None:
-    res = subprocess.run([sys.executable, str(PROJECT_ROOT / "eval_retriever.py")], capture_output=True, text=True,
-                         timeout=120, cwd=tmp_path)
+    res = subprocess.run(
+        [sys.executable, str(PROJECT_ROOT / "eval_retriever.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert res.returncode == 2 and "pretrained_path is required" in res.stderr

@@ -1,4 +1,5 @@
 """Plan Q-RAG beam search (DESIGN §4.6) on a hand-made Q table where greedy is myopic."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence

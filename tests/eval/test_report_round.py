@@ -1,4 +1,5 @@
 """scripts/report_round.py: the post-hoc oracle-stopping rule and the round tables on tiny run folders."""
+
 from __future__ import annotations
 
 import json
@@ -10,13 +11,16 @@ from prompts_and_metrics.metrics import fact_metrics
 from tests.conftest import load_script
 
 
-@pytest.mark.parametrize("pred, gold, prefix", [
-    ([4, 48, 42, 24, 27, 39], [39, 42, 48], [4, 48, 42, 24, 27, 39]),  # last gold at the last step
-    ([48, 42, 39, 1, 2, 3], [39, 42, 48], [48, 42, 39]),                # complete after 3 steps
-    ([7, 8, 9], [1], [7, 8, 9]),                                      # never complete: all kept
-    ([1, 2], [1], [1]),                                               # complete at once
-    ([1, 2], [], [1, 2]),                                             # no gold: never stops
-])
+@pytest.mark.parametrize(
+    "pred, gold, prefix",
+    [
+        ([4, 48, 42, 24, 27, 39], [39, 42, 48], [4, 48, 42, 24, 27, 39]),  # last gold at the last step
+        ([48, 42, 39, 1, 2, 3], [39, 42, 48], [48, 42, 39]),  # complete after 3 steps
+        ([7, 8, 9], [1], [7, 8, 9]),  # never complete: all kept
+        ([1, 2], [1], [1]),  # complete at once
+        ([1, 2], [], [1, 2]),  # no gold: never stops
+    ],
+)
 def test_oracle_prefix(pred, gold, prefix):
     assert load_script("report_round").oracle_prefix(pred, gold) == prefix
 
@@ -24,14 +28,18 @@ def test_oracle_prefix(pred, gold, prefix):
 def test_fact_scores_worked_cases():
     """The report scores records with the project's own fact metrics (EM, F1 over index sets)."""
     scores = [fact_metrics(p, g) for p, g in (([1, 2, 3, 4, 5, 6], [1, 2, 3]), ([1, 9], [1, 2]), ([9], [1]))]
-    assert [(s["em"], s["f1"]) for s in scores] == [(1.0, pytest.approx(2 * 3 / 9)), (0.0, pytest.approx(0.5)),
-                                                     (0.0, 0.0)]
+    assert [(s["em"], s["f1"]) for s in scores] == [
+        (1.0, pytest.approx(2 * 3 / 9)),
+        (0.0, pytest.approx(0.5)),
+        (0.0, 0.0),
+    ]
 
 
 def _run(folder: Path, curve: list[float], records: dict[str, list[dict]]) -> None:
     folder.mkdir(parents=True)
-    (folder / "metrics.jsonl").write_text("".join(
-        json.dumps({"step": 100 * i, "eval/fact_em": em}) + "\n" for i, em in enumerate(curve)))
+    (folder / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": 100 * i, "eval/fact_em": em}) + "\n" for i, em in enumerate(curve))
+    )
     for name, recs in records.items():
         (folder / name).write_text("".join(json.dumps(r) + "\n" for r in recs))
 
@@ -44,9 +52,14 @@ def test_round_tables(tmp_path: Path):
     runs = tmp_path / "runs"
     full = [_rec(0, [1, 2, 3, 7, 8, 9], [1, 2, 3]), _rec(1, [5, 1, 2, 3, 8, 9], [1, 2, 3])]
     miss = [_rec(0, [1, 2, 7, 8, 9, 10], [1, 2, 3]), _rec(1, [1, 2, 7, 8, 9, 10], [1, 2, 3])]
-    _run(runs / "s_D", [0.2, 0.5, 0.7], {"eval_seed42_ns50.jsonl": full,
-                                         "eval_seed42_ns50_oracle.jsonl": [
-                                             _rec(0, [1, 2, 3], [1, 2, 3]), _rec(1, [5, 1, 2, 3], [1, 2, 3])]})
+    _run(
+        runs / "s_D",
+        [0.2, 0.5, 0.7],
+        {
+            "eval_seed42_ns50.jsonl": full,
+            "eval_seed42_ns50_oracle.jsonl": [_rec(0, [1, 2, 3], [1, 2, 3]), _rec(1, [5, 1, 2, 3], [1, 2, 3])],
+        },
+    )
     _run(runs / "t_qrag_s2", [0.1, 0.4], {"eval_seed42_ns50.jsonl": miss})
     for name in ("t_nosoftq_s1", "t_notarget_s1", "t_sft_s1", "t_noft"):
         _run(runs / name, [0.1], {"eval_seed42_ns50.jsonl": miss[:1]})
@@ -70,16 +83,23 @@ def test_round_tables(tmp_path: Path):
 def test_decoy_pick_up():
     from envs.data.babi import BabiSample
 
-    facts = ["Sandra went to the kitchen.", "Sandra picked up the milk there.", "Sandra moved to the garden.",
-             "Sandra dropped the milk.", "John went to the garden.", "John got the milk there."]
+    facts = [
+        "Sandra went to the kitchen.",
+        "Sandra picked up the milk there.",
+        "Sandra moved to the garden.",
+        "Sandra dropped the milk.",
+        "John went to the garden.",
+        "John got the milk there.",
+    ]
     q = "Where was the milk before the garden? "
     m = load_script("report_round")
     decoy = BabiSample(facts=facts, question=q, answer="kitchen", references_idx=[0, 1, 2])
     assert m.has_decoy(decoy)  # John's later pick-up (5) is not the asked transition's (1)
     clean = BabiSample(facts=facts[:5], question=q, answer="kitchen", references_idx=[0, 1, 2])
     assert not m.has_decoy(clean)
-    other = BabiSample(facts=facts[:5] + ["John got the apple there."], question=q, answer="kitchen",
-                       references_idx=[0, 1, 2])
+    other = BabiSample(
+        facts=facts[:5] + ["John got the apple there."], question=q, answer="kitchen", references_idx=[0, 1, 2]
+    )
     assert not m.has_decoy(other)  # another object's pick-up is no decoy
     assert list(m.decoy_flags([decoy]).values()) == [True]
     assert m.decoy_flags([decoy, clean]) == {}  # one key, both answers: ambiguous, left out

@@ -1,4 +1,5 @@
 """scripts/collect_results.py and scripts/stopping_analysis.py on fixture files."""
+
 from __future__ import annotations
 
 import csv
@@ -10,17 +11,43 @@ import pytest
 from tests.conftest import load_script
 
 
-def write_summary(folder: Path, seed: int, n_sent: int, f1: float, em: float, task: str = "qa3_three-supporting-facts",
-                  planner: str = "greedy") -> None:
+def write_summary(
+    folder: Path,
+    seed: int,
+    n_sent: int,
+    f1: float,
+    em: float,
+    task: str = "qa3_three-supporting-facts",
+    planner: str = "greedy",
+) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     stem = f"eval_seed{seed}_ns{n_sent}" + ("_beam4x3" if planner == "beam" else "")
-    settings = {"dataset": "babilong", "task": task, "num_sentences": n_sent, "split": "test", "seed": seed,
-                "planner": planner, "beam_width": 4 if planner == "beam" else None,
-                "beam_expand": 3 if planner == "beam" else None, "stop_q_threshold": None,
-                "checkpoint": "model_best.pt", "oracle_stop": False}
-    (folder / f"{stem}.summary.json").write_text(json.dumps(
-        {"n": 10, "fact_em": em, "fact_f1": f1, "return": 0.9, "max_steps": 6, "settings": settings,
-         "run": str(folder)}))
+    settings = {
+        "dataset": "babilong",
+        "task": task,
+        "num_sentences": n_sent,
+        "split": "test",
+        "seed": seed,
+        "planner": planner,
+        "beam_width": 4 if planner == "beam" else None,
+        "beam_expand": 3 if planner == "beam" else None,
+        "stop_q_threshold": None,
+        "checkpoint": "model_best.pt",
+        "oracle_stop": False,
+    }
+    (folder / f"{stem}.summary.json").write_text(
+        json.dumps(
+            {
+                "n": 10,
+                "fact_em": em,
+                "fact_f1": f1,
+                "return": 0.9,
+                "max_steps": 6,
+                "settings": settings,
+                "run": str(folder),
+            }
+        )
+    )
 
 
 def test_collect_results_table(tmp_path: Path) -> None:
@@ -42,8 +69,9 @@ def test_collect_results_table(tmp_path: Path) -> None:
     assert "0.800 ± 0.141" in md and "| qa1_single-supporting-fact | – |" not in md
     long_rows = list(csv.DictReader(open(out / "results_long.csv")))
     assert {r["length"] for r in long_rows} == {"1K", "4K", "32K"}
-    by_run = load_script("collect_results").main([str(run_a), "--out", str(tmp_path / "r2"), "--by", "run",
-                                                  "--no-plot"])
+    by_run = load_script("collect_results").main(
+        [str(run_a), "--out", str(tmp_path / "r2"), "--by", "run", "--no-plot"]
+    )
     assert {r["run"] for r in by_run["rows"]} == {"runA"}
 
 
@@ -55,9 +83,9 @@ def test_collect_results_needs_summaries(tmp_path: Path) -> None:
 def test_stopping_analysis(tmp_path: Path) -> None:
     # gold {5, 7}; Q high while gold is missing, low once all gold is held
     recs = [
-        {"pred_idx": [5, 7, 1, 2], "sf_idx": [5, 7], "q_values": [0.9, 0.8, 0.1, 0.05]},   # complete at 2
+        {"pred_idx": [5, 7, 1, 2], "sf_idx": [5, 7], "q_values": [0.9, 0.8, 0.1, 0.05]},  # complete at 2
         {"pred_idx": [3, 5, 7, 1], "sf_idx": [5, 7], "q_values": [0.95, 0.7, 0.6, 0.15]},  # complete at 3
-        {"pred_idx": [3, 4, 1, 2], "sf_idx": [5, 7], "q_values": [0.5, 0.4, 0.3, 0.2]},    # never complete
+        {"pred_idx": [3, 4, 1, 2], "sf_idx": [5, 7], "q_values": [0.5, 0.4, 0.3, 0.2]},  # never complete
     ]
     log = tmp_path / "eval_seed0_ns50.jsonl"
     log.write_text("".join(json.dumps(r) + "\n" for r in recs))

@@ -1,4 +1,5 @@
 """Shared fixtures for the reader tests: a local OpenAI-compatible server, a loaded SmolLM2, paths."""
+
 from __future__ import annotations
 
 import json
@@ -77,8 +78,9 @@ class FakeChatServer:
                     if fail:
                         self.send_error(500, "boom")
                         return
-                    body = json.dumps({"choices": [{"message": {"role": "assistant",
-                                                                "content": server.answer_fn(payload)}}]}).encode()
+                    body = json.dumps(
+                        {"choices": [{"message": {"role": "assistant", "content": server.answer_fn(payload)}}]}
+                    ).encode()
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(body)))

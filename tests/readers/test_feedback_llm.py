@@ -1,4 +1,5 @@
 """LLMFeedback (DESIGN §6.2): paid once vs legacy repeat, batching, failure modes, lazy imports."""
+
 import subprocess
 import sys
 
@@ -7,9 +8,13 @@ import pytest
 from envs.feedback_llm import LLMFeedback
 from tests.readers.conftest import llm_feedback_cfg as cfg
 
-SAMPLE = {"id": "s0", "question": "Where is Mary? ", "answer": "kitchen",
-          "chunks": ["Mary went to the garden.", "noise one.", "Mary went to the kitchen.", "noise two."],
-          "sf_idx": [2]}
+SAMPLE = {
+    "id": "s0",
+    "question": "Where is Mary? ",
+    "answer": "kitchen",
+    "chunks": ["Mary went to the garden.", "noise one.", "Mary went to the kitchen.", "noise two."],
+    "sf_idx": [2],
+}
 SAMPLE2 = dict(SAMPLE, id="s1", answer="garden", sf_idx=[0])
 
 
@@ -27,8 +32,12 @@ class ScriptedBackend:
         if self.fail:
             self.last_errors = ["request 0 to http://x failed"]
             return [None] * len(batch)
-        return ["The most recent location of Mary is kitchen." if "Mary went to the kitchen" in m[-1]["content"].split("Context:")[-1]
-                else "The most recent location of Mary is garden." for m in batch]
+        return [
+            "The most recent location of Mary is kitchen."
+            if "Mary went to the kitchen" in m[-1]["content"].split("Context:")[-1]
+            else "The most recent location of Mary is garden."
+            for m in batch
+        ]
 
 
 def run_episode(fb, steps):
@@ -131,7 +140,8 @@ def test_reasoning_block_is_not_scored():
 def test_through_real_server(chat_server):
     """use_api: the feedback builds the server backend from its config and the server is called."""
     chat_server.answer_fn = lambda p: (
-        "kitchen" if "Mary went to the kitchen" in p["messages"][-1]["content"].split("Context:")[-1] else "garden")
+        "kitchen" if "Mary went to the kitchen" in p["messages"][-1]["content"].split("Context:")[-1] else "garden"
+    )
     fb = LLMFeedback(cfg(api_base_url=chat_server.url, max_at_same_time=4, timeout_s=5), task="qa1")
     fb.reset(0, SAMPLE)
     fb.reset(1, SAMPLE2)
@@ -156,9 +166,23 @@ def test_config_file_and_build_feedback():
     c = OmegaConf.load(Path(__file__).resolve().parents[2] / "configs" / "feedback" / "llm.yaml")
     c = OmegaConf.create({"feedback": c})
     fcfg = c.feedback
-    for key in ("type", "model", "reward_scaling", "completion_threshold", "sampling_params", "vllm_config",
-                "use_api", "api_base_url", "max_at_same_time", "metric", "disable_thinking",
-                "timeout_s", "max_retries", "on_failure", "chunk_order"):
+    for key in (
+        "type",
+        "model",
+        "reward_scaling",
+        "completion_threshold",
+        "sampling_params",
+        "vllm_config",
+        "use_api",
+        "api_base_url",
+        "max_at_same_time",
+        "metric",
+        "disable_thinking",
+        "timeout_s",
+        "max_retries",
+        "on_failure",
+        "chunk_order",
+    ):
         assert key in fcfg, key
     assert fcfg.completion_threshold == 1.0
     fb = build_feedback(fcfg, {}, "train", legacy=None, task="qa2_two-supporting-facts")
@@ -166,10 +190,12 @@ def test_config_file_and_build_feedback():
 
 
 def test_imports_are_lazy():
-    code = ("import sys, envs.feedback_llm, prompts_and_metrics, prompts_and_metrics.llm, "
-            "prompts_and_metrics.metrics, prompts_and_metrics.filters, prompts_and_metrics.prompts; "
-            "bad = [m for m in ('vllm', 'httpx', 'openai', 'aiohttp', 'urllib.request', 'torch', 'transformers') "
-            "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, envs.feedback_llm, prompts_and_metrics, prompts_and_metrics.llm, "
+        "prompts_and_metrics.metrics, prompts_and_metrics.filters, prompts_and_metrics.prompts; "
+        "bad = [m for m in ('vllm', 'httpx', 'openai', 'aiohttp', 'urllib.request', 'torch', 'transformers') "
+        "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
 

@@ -1,12 +1,17 @@
 """Chunk filters (DESIGN §9.3) on one hand-made record."""
+
 import pytest
 
 from prompts_and_metrics.filters import FilterSpec, apply_filter, filter_indices
 
 REC = {
-    "id": "r1", "question": "q", "answer": "a",
-    "sf_idx": [4, 9], "sf_texts": ["gold4", "gold9"],
-    "pred_idx": [7, 4, 2, 5, 1], "pred_texts": ["n7", "gold4", "n2", "n5", "n1"],
+    "id": "r1",
+    "question": "q",
+    "answer": "a",
+    "sf_idx": [4, 9],
+    "sf_texts": ["gold4", "gold9"],
+    "pred_idx": [7, 4, 2, 5, 1],
+    "pred_texts": ["n7", "gold4", "n2", "n5", "n1"],
     "q_values": [0.9, 0.6, 0.4, -0.2, -0.7],
 }
 

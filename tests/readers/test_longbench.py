@@ -1,6 +1,7 @@
 """LongBench: its per-subset metrics (worked cases from THUDM/LongBench's metrics.py / eval.py),
 the loader and chunker on fixture files in the official JSONL format, and the reader end to end
 through the server backend."""
+
 import json
 import re
 import shutil
@@ -37,6 +38,7 @@ FIX = ROOT / "tests" / "fixtures" / "longbench"
 
 
 # ---------------------------------------------------------------- metrics
+
 
 def test_qa_f1_english_and_chinese():
     # normalised "eiffel tower" vs "eiffel tower in paris": P = 1, R = 1/2
@@ -93,13 +95,15 @@ def test_score_first_line_and_max_over_answers():
 
 # ---------------------------------------------------------------- chunker and loader
 
+
 def _words(text):
     return re.findall(r"[\u3400-\u9fff]|[^\s\u3400-\u9fff]+", text)
 
 
 def test_chunker_keeps_all_text_documents_and_budget():
-    text = ("Paragraph 1: " + " ".join(f"w{i}." for i in range(25)) + "\n\nParagraph 2: short one.\n"
-            + "北京是首都。" * 4)
+    text = (
+        "Paragraph 1: " + " ".join(f"w{i}." for i in range(25)) + "\n\nParagraph 2: short one.\n" + "北京是首都。" * 4
+    )
     chunks = chunk_text(text, 10)
     assert all(len(_words(c)) <= 10 for c in chunks)
     assert [w for c in chunks for w in _words(c)] == _words(text)  # nothing lost, order kept
@@ -163,6 +167,7 @@ def test_config_builds_and_has_no_train_split():
 
 # ---------------------------------------------------------------- reader
 
+
 def _log(tmp_path, task, longbench_e=False, reverse=True):
     """A retriever log as eval_retriever.py writes it for these samples (every chunk retrieved,
     last first, so the reader's return to document order shows)."""
@@ -170,20 +175,44 @@ def _log(tmp_path, task, longbench_e=False, reverse=True):
     log = tmp_path / f"eval_seed0_lb-{task}.jsonl"
     with log.open("w", encoding="utf-8") as f:
         for s in samples:
-            pred = list(range(len(s["chunks"])))[::-1 if reverse else 1]
-            f.write(json.dumps({
-                "id": s["id"], "question": s["question"], "answer": s["answer"], "sf_idx": [], "pred_idx": pred,
-                "q_values": [0.5] * len(pred), "sf_texts": [], "pred_texts": [s["chunks"][j] for j in pred],
-                "answer_aliases": s["answer_aliases"], "source": s["source"], "longbench": s["longbench"],
-            }, ensure_ascii=False) + "\n")
+            pred = list(range(len(s["chunks"])))[:: -1 if reverse else 1]
+            f.write(
+                json.dumps(
+                    {
+                        "id": s["id"],
+                        "question": s["question"],
+                        "answer": s["answer"],
+                        "sf_idx": [],
+                        "pred_idx": pred,
+                        "q_values": [0.5] * len(pred),
+                        "sf_texts": [],
+                        "pred_texts": [s["chunks"][j] for j in pred],
+                        "answer_aliases": s["answer_aliases"],
+                        "source": s["source"],
+                        "longbench": s["longbench"],
+                    },
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
     return log
 
 
 def test_reader_end_to_end(tmp_path, chat_server):
     log = _log(tmp_path, "hotpotqa", longbench_e=True)
     chat_server.answer_fn = lambda p: "<think>Paris?</think>Dijon" if "born" in p["messages"][-1]["content"] else "Yes."
-    res = eval_llm_longbench.main(["--retriever_logfile", str(log), "--llm_name", "served/qwen3", "--backend", "server",
-                                   "--api_base_url", chat_server.url])
+    res = eval_llm_longbench.main(
+        [
+            "--retriever_logfile",
+            str(log),
+            "--llm_name",
+            "served/qwen3",
+            "--backend",
+            "server",
+            "--api_base_url",
+            chat_server.url,
+        ]
+    )
     sub = res["subsets"]["hotpotqa"]
     assert sub["n"] == 3 and sub["score"] == pytest.approx(2 / 3)
     assert sub["by_length"] == {"0-4k": 1.0, "4-8k": 0.0, "8k+": 1.0}
@@ -195,38 +224,94 @@ def test_reader_end_to_end(tmp_path, chat_server):
     assert {"answers", "all_classes", "length", "score", "scoring"} <= set(rows[0])
     # resume: nothing left to generate
     n = len(chat_server.requests)
-    eval_llm_longbench.main(["--retriever_logfile", str(log), "--llm_name", "served/qwen3", "--backend", "server",
-                             "--api_base_url", chat_server.url])
+    eval_llm_longbench.main(
+        [
+            "--retriever_logfile",
+            str(log),
+            "--llm_name",
+            "served/qwen3",
+            "--backend",
+            "server",
+            "--api_base_url",
+            chat_server.url,
+        ]
+    )
     assert len(chat_server.requests) == n
     with pytest.raises(SystemExit, match="holds results made with"):
-        eval_llm_longbench.main(["--retriever_logfile", str(log), "--llm_name", "served/qwen3", "--backend", "server",
-                                 "--api_base_url", chat_server.url, "--max_tokens", "8"])
+        eval_llm_longbench.main(
+            [
+                "--retriever_logfile",
+                str(log),
+                "--llm_name",
+                "served/qwen3",
+                "--backend",
+                "server",
+                "--api_base_url",
+                chat_server.url,
+                "--max_tokens",
+                "8",
+            ]
+        )
 
 
 def test_reader_official_prompt_file_classification_and_code(tmp_path, chat_server):
     prompts = tmp_path / "dataset2prompt.json"
-    prompts.write_text(json.dumps({"trec": "Classify.\n\n{context}\n{input}", "lcc": "Complete:\n{context}Next line:\n"}))
-    chat_server.answer_fn = lambda p: "Other location\nCity" if "Classify" in p["messages"][-1]["content"] \
-        else "# the end\n    return out\n"
+    prompts.write_text(
+        json.dumps({"trec": "Classify.\n\n{context}\n{input}", "lcc": "Complete:\n{context}Next line:\n"})
+    )
+    chat_server.answer_fn = lambda p: (
+        "Other location\nCity" if "Classify" in p["messages"][-1]["content"] else "# the end\n    return out\n"
+    )
     for task, want in (("trec", 1.0), ("lcc", 1.0)):
-        res = eval_llm_longbench.main(["--retriever_logfile", str(_log(tmp_path, task)), "--llm_name", "m",
-                                       "--backend", "server", "--api_base_url", chat_server.url,
-                                       "--prompt_file", str(prompts)])
+        res = eval_llm_longbench.main(
+            [
+                "--retriever_logfile",
+                str(_log(tmp_path, task)),
+                "--llm_name",
+                "m",
+                "--backend",
+                "server",
+                "--api_base_url",
+                chat_server.url,
+                "--prompt_file",
+                str(prompts),
+            ]
+        )
         assert res["subsets"][task]["score"] == want
     assert chat_server.requests[0]["messages"][-1]["content"].startswith("Classify.\n\nQuestion: What city")
     assert chat_server.requests[0]["max_tokens"] == 64
     bad = tmp_path / "p2.json"
     bad.write_text(json.dumps({"trec": "x"}))
     with pytest.raises(SystemExit, match="no template for subset 'lcc'"):
-        eval_llm_longbench.main(["--retriever_logfile", str(_log(tmp_path, "lcc")), "--llm_name", "m2",
-                                 "--backend", "server", "--api_base_url", chat_server.url, "--prompt_file", str(bad)])
+        eval_llm_longbench.main(
+            [
+                "--retriever_logfile",
+                str(_log(tmp_path, "lcc")),
+                "--llm_name",
+                "m2",
+                "--backend",
+                "server",
+                "--api_base_url",
+                chat_server.url,
+                "--prompt_file",
+                str(bad),
+            ]
+        )
 
 
 def test_openqa_reader_points_to_the_longbench_reader(tmp_path, chat_server):
     eval_llm_openqa = load_script("eval_llm_openqa")
     with pytest.raises(SystemExit, match="eval_llm_longbench.py"):
-        eval_llm_openqa.main(["--retriever_logfile", str(_log(tmp_path, "hotpotqa")), "--backend", "server",
-                              "--api_base_url", chat_server.url])
+        eval_llm_openqa.main(
+            [
+                "--retriever_logfile",
+                str(_log(tmp_path, "hotpotqa")),
+                "--backend",
+                "server",
+                "--api_base_url",
+                chat_server.url,
+            ]
+        )
 
 
 def test_reader_refuses_other_logs(tmp_path, fixtures_dir):

@@ -1,5 +1,6 @@
 """Answer/retrieval metrics against hand-computed cases (docs/EVALUATION.md, docs/SCORING.md); the official
 benchmark rules are pinned in test_scoring_official.py."""
+
 import pytest
 
 from prompts_and_metrics.metrics import (

@@ -1,4 +1,5 @@
 """Prompt structure (DESIGN §9.4, §9.5)."""
+
 import pytest
 
 from prompts_and_metrics.prompts import (
@@ -10,8 +11,16 @@ from prompts_and_metrics.prompts import (
     openqa_messages,
 )
 
-N_EXAMPLES = {**{f"qa{i}": 3 for i in range(1, 21)}, "qa1": 2, "qa2": 2, "qa3": 2, "qa6": 2, "qa9": 2,
-              "niah": 1, "niahmv": 1}
+N_EXAMPLES = {
+    **{f"qa{i}": 3 for i in range(1, 21)},
+    "qa1": 2,
+    "qa2": 2,
+    "qa3": 2,
+    "qa6": 2,
+    "qa9": 2,
+    "niah": 1,
+    "niahmv": 1,
+}
 
 
 @pytest.mark.parametrize("task", sorted(N_EXAMPLES))

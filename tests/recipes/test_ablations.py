@@ -1,4 +1,5 @@
 """Table 3 switches (DESIGN §4.5): hard target, no target networks, the SFT baseline, w/o FT (steps_count=0)."""
+
 import math
 
 import pytest
@@ -24,8 +25,9 @@ def hard_value(learner, ep, selected):
 
 
 def test_no_soft_q_and_no_target_switches(tiny_cfg):
-    trainer = Trainer(tiny_cfg("algo.pqn.hyperparams.soft_target=false",
-                               "algo.pqn.hyperparams.use_target_networks=false", *FAST))
+    trainer = Trainer(
+        tiny_cfg("algo.pqn.hyperparams.soft_target=false", "algo.pqn.hyperparams.use_target_networks=false", *FAST)
+    )
     learner, agent = trainer.learner, trainer.agent
     assert isinstance(learner, PQNLearner)
     assert not learner.hp.soft_target and not learner.hp.use_target_networks
@@ -42,7 +44,9 @@ def test_no_soft_q_and_no_target_switches(tiny_cfg):
 
     def max_gap():
         pairs = [(agent.state_enc, agent.target_state), (agent.action_enc, agent.target_action)]
-        return max(float((p.detach() - t).abs().max()) for o, tg in pairs for p, t in zip(o.parameters(), tg.parameters()))
+        return max(
+            float((p.detach() - t).abs().max()) for o, tg in pairs for p, t in zip(o.parameters(), tg.parameters())
+        )
 
     while learner.counters.optimizer_steps < 2:  # step 1 runs at lr 0 (warm-up from 0), step 2 moves the weights
         learner.micro_step()
@@ -92,14 +96,14 @@ def test_unknown_objective_is_refused(tiny_cfg):
 
 
 def test_steps_count_zero_keeps_the_untrained_encoders(tiny_cfg, tmp_path):
-    """"w/o FT": a run with steps_count=0 evaluates once and saves the untrained encoders."""
+    """ "w/o FT": a run with steps_count=0 evaluates once and saves the untrained encoders."""
     summary = run(tiny_cfg("steps_count=0", *FAST))
     assert summary["optimizer_steps"] == 0
     rd = tmp_path / "run"
     best = torch.load(rd / "model_best.pt", weights_only=False)["learner"]["agent"]
     for name, w in best.items():  # state, action and target encoders are still the same copy
         if name.startswith("state_enc."):
-            rest = name[len("state_enc."):]
+            rest = name[len("state_enc.") :]
             for other in ("action_enc.", "target_state.", "target_action."):
                 torch.testing.assert_close(best[other + rest], w, rtol=0, atol=0)
     assert [line for line in (rd / "metrics.jsonl").read_text().splitlines()]  # the step-0 evaluation

@@ -1,4 +1,5 @@
 """Every experiment preset and algo preset composes and resolves (hub models are not loaded)."""
+
 from pathlib import Path
 
 import pytest
@@ -8,11 +9,24 @@ from tests.conftest import CONFIGS, compose_cfg
 
 EXPERIMENTS = sorted(p.stem for p in (Path(CONFIGS) / "experiment").glob("*.yaml"))
 REQUIRED = (
-    [f"ref_babilong_qa{i}" for i in range(1, 6)] + [f"paper_babilong_qa{i}" for i in range(1, 6)]
+    [f"ref_babilong_qa{i}" for i in range(1, 6)]
+    + [f"paper_babilong_qa{i}" for i in range(1, 6)]
     + [f"offline_babilong_qa{i}" for i in range(1, 6)]
-    + ["ref_niah", "ref_hotpotqa_e5", "ref_musique_e5", "ref_gte_combined", "ref_gte_combined3",
-       "paper_ruler_niah", "paper_hotpotqa", "paper_musique", "paper_hotpotqa_gte",
-       "ablation_no_soft_q", "ablation_no_target", "ablation_sft", "demo"]
+    + [
+        "ref_niah",
+        "ref_hotpotqa_e5",
+        "ref_musique_e5",
+        "ref_gte_combined",
+        "ref_gte_combined3",
+        "paper_ruler_niah",
+        "paper_hotpotqa",
+        "paper_musique",
+        "paper_hotpotqa_gte",
+        "ablation_no_soft_q",
+        "ablation_no_target",
+        "ablation_sft",
+        "demo",
+    ]
 )
 
 
@@ -20,14 +34,23 @@ def test_every_paper_result_has_a_preset():
     assert sorted(REQUIRED) == EXPERIMENTS
 
 
-CONTRIEVER, E5, GTE, MINILM = ("facebook/contriever", "intfloat/multilingual-e5-large",
-                                "Alibaba-NLP/gte-multilingual-base", "offline:minilm")
+CONTRIEVER, E5, GTE, MINILM = (
+    "facebook/contriever",
+    "intfloat/multilingual-e5-large",
+    "Alibaba-NLP/gte-multilingual-base",
+    "offline:minilm",
+)
 # What each preset's header documents (the paper's App. F / Table 8, the reference README's commands
 # and training yamls; DESIGN §8.7, §8.8): encoder, T, positions (processor, δ), state in document
 # order, chunk / state token caps (training, greedy evaluation), batch × accumulation, optimiser
 # steps, parallel envs.
-BABILONG_TASKS = ("qa1_single-supporting-fact", "qa2_two-supporting-facts", "qa3_three-supporting-facts",
-                  "qa4_two-arg-relations", "qa5_three-arg-relations")
+BABILONG_TASKS = (
+    "qa1_single-supporting-fact",
+    "qa2_two-supporting-facts",
+    "qa3_three-supporting-facts",
+    "qa4_two-arg-relations",
+    "qa5_three-arg-relations",
+)
 REF_BABILONG = (CONTRIEVER, 6, "relative", 20, True, 256, 64, None, 64, 1, 50000, 4)
 PAPER_BABILONG = (CONTRIEVER, 4, "relative", 10, True, 64, 64, None, 12, 8, 10000, 4)
 OFFLINE_BABILONG = (MINILM, 6, "relative", 20, True, 256, 64, None, 64, 1, 1500, 4)
@@ -59,9 +82,21 @@ def test_experiment_composes_to_its_documented_settings(name):
     c = compose_cfg([f"experiment={name}"])
     OmegaConf.to_container(c, resolve=True)  # every interpolation resolves
     e = c.envs
-    assert (e.task, c.algo.model.name, e.max_steps, e.positions_processor, e.step_size, e.sort_by_index,
-            c.max_action_length, c.max_action_length_in_memory, c.eval_max_action_length_in_memory,
-            c.batch_size, c.accumulate_grads, c.steps_count, c.envs_parallel) == PRESETS[name]
+    assert (
+        e.task,
+        c.algo.model.name,
+        e.max_steps,
+        e.positions_processor,
+        e.step_size,
+        e.sort_by_index,
+        c.max_action_length,
+        c.max_action_length_in_memory,
+        c.eval_max_action_length_in_memory,
+        c.batch_size,
+        c.accumulate_grads,
+        c.steps_count,
+        c.envs_parallel,
+    ) == PRESETS[name]
     header = (Path(CONFIGS) / "experiment" / f"{name}.yaml").read_text().splitlines()
     assert header[0] == "# @package _global_"
     if name != "demo":  # ARCHITECTURE habit 2: launch command, hardware, expected metric
@@ -71,13 +106,16 @@ def test_experiment_composes_to_its_documented_settings(name):
         assert f"experiment={name}" in text
 
 
-@pytest.mark.parametrize("algo,name,layers,alpha,lam,tau,lr,wd,sched,ratio", [
-    ("pqn", "facebook/contriever", 12, 0.01, 0.65, 0.1, 5e-5, 0.01, "WarmupLinear", 0.0),
-    ("pqn_e5_hotpotqa", "intfloat/multilingual-e5-large", 24, 0.05, 0.5, 0.02, 1.5e-5, 5e-4, "Cosine", 0.1),
-    ("pqn_e5_musique", "intfloat/multilingual-e5-large", 24, 0.005, 0.6, 0.02, 1e-5, 1e-3, "WarmupLinear", 0.1),
-    ("pqn_gte", "Alibaba-NLP/gte-multilingual-base", 12, 0.005, 0.6, 0.02, 5e-6, 1e-3, "WarmupLinear", 0.1),
-    ("pqn_qwen3", "Qwen/Qwen3-Embedding-0.6B", None, 0.005, 0.65, 0.02, 5e-5, 0.01, "WarmupLinear", 0.0),
-])
+@pytest.mark.parametrize(
+    "algo,name,layers,alpha,lam,tau,lr,wd,sched,ratio",
+    [
+        ("pqn", "facebook/contriever", 12, 0.01, 0.65, 0.1, 5e-5, 0.01, "WarmupLinear", 0.0),
+        ("pqn_e5_hotpotqa", "intfloat/multilingual-e5-large", 24, 0.05, 0.5, 0.02, 1.5e-5, 5e-4, "Cosine", 0.1),
+        ("pqn_e5_musique", "intfloat/multilingual-e5-large", 24, 0.005, 0.6, 0.02, 1e-5, 1e-3, "WarmupLinear", 0.1),
+        ("pqn_gte", "Alibaba-NLP/gte-multilingual-base", 12, 0.005, 0.6, 0.02, 5e-6, 1e-3, "WarmupLinear", 0.1),
+        ("pqn_qwen3", "Qwen/Qwen3-Embedding-0.6B", None, 0.005, 0.65, 0.02, 5e-5, 0.01, "WarmupLinear", 0.0),
+    ],
+)
 def test_algo_presets_match_spec_table(algo, name, layers, alpha, lam, tau, lr, wd, sched, ratio):
     a = compose_cfg([f"algo={algo}"]).algo  # DESIGN §8.4 (the embedding size d is the backbone's hidden size)
     hp, opt = a.pqn.hyperparams, a.optimizer
@@ -96,9 +134,18 @@ def test_algo_presets_match_spec_table(algo, name, layers, alpha, lam, tau, lr, 
 def test_preset_values():
     ref3 = compose_cfg(["experiment=ref_babilong_qa3"])
     assert (ref3.envs.task, ref3.batch_size, ref3.accumulate_grads, ref3.envs.max_steps) == (
-        "qa3_three-supporting-facts", 64, 1, 6)
+        "qa3_three-supporting-facts",
+        64,
+        1,
+        6,
+    )
     e5 = compose_cfg(["experiment=ref_hotpotqa_e5"])
-    assert (e5.batch_size, e5.accumulate_grads, e5.steps_count, e5.eval_max_action_length_in_memory) == (12, 8, 10000, 128)
+    assert (e5.batch_size, e5.accumulate_grads, e5.steps_count, e5.eval_max_action_length_in_memory) == (
+        12,
+        8,
+        10000,
+        128,
+    )
     p = compose_cfg(["experiment=paper_babilong_qa2"])
     assert (p.envs.max_steps, p.envs.step_size, p.max_action_length, p.max_action_length_in_memory) == (4, 10, 64, 64)
     assert p.algo.scheduler.smooth_warmup and p.algo.scheduler.ratio == pytest.approx(0.1)

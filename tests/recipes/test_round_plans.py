@@ -1,5 +1,6 @@
 """The GPU-round launchers (scripts/launch_plan.sh, launch_evals.sh) and the offline presets that
 document round 2's recipe (configs/experiment/offline_babilong_qa*.yaml)."""
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,9 @@ def resolved(overrides: list[str]) -> dict:
     return cfg
 
 
-@pytest.mark.parametrize("task, run", [("qa1", "f_qa1"), ("qa2", "f_qa2"), ("qa3", "s_D"),
-                                       ("qa4", "f_qa4"), ("qa5", "f_qa5")])
+@pytest.mark.parametrize(
+    "task, run", [("qa1", "f_qa1"), ("qa2", "f_qa2"), ("qa3", "s_D"), ("qa4", "f_qa4"), ("qa5", "f_qa5")]
+)
 def test_offline_preset_is_the_round2_recipe(task, run):
     common, runs = plan_lines()
     assert resolved([f"experiment=offline_babilong_{task}", "seed=1"]) == resolved(common + runs[run])
@@ -60,27 +62,38 @@ def test_launch_plan_then_evals(tmp_path: Path):
     """One tiny CPU run through launch_plan.sh (common < extra < line precedence, GPU mapping), then
     launch_evals.sh over two lengths; a finished run is skipped when the plan is launched again."""
     plan = tmp_path / "plan.txt"
-    plan.write_text("# a comment\n#@common experiment=demo steps_count=3 eval_episodes=4 seed=5\n"
-                    "tiny 3 steps_count=1 final_eval_episodes=0\n")
+    plan.write_text(
+        "# a comment\n#@common experiment=demo steps_count=3 eval_episodes=4 seed=5\n"
+        "tiny 3 steps_count=1 final_eval_episodes=0\n"
+    )
     out = tmp_path / "out"
     env = dict(os.environ, PYTHON=sys.executable, TIME_LIMIT="200", THREADS="1", GPUS="cpu0 cpu1")
-    res = subprocess.run(["bash", str(ROOT / "scripts" / "launch_plan.sh"), str(plan), str(out),
-                          "seed=7", "logger.progress_bar=false"], env=env, capture_output=True, text=True)
+    res = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "launch_plan.sh"), str(plan), str(out), "seed=7", "logger.progress_bar=false"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stderr
     assert "launched 1 runs" in res.stdout
     wait(out / "pids")
     cfg = OmegaConf.load(out / "tiny" / "config.yaml")
     assert (cfg.steps_count, cfg.seed, cfg.eval_episodes) == (1, 7, 4)  # line > extra > common
     assert (out / "tiny" / "summary.json").exists(), (out / "logs" / "tiny.log").read_text()[-2000:]
-    again = subprocess.run(["bash", str(ROOT / "scripts" / "launch_plan.sh"), str(plan), str(out)],
-                           env=env, capture_output=True, text=True)
+    again = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "launch_plan.sh"), str(plan), str(out)], env=env, capture_output=True, text=True
+    )
     assert "skip tiny: finished" in again.stdout
 
     (out / "pids").unlink()
     evals = tmp_path / "evals.txt"
     evals.write_text("tiny 1 3 10,12\nmissing 0 3 10\n")
-    res = subprocess.run(["bash", str(ROOT / "scripts" / "launch_evals.sh"), str(evals), str(out), "device=cpu"],
-                         env=env, capture_output=True, text=True)
+    res = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "launch_evals.sh"), str(evals), str(out), "device=cpu"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0 and "skip missing" in res.stderr
     wait(out / "pids")
     log = next((out / "logs").glob("eval_tiny_*.log")).read_text()
@@ -93,14 +106,24 @@ def test_repro_offline_end_to_end(tmp_path: Path):
     """scripts/repro_offline.sh on a one-run round: train, evaluate, report (CPU, demo settings)."""
     rnd = tmp_path / "round"
     rnd.mkdir()
-    (rnd / "plan_train.txt").write_text("#@common experiment=demo steps_count=2 eval_episodes=4\n"
-                                        "f_qa1 0 final_eval_episodes=0\n")
+    (rnd / "plan_train.txt").write_text(
+        "#@common experiment=demo steps_count=2 eval_episodes=4\nf_qa1 0 final_eval_episodes=0\n"
+    )
     (rnd / "plan_eval.txt").write_text("f_qa1 0 3 10\n")
     out = tmp_path / "out"
-    env = dict(os.environ, PYTHON=sys.executable, ROUND=str(rnd), OUT=str(out), GPUS="0", THREADS="1",
-               TIME_LIMIT="200", EVAL_EXTRA="device=cpu")
-    res = subprocess.run(["bash", str(ROOT / "scripts" / "repro_offline.sh")], env=env, capture_output=True,
-                         text=True, timeout=400)
+    env = dict(
+        os.environ,
+        PYTHON=sys.executable,
+        ROUND=str(rnd),
+        OUT=str(out),
+        GPUS="0",
+        THREADS="1",
+        TIME_LIMIT="200",
+        EVAL_EXTRA="device=cpu",
+    )
+    res = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "repro_offline.sh")], env=env, capture_output=True, text=True, timeout=400
+    )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     lengths = (out / "report" / "lengths.md").read_text()
     assert "| qa1 | samples | 3 |" in lengths

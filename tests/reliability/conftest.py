@@ -1,4 +1,5 @@
 """Fixtures of the fault-injection tests (helpers in harness.py)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -53,6 +54,8 @@ def eval_run_dir(tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("eval_run")
     cfg = write_run_config(run_dir)
     agent = agent_from_cfg(cfg, torch.device("cpu"))
-    torch.save({"learner": {"agent": agent.state_dict()},
-                "config": OmegaConf.to_container(without_hydra(cfg), resolve=True)}, run_dir / "model_best.pt")
+    torch.save(
+        {"learner": {"agent": agent.state_dict()}, "config": OmegaConf.to_container(without_hydra(cfg), resolve=True)},
+        run_dir / "model_best.pt",
+    )
     return run_dir

@@ -6,6 +6,7 @@ evaluation is replaced by one whose return grows with the step (``step_return``)
 of a test alike: every evaluation is then a new best, so each checkpoint sequence writes
 ``model_best.pt`` and ``model_last.pt``, and the tests reach every moment of it deterministically.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,10 +18,17 @@ from omegaconf import open_dict
 
 from tests.conftest import TINY, compose_cfg
 
-TINY_RUN = [a for a in TINY if not a.startswith(("steps_count", "eval_interval", "final_eval_episodes",
-                                                "algo.model.predictor.num_layers"))] + [
-    "steps_count=1", "eval_interval=1", "final_eval_episodes=0", "logger.tensorboard=false",
-    "algo.model.predictor.num_layers=1"]
+TINY_RUN = [
+    a
+    for a in TINY
+    if not a.startswith(("steps_count", "eval_interval", "final_eval_episodes", "algo.model.predictor.num_layers"))
+] + [
+    "steps_count=1",
+    "eval_interval=1",
+    "final_eval_episodes=0",
+    "logger.tensorboard=false",
+    "algo.model.predictor.num_layers=1",
+]
 
 
 # Every process of a test computes with this many threads: results of a run continued in another

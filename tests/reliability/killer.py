@@ -8,6 +8,7 @@ Events: ``save-start`` (before torch.save), ``tmp-complete`` (temporary file wri
 not yet renamed), ``saved`` (renamed into place), ``appended`` (metrics row written). Only test
 code is patched; the product runs unchanged.
 """
+
 from __future__ import annotations
 
 import io

@@ -1,5 +1,6 @@
 """Bad input files and bad config values: one error line each, naming the file (and line) or
 the key, and what to do; nothing written before the check."""
+
 from __future__ import annotations
 
 import gzip
@@ -23,15 +24,20 @@ def test_babi_question_without_tab_names_file_and_line():
     path = FIXTURES / "question_without_tab.txt"
     with pytest.raises(DatasetFormatError) as e:
         load_babi_file(path)
-    assert str(e.value) == (f"{path}:3: question without answer: expected '<n> <question>\\t<answer>\\t<supporting "
-                            f"ids>' (tab-separated), got '3 Where is Daniel?'; restore the tabs")
+    assert str(e.value) == (
+        f"{path}:3: question without answer: expected '<n> <question>\\t<answer>\\t<supporting "
+        f"ids>' (tab-separated), got '3 Where is Daniel?'; restore the tabs"
+    )
 
 
 def test_binary_txt(tmp_path):
     path = tmp_path / "qa1_single-supporting-fact_train.txt"
     path.write_bytes(GOOD.read_bytes()[:40] + b"\xff\xfe\x00\x01binary")
-    with pytest.raises(DatasetFormatError, match=r"^" + str(path) + r": not UTF-8 text \(byte 0xff at offset 40 "
-                       r"of a decoded block\); is it a binary file\? Rebuild or re-download it$"):
+    with pytest.raises(
+        DatasetFormatError,
+        match=r"^" + str(path) + r": not UTF-8 text \(byte 0xff at offset 40 "
+        r"of a decoded block\); is it a binary file\? Rebuild or re-download it$",
+    ):
         load_babi_file(path)
 
 
@@ -39,8 +45,11 @@ def test_binary_txt(tmp_path):
 def test_bad_gz(tmp_path, damage):
     path = tmp_path / "qa1_single-supporting-fact_train.txt.gz"
     data = gzip.compress(GOOD.read_bytes() * 20)
-    data = {"truncated": data[: len(data) // 2], "not_gzip": b"plain text, not gzip\n" * 4,
-            "corrupt": data[:20] + bytes(b ^ 0x5A for b in data[20:60]) + data[60:]}[damage]
+    data = {
+        "truncated": data[: len(data) // 2],
+        "not_gzip": b"plain text, not gzip\n" * 4,
+        "corrupt": data[:20] + bytes(b ^ 0x5A for b in data[20:60]) + data[60:],
+    }[damage]
     path.write_bytes(data)
     with pytest.raises(DatasetFormatError) as e:
         load_babi_file(path)
@@ -67,16 +76,15 @@ BAD_VALUES = {
     "envs.num_sentences=0": "envs.num_sentences=0: expected an integer >= 1 or a list of them",
     "envs.num_sentences=[50,0]": "envs.num_sentences=[50, 0]: expected an integer >= 1 or a list of them",
     "envs.name=nope": "unknown dataset name 'nope' (envs.name); known: ['2WikiMultihopQA', 'babilong', "
-                      "'babilong_hf', 'combined', 'hotpotqa', 'longbench', 'musique', 'niah', 'ruler_qa']",
+    "'babilong_hf', 'combined', 'hotpotqa', 'longbench', 'musique', 'niah', 'ruler_qa']",
     "eval_split=bogus": "eval_split='bogus': expected one of validation, test",
     "algo.optimizer.lr=-1e-5": "algo.optimizer.lr=-1e-05: expected a number > 0",
     "precision=bogus": "precision='bogus': expected one of auto, tf32, fp32, bf16",
-    "envs.num_sentences=/../../escaped/x":
-        "envs.num_sentences='/../../escaped/x': expected an integer >= 1 or a list of them",
+    "envs.num_sentences=/../../escaped/x": "envs.num_sentences='/../../escaped/x': expected an integer >= 1 or a list of them",
     "envs.task=../../escaped": "envs.task='../../escaped': expected a plain name (letters, digits, _ . + = , -; "
-                               "no / and no leading dot)",
+    "no / and no leading dot)",
     "+feedback.api_key=sk-secret": "feedback.api_key: keys are not taken from the config (it is saved in config.yaml, "
-                                   "the logs and the checkpoint); remove it and export QRAG_API_KEY=<key> instead",
+    "the logs and the checkpoint); remove it and export QRAG_API_KEY=<key> instead",
 }
 
 
@@ -98,18 +106,29 @@ def test_cuda_device_on_a_cpu_machine():
 
 
 def test_eval_values(tmp_path):
-    cfg = compose_cfg(TINY + ["+num_samples=0", "+use_last=false", "+overwrite=false",
-                              "+eval={planner: bem, beam_width: 4, beam_expand: 3, stop_q_threshold: null}"])
+    cfg = compose_cfg(
+        TINY
+        + [
+            "+num_samples=0",
+            "+use_last=false",
+            "+overwrite=false",
+            "+eval={planner: bem, beam_width: 4, beam_expand: 3, stop_q_threshold: null}",
+        ]
+    )
     with pytest.raises(ConfigError) as e:
         check_eval(cfg)
-    assert e.value.lines == ["num_samples=0: expected an integer >= 1, or -1 for all",
-                             "eval.planner='bem': expected one of greedy, beam"]
+    assert e.value.lines == [
+        "num_samples=0: expected an integer >= 1, or -1 for all",
+        "eval.planner='bem': expected one of greedy, beam",
+    ]
 
 
 def test_unknown_preset_name():
     with pytest.raises(ConfigError) as e:
         check_group_choices(["experiment=demoo", "envs=babilong", "seed=3"], ROOT / "configs")
-    assert e.value.lines[0].startswith("experiment=demoo: no configs/experiment/demoo.yaml; known: ablation_no_soft_q, ")
+    assert e.value.lines[0].startswith(
+        "experiment=demoo: no configs/experiment/demoo.yaml; known: ablation_no_soft_q, "
+    )
 
 
 def test_cli_refuses_before_writing(tmp_path):
@@ -117,19 +136,31 @@ def test_cli_refuses_before_writing(tmp_path):
     (so no .hydra/overrides.yaml holds the key given by mistake)."""
     run_dir = tmp_path / "run"
     bad = ["batch_size=abc", "eval_interval=0", "envs.max_steps=0", "precision=bogus", "+feedback.api_key=sk-secret"]
-    out = subprocess.run([sys.executable, "train_q_rag.py", *TINY, *bad, f"hydra.run.dir={run_dir}"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "train_q_rag.py", *TINY, *bad, f"hydra.run.dir={run_dir}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 2, out.stderr[-2000:]
     lines = [line for line in out.stderr.splitlines() if line.startswith("error: ")]
-    assert lines == ["error: precision='bogus': expected one of auto, tf32, fp32, bf16",
-                     "error: envs.max_steps=0: expected an integer >= 1",
-                     "error: " + BAD_VALUES["+feedback.api_key=sk-secret"],
-                     "error: batch_size='abc': expected an integer >= 1",
-                     "error: eval_interval=0: expected an integer >= 1"]
+    assert lines == [
+        "error: precision='bogus': expected one of auto, tf32, fp32, bf16",
+        "error: envs.max_steps=0: expected an integer >= 1",
+        "error: " + BAD_VALUES["+feedback.api_key=sk-secret"],
+        "error: batch_size='abc': expected an integer >= 1",
+        "error: eval_interval=0: expected an integer >= 1",
+    ]
     assert "Traceback" not in out.stderr
     assert not run_dir.exists()
-    out = subprocess.run([sys.executable, "train_q_rag.py", "experiment=demoo", f"hydra.run.dir={run_dir}"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "train_q_rag.py", "experiment=demoo", f"hydra.run.dir={run_dir}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 2 and out.stderr.startswith("error: experiment=demoo: no configs/experiment/demoo.yaml")
     assert not run_dir.exists()
 
@@ -143,15 +174,27 @@ def test_eval_cli_refuses_before_writing(tmp_path):
     from tests.eval.conftest import write_run_config
 
     write_run_config(tmp_path / "run")
-    out = subprocess.run([sys.executable, "eval_retriever.py", f"pretrained_path={tmp_path}/run", "eval.planner=bem",
-                          "num_samples=0"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "eval_retriever.py", f"pretrained_path={tmp_path}/run", "eval.planner=bem", "num_samples=0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 2, out.stderr[-2000:]
     assert [line for line in out.stderr.splitlines() if line.startswith("error: ")] == [
         "error: num_samples=0: expected an integer >= 1, or -1 for all",
-        "error: eval.planner='bem': expected one of greedy, beam"]
+        "error: eval.planner='bem': expected one of greedy, beam",
+    ]
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["config.yaml"]  # not even .eval_hydra/
-    out = subprocess.run([sys.executable, "eval_retriever.py", f"pretrained_path={tmp_path}/nowhere"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "eval_retriever.py", f"pretrained_path={tmp_path}/nowhere"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 2 and out.stderr.startswith(
-        f"error: pretrained_path={tmp_path}/nowhere: no config.yaml there (expected the folder of a training run")
+        f"error: pretrained_path={tmp_path}/nowhere: no config.yaml there (expected the folder of a training run"
+    )
     assert not (tmp_path / "nowhere").exists()

@@ -1,6 +1,7 @@
 """Two writers on one run folder or one evaluation output: the second is refused at once with a
 message naming the first process; a lock never outlives its process (kill -9 included); records
 written twice by older versions are read once."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,10 @@ from rl.storage import FolderInUseError
 from tests.conftest import ROOT
 from tests.eval.conftest import eval_cfg
 
-HOLD = ("import sys, time; from pathlib import Path; from rl.eval_run import output_lock; "
-        "output_lock(Path(sys.argv[1])).acquire(); print('LOCKED', flush=True); time.sleep(300)")
+HOLD = (
+    "import sys, time; from pathlib import Path; from rl.eval_run import output_lock; "
+    "output_lock(Path(sys.argv[1])).acquire(); print('LOCKED', flush=True); time.sleep(300)"
+)
 
 
 def test_second_evaluation_on_the_same_output_is_refused(eval_run_dir, tmp_path):
@@ -49,8 +52,10 @@ def test_duplicates_are_read_once(tmp_path):
 def test_summary_counts_each_sample_once(eval_run_dir, tmp_path):
     """An output written twice over (as two concurrent runs of older versions did): the rerun's
     summary has n = the samples, not twice as many."""
+
     def go():
         return run(eval_cfg(eval_run_dir, f"output_dir={tmp_path}", "envs.num_sentences=12", "num_samples=3"))
+
     first = go()
     out = tmp_path / "eval_seed42_ns12.jsonl"
     rows = out.read_text().splitlines(keepends=True)

@@ -1,6 +1,7 @@
 """ENOSPC injected through the writer every run file goes through (rl.storage._open_for_write)
 and through the evaluation's record writer: "disk full" with the path and what to do, no
 temporary file left, the previous files intact, and the rerun ends where an uninterrupted run does."""
+
 from __future__ import annotations
 
 import errno
@@ -54,8 +55,10 @@ def test_disk_full_during_checkpoint_keeps_the_previous(tmp_path, reference_run,
         run(run_cfg(rd))
     msg = str(e.value)
     assert msg.startswith(f"disk full while writing {rd}/model_last.pt (")
-    assert msg.endswith(" MiB free); the previous model_last.pt is kept. Free space on that disk, then continue "
-                        "the run with resume=true")
+    assert msg.endswith(
+        " MiB free); the previous model_last.pt is kept. Free space on that disk, then continue "
+        "the run with resume=true"
+    )
     assert not [p.name for p in rd.iterdir() if ".tmp" in p.name]  # the large temporary file is gone
     state = torch.load(rd / "model_last.pt", weights_only=True)
     assert state["learner"]["counters"]["optimizer_steps"] == 0
@@ -113,8 +116,9 @@ def test_real_full_disk(small_fs):
     with pytest.raises(DiskFullError) as e:
         storage.atomic_save({"w": torch.ones(2**20)}, ckpt)  # 4 MiB
     assert str(e.value).startswith(f"disk full while writing {ckpt} (")
-    assert str(e.value).endswith("MiB free); the previous model_last.pt is kept. Free space on that disk, then "
-                                 "rerun the same command")
+    assert str(e.value).endswith(
+        "MiB free); the previous model_last.pt is kept. Free space on that disk, then rerun the same command"
+    )
     assert sorted(p.name for p in small_fs.iterdir()) == ["model_last.pt"]
     assert torch.equal(torch.load(ckpt, weights_only=True)["w"], torch.zeros(2**16))
     rows = small_fs / "metrics.jsonl"

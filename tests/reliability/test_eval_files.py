@@ -1,5 +1,6 @@
 """Evaluation files: a failed run's meta file binds nothing, precision is part of the settings,
 a crafted checkpoint is never executed, a full disk keeps the complete records."""
+
 from __future__ import annotations
 
 import errno
@@ -47,9 +48,11 @@ def test_orphan_meta_and_crafted_checkpoint(eval_run_dir, tmp_path):
         go(crafted, out, "num_samples=2")
     assert not evil.marker.exists()
     assert str(e.value).startswith(f"{crafted}/model_best.pt holds objects other than tensors and plain values (")
-    assert str(e.value).endswith("so it is not loaded: loading it could run code from the file. It was not written "
-                                 "by this version of Q-RAG; retrain, or load it yourself with "
-                                 "torch.load(weights_only=False) only if you trust its source")
+    assert str(e.value).endswith(
+        "so it is not loaded: loading it could run code from the file. It was not written "
+        "by this version of Q-RAG; retrain, or load it yourself with "
+        "torch.load(weights_only=False) only if you trust its source"
+    )
     assert (out / f"{STEM}.jsonl.meta.json").exists() and not (out / f"{STEM}.jsonl").exists()
     summary = go(eval_run_dir, out, "num_samples=2")  # other checkpoint, no records: accepted
     assert summary["n"] == 2 and len(lines(out / f"{STEM}.jsonl")) == 2
@@ -89,7 +92,9 @@ def test_disk_full_keeps_complete_records(eval_run_dir, tmp_path, monkeypatch):
     with pytest.raises(DiskFullError) as e:
         go(eval_run_dir, tmp_path, "num_samples=4")
     assert str(e.value).startswith(f"disk full while writing {out} (")
-    assert str(e.value).endswith("its 2 complete records are kept. Free space on that disk, then rerun the same command")
+    assert str(e.value).endswith(
+        "its 2 complete records are kept. Free space on that disk, then rerun the same command"
+    )
     monkeypatch.undo()
     summary = go(eval_run_dir, tmp_path, "num_samples=4")
     assert [r["index"] for r in lines(out)] == [0, 1, 2, 3] and summary["n"] == 4

@@ -3,6 +3,7 @@ equals an uninterrupted one (metrics rows, model_last.pt, model_best.pt), nothin
 
 Each evaluation writes model_best.pt, then model_last.pt (holding the metrics row), then the row
 in metrics.jsonl (rl/trainer.py, Trainer.record_eval)."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,13 @@ def kill_at(run_dir, point: str, while_stopped=None) -> None:
     """Start the killer subprocess and SIGKILL it once it announces ``point`` (after calling
     ``while_stopped(pid)`` while it waits there, alive and holding its run folder)."""
     with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "tests.reliability.killer", str(run_dir), point], cwd=ROOT,
-                                stdout=subprocess.PIPE, stderr=err, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.reliability.killer", str(run_dir), point],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
         reached = False
         for line in proc.stdout:
             if line.strip() == f"POINT {point}":
@@ -111,6 +117,8 @@ def test_trained_run_without_model_last_is_not_wiped(tmp_path):
     (rd / "metrics.jsonl").write_text('{"step": 0}\n{"step": 500}\n')
     with pytest.raises(RunFolderError) as e:
         run(run_cfg(rd, "resume=true"))
-    assert str(e.value) == (f"{rd} holds a run trained past step 0 (metrics.jsonl) but no model_last.pt to continue "
-                            f"it from. Restore model_last.pt, or delete model_best.pt, metrics.jsonl to start again")
+    assert str(e.value) == (
+        f"{rd} holds a run trained past step 0 (metrics.jsonl) but no model_last.pt to continue "
+        f"it from. Restore model_last.pt, or delete model_best.pt, metrics.jsonl to start again"
+    )
     assert (rd / "model_best.pt").read_bytes() == b"best"

@@ -1,6 +1,7 @@
 """Run folders and configs cannot run code or leak keys: weights_only checkpoints (older ones
 with numpy RNG state still load), no API key in configs or on command lines, remote code off
 unless asked for."""
+
 from __future__ import annotations
 
 import inspect
@@ -36,8 +37,11 @@ def test_truncated_checkpoint(tmp_path):
     torch.save({"w": torch.zeros(1000)}, tmp_path / "c.pt")
     data = (tmp_path / "c.pt").read_bytes()
     (tmp_path / "c.pt").write_bytes(data[: len(data) // 2])
-    with pytest.raises(CheckpointLoadError, match=r"c\.pt is not a readable checkpoint \(.*\); it may be truncated: "
-                                                  r"delete it or restore it from a copy$"):
+    with pytest.raises(
+        CheckpointLoadError,
+        match=r"c\.pt is not a readable checkpoint \(.*\); it may be truncated: "
+        r"delete it or restore it from a copy$",
+    ):
         load_checkpoint(tmp_path / "c.pt")
 
 
@@ -45,13 +49,17 @@ def test_api_key_on_the_reader_command_line_is_refused():
     import eval_llm_openqa
     import eval_llm_synthetics
 
-    for mod, args in ((eval_llm_synthetics, ["log.jsonl", "--babi_task", "qa1"]),
-                      (eval_llm_openqa, ["--retriever_logfile", "log.jsonl"])):
+    for mod, args in (
+        (eval_llm_synthetics, ["log.jsonl", "--babi_task", "qa1"]),
+        (eval_llm_openqa, ["--retriever_logfile", "log.jsonl"]),
+    ):
         for key_arg in (["--api_key", "sk-secret"], ["--api_key=sk-secret"]):
             with pytest.raises(SystemExit) as e:
                 mod.parse_args(args + key_arg)
-            assert str(e.value) == ("error: --api_key is not accepted (a key on the command line is visible in ps and "
-                                    "the shell history); export QRAG_API_KEY=<key> instead")
+            assert str(e.value) == (
+                "error: --api_key is not accepted (a key on the command line is visible in ps and "
+                "the shell history); export QRAG_API_KEY=<key> instead"
+            )
         assert mod.parse_args(args).trust_remote_code is False
         assert mod.parse_args(args + ["--trust_remote_code"]).trust_remote_code is True
 

@@ -1,4 +1,5 @@
 """CUDA-graph replays equal eager encoder calls (GPU only: skipped on CPU machines)."""
+
 import pytest
 import torch
 
@@ -11,7 +12,9 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GP
 
 def test_buckets_cover_and_round_up():
     assert _bucket(1, ROW_BUCKETS) == 1 and _bucket(3, ROW_BUCKETS) == 4 and _bucket(129, ROW_BUCKETS) is None
-    assert _bucket(17, WIDTH_BUCKETS) == 32 and _bucket(512, WIDTH_BUCKETS) == 512 and _bucket(513, WIDTH_BUCKETS) is None
+    assert (
+        _bucket(17, WIDTH_BUCKETS) == 32 and _bucket(512, WIDTH_BUCKETS) == 512 and _bucket(513, WIDTH_BUCKETS) is None
+    )
 
 
 def _encoder():
@@ -31,8 +34,10 @@ def test_graph_replay_equals_eager_and_sees_weight_updates(amp):
     gen = torch.Generator().manual_seed(1)
     dev = torch.device("cuda")
     for rows in (1, 3, 8, 100):
-        seqs = [torch.randint(1, 1000, (int(torch.randint(3, 60, (1,), generator=gen)),), generator=gen).tolist()
-                for _ in range(rows)]
+        seqs = [
+            torch.randint(1, 1000, (int(torch.randint(3, 60, (1,), generator=gen)),), generator=gen).tolist()
+            for _ in range(rows)
+        ]
         with torch.no_grad():
             want = embed_sequences(enc, seqs, 0, dev, 1024, amp)
             got = g(seqs)

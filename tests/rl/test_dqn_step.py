@@ -15,6 +15,7 @@ them from the definitions (docs/DQN.md):
 The observed micro-step is the second one: after the first optimiser step the online and target
 encoders differ, so Double DQN and plain DQN give different targets (asserted).
 """
+
 from __future__ import annotations
 
 import copy
@@ -99,7 +100,7 @@ def nstep_reference(stream, n, gamma):
                 if k < n and not ended:
                     continue  # still waiting for its successors
                 last = ep[t + k - 1]
-                ret = sum(gamma ** i * ep[t + i].reward for i in range(k))
+                ret = sum(gamma**i * ep[t + i].reward for i in range(k))
                 out[(st.index, tuple(st.selected))] = (last.selected + [last.action], k, ret, ended, st.code)
     return out
 
@@ -165,8 +166,10 @@ def test_dqn_micro_step_matches_definition(case, monkeypatch):
     # targets y from the encoders as they were before this micro-step
     ds, pos, sort = learner.env.dataset, PositionSettings.from_cfg(cfg.envs), bool(cfg.envs.sort_by_index)
     batch = [buf.get(r) for r in rows]
-    eps = {tr.index: Episode(tr.index, ds[tr.index], torch.ones(len(ds[tr.index]["chunks"]), dtype=torch.bool))
-           for tr in batch}
+    eps = {
+        tr.index: Episode(tr.index, ds[tr.index], torch.ones(len(ds[tr.index]["chunks"]), dtype=torch.bool))
+        for tr in batch
+    }
     y_ref, plain, crossed = [], [], []
     for tr in batch:
         path, k, ret, done, _ = want[(tr.index, tuple(tr.selected))]
@@ -181,7 +184,7 @@ def test_dqn_micro_step_matches_definition(case, monkeypatch):
         v_dbl = float(qt[max(avail, key=lambda j: float(qo[j]))])
         plain.append(v_max)
         crossed.append(v_dbl)
-        y_ref.append(ret + GAMMA ** k * (v_dbl if double else v_max))
+        y_ref.append(ret + GAMMA**k * (v_dbl if double else v_max))
     y_ref = torch.tensor(y_ref, dtype=torch.float64)
     torch.testing.assert_close(seen["y"].double(), y_ref, rtol=1e-5, atol=1e-6)
     # preconditions: bootstraps and dones both drawn; n-step rows bootstrap from k = n
@@ -192,11 +195,19 @@ def test_dqn_micro_step_matches_definition(case, monkeypatch):
         assert max(abs(a - b) for a, b in zip(plain, crossed)) > 1e-6, "precondition: double ≠ plain max here"
 
     # loss and gradients from the same encoders (train mode, with gradient)
-    s_emb = ref.embed(ref.state_enc, [ref.state_ids(eps[tr.index], sort, selected=tr.selected) for tr in batch],
-                      train=True, grad=True)
-    a_emb = torch.cat([rotated(ref, ref.embed(ref.action_enc, [ref.action_ids(eps[tr.index], tr.action)], train=True,
-                                              grad=True), codes_of(eps[tr.index], tr.selected, pos)[tr.action].view(1))
-                       for tr in batch])
+    s_emb = ref.embed(
+        ref.state_enc, [ref.state_ids(eps[tr.index], sort, selected=tr.selected) for tr in batch], train=True, grad=True
+    )
+    a_emb = torch.cat(
+        [
+            rotated(
+                ref,
+                ref.embed(ref.action_enc, [ref.action_ids(eps[tr.index], tr.action)], train=True, grad=True),
+                codes_of(eps[tr.index], tr.selected, pos)[tr.action].view(1),
+            )
+            for tr in batch
+        ]
+    )
     h = s_emb.shape[1] // 2
     q1 = (s_emb[:, :h].double() * a_emb[:, :h].double()).sum(1)
     q2 = (s_emb[:, h:].double() * a_emb[:, h:].double()).sum(1)
@@ -214,8 +225,10 @@ def test_dqn_micro_step_matches_definition(case, monkeypatch):
 
     # EMA of both target encoders
     agent = learner.agent
-    for online, target, target0 in ((agent.state_enc, agent.target_state, ref.target_state),
-                                    (agent.action_enc, agent.target_action, ref.target_action)):
+    for online, target, target0 in (
+        (agent.state_enc, agent.target_state, ref.target_state),
+        (agent.action_enc, agent.target_action, ref.target_action),
+    ):
         for p, pt, pt0 in zip(online.parameters(), target.parameters(), target0.parameters(), strict=True):
             assert_close_fast(pt.detach(), TAU * p.detach() + (1 - TAU) * pt0.detach(), rtol=1e-6, atol=1e-8)
     assert learner.counters.optimizer_steps == 2
@@ -225,8 +238,9 @@ def test_dqn_micro_step_matches_definition(case, monkeypatch):
 def test_hard_target_copy_every_interval(interval):
     """target_update=hard: the target encoders equal the online ones right after optimiser step
     N·interval and keep their weights at every other step."""
-    _, learner = build("algo.dqn.hyperparams.target_update=hard",
-                       f"algo.dqn.hyperparams.target_update_interval={interval}")
+    _, learner = build(
+        "algo.dqn.hyperparams.target_update=hard", f"algo.dqn.hyperparams.target_update_interval={interval}"
+    )
     agent = learner.agent
     initial = copy.deepcopy(agent.target_state.state_dict())
     for step in (1, 2):
@@ -243,8 +257,12 @@ def test_hard_target_copy_every_interval(interval):
 def test_exploration_schedules():
     """ε: linear from epsilon_start to epsilon_end over epsilon_decay_steps env steps counted
     from the end of the warm-up, then constant."""
-    _, learner = build("algo.dqn.hyperparams.learning_starts=10", "algo.dqn.hyperparams.epsilon_start=1.0",
-                       "algo.dqn.hyperparams.epsilon_end=0.1", "algo.dqn.hyperparams.epsilon_decay_steps=100")
+    _, learner = build(
+        "algo.dqn.hyperparams.learning_starts=10",
+        "algo.dqn.hyperparams.epsilon_start=1.0",
+        "algo.dqn.hyperparams.epsilon_end=0.1",
+        "algo.dqn.hyperparams.epsilon_decay_steps=100",
+    )
     assert learner.epsilon_at(10) == pytest.approx(1.0)
     assert learner.epsilon_at(60) == pytest.approx(0.55)
     assert learner.epsilon_at(110) == pytest.approx(0.1)
@@ -260,17 +278,25 @@ def test_refuses_random_positions():
 def test_acting_after_the_warm_up(exploration, monkeypatch):
     """ε = 0: the action is the argmax of Q = q1 + q2 over the available chunks; softmax: the
     policy receives that Q, the temperature and top-k (its sampling is tested in test_qfunc)."""
-    cfg, learner = build(f"algo.dqn.hyperparams.exploration={exploration}", "algo.dqn.hyperparams.learning_starts=0",
-                         "algo.dqn.hyperparams.epsilon_start=0.0", "algo.dqn.hyperparams.epsilon_end=0.0",
-                         "algo.dqn.hyperparams.temperature=0.2", "algo.dqn.hyperparams.top_k_actions=3")
+    cfg, learner = build(
+        f"algo.dqn.hyperparams.exploration={exploration}",
+        "algo.dqn.hyperparams.learning_starts=0",
+        "algo.dqn.hyperparams.epsilon_start=0.0",
+        "algo.dqn.hyperparams.epsilon_end=0.0",
+        "algo.dqn.hyperparams.temperature=0.2",
+        "algo.dqn.hyperparams.top_k_actions=3",
+    )
     ref = copy.deepcopy(learner.agent)
     learner.env.episodes[0].selected.append(5)  # one slot mid-episode: chunk 5 is not available
     learner.env.episodes[0].available[5] = False
     before = [(ep, list(ep.selected)) for ep in learner.env.episodes]
     calls = []
     original = rl.agents.dqn.sample_policy
-    monkeypatch.setattr(rl.agents.dqn, "sample_policy", lambda q, a, k, t, g: calls.append((q, a.clone(), k, t))
-                        or original(q, a, k, t, g))
+    monkeypatch.setattr(
+        rl.agents.dqn,
+        "sample_policy",
+        lambda q, a, k, t, g: calls.append((q, a.clone(), k, t)) or original(q, a, k, t, g),
+    )
     steps = learner._act()
     for slot, (ep, sel) in enumerate(before):
         q = head_scores(ref, ref.state_enc, ref.action_enc, ep, sel, cfg, train=False).sum(0)

@@ -1,6 +1,7 @@
 """DQN end to end (rl/agents/dqn.py): a killed and resumed run equals an uninterrupted one bit for
 bit on CPU (the replay buffer and the waiting n-step transitions are in the checkpoint), and the
 demo task is learned (docs/DQN.md)."""
+
 import json
 
 import pytest
@@ -13,8 +14,12 @@ from rl.validate import ConfigError, check_training
 from tests.conftest import TINY, compose_cfg
 
 # TINY episodes last 2 steps; 3 warm-up + 1 + 1 vectorised steps leave half-assembled n-step transitions at the cut
-DQN = ["learner=dqn", "algo.dqn.hyperparams.n_step=2", "algo.dqn.hyperparams.learning_starts=6",
-       "algo.dqn.hyperparams.epsilon_decay_steps=8"]
+DQN = [
+    "learner=dqn",
+    "algo.dqn.hyperparams.n_step=2",
+    "algo.dqn.hyperparams.learning_starts=6",
+    "algo.dqn.hyperparams.epsilon_decay_steps=8",
+]
 
 
 def read_metrics(run_dir):
@@ -53,8 +58,15 @@ def test_resume_equals_uninterrupted(tiny_cfg, tmp_path, monkeypatch):
 
 
 def test_bad_values_are_one_line_each():
-    bad = {"n_step": 0, "exploration": "greedy", "target_update": "never", "epsilon_end": 1.5, "temperature": 0,
-           "buffer_size": 0, "double": "yes"}
+    bad = {
+        "n_step": 0,
+        "exploration": "greedy",
+        "target_update": "never",
+        "epsilon_end": 1.5,
+        "temperature": 0,
+        "buffer_size": 0,
+        "double": "yes",
+    }
     with pytest.raises(ConfigError) as e:
         check_training(compose_cfg(TINY + ["learner=dqn"] + [f"algo.dqn.hyperparams.{k}={v}" for k, v in bad.items()]))
     assert len(e.value.lines) == len(bad)
@@ -67,8 +79,16 @@ def test_bad_values_are_one_line_each():
 def test_learns_the_demo(tmp_path):
     """experiment=demo learner=dqn within the demo's budget of 100 optimiser steps: held-out fact
     F1 rises by at least 0.2 (measured: docs/DQN.md)."""
-    cfg = compose_cfg(["experiment=demo", "learner=dqn", "logger.progress_bar=false", "eval_interval=50",
-                       "eval_episodes=50", "final_eval_episodes=100"])
+    cfg = compose_cfg(
+        [
+            "experiment=demo",
+            "learner=dqn",
+            "logger.progress_bar=false",
+            "eval_interval=50",
+            "eval_episodes=50",
+            "final_eval_episodes=100",
+        ]
+    )
     with open_dict(cfg):
         cfg.run_dir = str(tmp_path / "run")
     summary = run(cfg)

@@ -1,4 +1,5 @@
 """State splicing and pooling on the real offline tokenizer/model (all-MiniLM-L6-v2)."""
+
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -69,7 +70,10 @@ def test_pad_batch_and_bucketed_embedding_keep_order():
             return torch.stack(((ids * mask).sum(1), mask.sum(1)), 1).float()
 
     rng = torch.Generator().manual_seed(0)
-    seqs = [torch.randint(1, 50, (int(torch.randint(1, 30, (1,), generator=rng)),), generator=rng).tolist() for _ in range(200)]
+    seqs = [
+        torch.randint(1, 50, (int(torch.randint(1, 30, (1,), generator=rng)),), generator=rng).tolist()
+        for _ in range(200)
+    ]
     want = torch.tensor([[sum(s), len(s)] for s in seqs], dtype=torch.float32)
     got = embed_sequences(Toy(), seqs, 0, torch.device("cpu"), max_batch=16, token_budget=100)
     assert torch.equal(got, want)

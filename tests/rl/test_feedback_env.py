@@ -12,8 +12,14 @@ BABILONG_DEFAULTS = OmegaConf.load(f"{CONFIGS}/envs/babilong.yaml").feedback_def
 
 def settings(**kw):
     """Ground-truth settings spelled out; a test names what it changes."""
-    base = dict(completion_reward=1.0, per_fact_reward=0.0, penalize_extra_steps=True, never_terminate=True,
-                reward_timing="completion", empty_gold="refuse")
+    base = dict(
+        completion_reward=1.0,
+        per_fact_reward=0.0,
+        penalize_extra_steps=True,
+        never_terminate=True,
+        reward_timing="completion",
+        empty_gold="refuse",
+    )
     return GroundTruthSettings(**{**base, **kw})
 
 
@@ -36,8 +42,9 @@ def test_completion_reward_paid_once_with_penalty():
 
 
 def test_terminal_timing_and_per_fact_and_termination():
-    fb = GroundTruthFeedback(settings(penalize_extra_steps=False, never_terminate=False,
-                                                 per_fact_reward=0.25, reward_timing="terminal"))
+    fb = GroundTruthFeedback(
+        settings(penalize_extra_steps=False, never_terminate=False, per_fact_reward=0.25, reward_timing="terminal")
+    )
     fb.reset(0, sample())
     r, c = fb.step([0], [[1]], last_step=[False])
     assert r == [0.25] and c == [False]
@@ -57,8 +64,9 @@ def test_empty_or_unknown_gold_is_refused_in_training_and_pays_nothing_in_evalua
     train = build_feedback(FEEDBACK, {"feedback_defaults": BABILONG_DEFAULTS}, "train")
     with pytest.raises(ValueError, match="sample 7 has no gold chunks"):
         train.reset(0, s)
-    fb = GroundTruthFeedback(settings(penalize_extra_steps=penalize, never_terminate=False,
-                                                 per_fact_reward=0.25, empty_gold="zero"))
+    fb = GroundTruthFeedback(
+        settings(penalize_extra_steps=penalize, never_terminate=False, per_fact_reward=0.25, empty_gold="zero")
+    )
     fb.reset(0, s)
     for sel in ([2], [2, 0], [2, 0, 1]):
         r, c = fb.step([0], [sel], last_step=[len(sel) == 3])
@@ -68,8 +76,14 @@ def test_empty_or_unknown_gold_is_refused_in_training_and_pays_nothing_in_evalua
 
 
 def test_build_feedback_priorities():
-    envs = OmegaConf.create({"feedback_defaults": {"train": {"penalize_extra_steps": True, "never_terminate": False},
-                                                   "test": {"penalize_extra_steps": False, "never_terminate_ref": False}}})
+    envs = OmegaConf.create(
+        {
+            "feedback_defaults": {
+                "train": {"penalize_extra_steps": True, "never_terminate": False},
+                "test": {"penalize_extra_steps": False, "never_terminate_ref": False},
+            }
+        }
+    )
     fcfg = OmegaConf.merge(FEEDBACK, {"ground_truth": {"penalize_extra_steps": None, "never_terminate": True}})
     train = build_feedback(fcfg, envs, "train")
     assert train.s.never_terminate is True and train.s.penalize_extra_steps is True  # CLI wins, env fills
@@ -84,7 +98,9 @@ def test_build_feedback_priorities():
 def test_env_steps_masks_codes_and_dones():
     data = [sample(0, 5, (1,)), sample(1, 5, (2, 4))]
     fb = GroundTruthFeedback(settings(never_terminate=False))
-    env = VecRetrievalEnv(data, fb, 2, 3, PositionSettings("relative", 20, "linspace", 2000), True, torch.device("cpu"), seed=0)
+    env = VecRetrievalEnv(
+        data, fb, 2, 3, PositionSettings("relative", 20, "linspace", 2000), True, torch.device("cpu"), seed=0
+    )
     ep0, ep1 = env.start(0, 0), env.start(1, 1)
     assert ep0.codes(env.pos).tolist() == [0, 4, 9, 13, 18]
     r, d, trunc = env.step([0, 1], [1, 4])
@@ -99,10 +115,19 @@ def test_env_steps_masks_codes_and_dones():
 
 def test_env_state_roundtrip():
     data = [sample(i, 6, (1, 2)) for i in range(10)]
+
     def mk():
-        return VecRetrievalEnv(data, GroundTruthFeedback(settings()), 3, 4,
-                               PositionSettings("random", 20, "linspace", max_chunks_count=50), False,
-                               torch.device("cpu"), seed=1)
+        return VecRetrievalEnv(
+            data,
+            GroundTruthFeedback(settings()),
+            3,
+            4,
+            PositionSettings("random", 20, "linspace", max_chunks_count=50),
+            False,
+            torch.device("cpu"),
+            seed=1,
+        )
+
     a = mk()
     a.reset_all()
     a.step([0, 1, 2], [1, 0, 5])

@@ -21,6 +21,7 @@ the targets run in train or eval mode (legacy dropout_in_targets) is checked by 
 Each configuration asserts its own preconditions (clipping active, some state with an
 unavailable chunk among the top-k, ...) so that the listed wrong learners cannot pass.
 """
+
 from __future__ import annotations
 
 import copy
@@ -86,13 +87,25 @@ def build(*extra: str):
     pristine, ds = _CACHE["agent"], _CACHE["data"]
     # the previous case used it as its reference: drop its gradients, restore the modes
     pristine.zero_grad(set_to_none=True)
-    for enc, train in ((pristine.state_enc, True), (pristine.action_enc, True),
-                       (pristine.target_state, False), (pristine.target_action, False)):
+    for enc, train in (
+        (pristine.state_enc, True),
+        (pristine.action_enc, True),
+        (pristine.target_state, False),
+        (pristine.target_action, False),
+    ):
         enc.train(train)
     agent = copy.deepcopy(pristine)
-    env = VecRetrievalEnv(ds, build_feedback(cfg.feedback, cfg.envs, "train", legacy, str(cfg.envs.task)),
-                          int(cfg.envs_parallel), int(cfg.envs.max_steps), PositionSettings.from_cfg(cfg.envs),
-                          bool(cfg.envs.sort_by_index), device, int(cfg.seed), "train")
+    env = VecRetrievalEnv(
+        ds,
+        build_feedback(cfg.feedback, cfg.envs, "train", legacy, str(cfg.envs.task)),
+        int(cfg.envs_parallel),
+        int(cfg.envs.max_steps),
+        PositionSettings.from_cfg(cfg.envs),
+        bool(cfg.envs.sort_by_index),
+        device,
+        int(cfg.seed),
+        "train",
+    )
     env.reset_all()
     learner = build_learner(agent, env, cfg, legacy)
     return cfg, learner, pristine
@@ -126,8 +139,9 @@ class Watch:
         monkeypatch.setattr(rl.agents.pqn, "lambda_returns", returns)
         agent = learner.agent
         for enc in (agent.target_state, agent.target_action):
-            enc.register_forward_pre_hook(lambda mod, args, kw: self.target_modes.append(mod.training) and None,
-                                          with_kwargs=True)
+            enc.register_forward_pre_hook(
+                lambda mod, args, kw: self.target_modes.append(mod.training) and None, with_kwargs=True
+            )
 
         def before_step(opt, args, kwargs):
             # zero_grad(set_to_none) drops these tensors after the step without touching them
@@ -215,8 +229,10 @@ def check_optimiser_step(cfg, learner, ref, scalars, grads_ref, tau_expected, lr
     else:
         assert learner.alpha == pytest.approx(alpha_after, rel=1e-12)
         assert scalars["alpha"] == learner.alpha
-    for online, target, target0 in ((agent.state_enc, agent.target_state, ref.target_state),
-                                    (agent.action_enc, agent.target_action, ref.target_action)):
+    for online, target, target0 in (
+        (agent.state_enc, agent.target_state, ref.target_state),
+        (agent.action_enc, agent.target_action, ref.target_action),
+    ):
         for p, pt, pt0 in zip(online.parameters(), target.parameters(), target0.parameters(), strict=True):
             want = tau_expected * p.detach() + (1 - tau_expected) * pt0.detach()
             assert_close_fast(pt.detach(), want, rtol=1e-6, atol=1e-8)
@@ -261,8 +277,10 @@ PQN_CASES = {
     "target_topk_before_mask": ["legacy.target_topk_before_mask=true"],
     "no_soft_target": ["algo.pqn.hyperparams.soft_target=false"],
     # both act in the optimiser step only: τ = 1, and α held at its floor α_min > α0·lr_1/lr0
-    "no_target_networks_alpha_floor": ["algo.pqn.hyperparams.use_target_networks=false",
-                                       f"algo.pqn.hyperparams.alpha_min={0.9 * ALPHA0}"],
+    "no_target_networks_alpha_floor": [
+        "algo.pqn.hyperparams.use_target_networks=false",
+        f"algo.pqn.hyperparams.alpha_min={0.9 * ALPHA0}",
+    ],
     "legacy_ref": ["legacy=ref"],  # every switch at once
 }
 SLOW_CASES = {"legacy_ref"}  # each of its switches has its own fast case
@@ -270,8 +288,7 @@ SLOW_CASES = {"legacy_ref"}  # each of its switches has its own fast case
 
 # The gradient, clipping and AdamW checks (a backward pass through the reference copy) run in the
 # default case; the switches change V, G or the EMA only, which every case checks.
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_CASES else c
-                                  for c in PQN_CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_CASES else c for c in PQN_CASES])
 def test_pqn_micro_step_matches_definition(case, monkeypatch):
     cfg, learner, ref = build(*PQN_CASES[case])
     legacy = cfg.legacy
@@ -325,16 +342,26 @@ def test_pqn_micro_step_matches_definition(case, monkeypatch):
     torch.testing.assert_close(G_learner.double(), G, rtol=1e-5, atol=1e-6)
 
     # sensitivity: the wrong variants of V and G would give other numbers on this rollout
-    alt_topk = any(abs(soft_value(h, [j for j in range(h.shape[1]) if j not in sel], TOPK, ALPHA0, soft=soft,
-                                  topk_first=not topk_first)
-                       - soft_value(h, [j for j in range(h.shape[1]) if j not in sel], TOPK, ALPHA0, soft=soft,
-                                    topk_first=topk_first)) > 1e-3 for h, sel in heads_seen)
+    alt_topk = any(
+        abs(
+            soft_value(
+                h, [j for j in range(h.shape[1]) if j not in sel], TOPK, ALPHA0, soft=soft, topk_first=not topk_first
+            )
+            - soft_value(
+                h, [j for j in range(h.shape[1]) if j not in sel], TOPK, ALPHA0, soft=soft, topk_first=topk_first
+            )
+        )
+        > 1e-3
+        for h, sel in heads_seen
+    )
     assert alt_topk or not soft, "precondition: some state has an unavailable chunk among the top-k"
     alt_G = lambda_returns_ref(r, d, v_next, v_last, GAMMA, LAM, not off_by_one)
     assert (alt_G - G).abs().max() > 1e-3, "precondition: the off-by-one variant changes G here"
     if soft:
-        hard = [soft_value(h, [j for j in range(h.shape[1]) if j not in sel], TOPK, ALPHA0, soft=False)
-                for h, sel in heads_seen]
+        hard = [
+            soft_value(h, [j for j in range(h.shape[1]) if j not in sel], TOPK, ALPHA0, soft=False)
+            for h, sel in heads_seen
+        ]
         mine = [soft_value(h, [j for j in range(h.shape[1]) if j not in sel], TOPK, ALPHA0) for h, sel in heads_seen]
         assert max(abs(a - b) for a, b in zip(hard, mine)) > 1e-3, "precondition: soft ≠ hard values here"
 
@@ -346,11 +373,19 @@ def test_pqn_micro_step_matches_definition(case, monkeypatch):
     pos = PositionSettings.from_cfg(cfg.envs)
     sort = bool(cfg.envs.sort_by_index)
     full = case == "default"
-    s_emb = ref.embed(ref.state_enc, [ref.state_ids(tr.ep, sort, selected=tr.selected) for tr in flat],
-                      train=True, grad=full)
-    a_emb = torch.cat([rotated(ref, ref.embed(ref.action_enc, [ref.action_ids(tr.ep, tr.action)], train=True,
-                                              grad=full), codes_of(tr.ep, tr.selected, pos)[tr.action].view(1))
-                       for tr in flat])
+    s_emb = ref.embed(
+        ref.state_enc, [ref.state_ids(tr.ep, sort, selected=tr.selected) for tr in flat], train=True, grad=full
+    )
+    a_emb = torch.cat(
+        [
+            rotated(
+                ref,
+                ref.embed(ref.action_enc, [ref.action_ids(tr.ep, tr.action)], train=True, grad=full),
+                codes_of(tr.ep, tr.selected, pos)[tr.action].view(1),
+            )
+            for tr in flat
+        ]
+    )
     h = s_emb.shape[1] // 2
     q1 = (s_emb[:, :h].double() * a_emb[:, :h].double()).sum(1)
     q2 = (s_emb[:, h:].double() * a_emb[:, h:].double()).sum(1)
@@ -363,9 +398,17 @@ def test_pqn_micro_step_matches_definition(case, monkeypatch):
     assert scalars["target_mean"] == pytest.approx(float(g.mean()), rel=1e-5, abs=1e-7)
 
     factor = lr_factor_after_first_step()
-    check_optimiser_step(cfg, learner, ref, scalars, [p.grad for p in ref.trainable_parameters()] if full else None,
-                         tau_expected=TAU if use_targets else 1.0, lr_before=LR0, lr_after=LR0 * factor,
-                         alpha_after=max(ALPHA0 * factor, alpha_min))
+    check_optimiser_step(
+        cfg,
+        learner,
+        ref,
+        scalars,
+        [p.grad for p in ref.trainable_parameters()] if full else None,
+        tau_expected=TAU if use_targets else 1.0,
+        lr_before=LR0,
+        lr_after=LR0 * factor,
+        alpha_after=max(ALPHA0 * factor, alpha_min),
+    )
     assert learner.counters.optimizer_steps == 1
 
 
@@ -401,7 +444,15 @@ def test_sft_micro_step_matches_definition(monkeypatch):
     assert scalars["sft_acc"] == n_correct / len(losses)
     assert scalars["transitions"] == len(losses)
     # no α, no EMA: the target encoders keep their weights (τ = 0)
-    check_optimiser_step(cfg, learner, ref, scalars, [p.grad for p in ref.trainable_parameters()],
-                         tau_expected=0.0, lr_before=LR0, lr_after=LR0 * lr_factor_after_first_step(),
-                         alpha_after=None)
+    check_optimiser_step(
+        cfg,
+        learner,
+        ref,
+        scalars,
+        [p.grad for p in ref.trainable_parameters()],
+        tau_expected=0.0,
+        lr_before=LR0,
+        lr_after=LR0 * lr_factor_after_first_step(),
+        alpha_after=None,
+    )
     assert not watch.target_modes  # the SFT objective never runs the target encoders

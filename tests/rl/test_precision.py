@@ -1,4 +1,5 @@
 """``precision`` is interpreted in one place (rl/precision.py) and defaulted in one (the yaml)."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,14 +10,17 @@ from rl.precision import PRECISIONS, Precision
 CPU, GPU = torch.device("cpu"), torch.device("cuda", 0)  # a device object needs no GPU
 
 
-@pytest.mark.parametrize("name, device, autocast, matmul", [
-    ("auto", GPU, torch.bfloat16, "high"),
-    ("auto", CPU, None, "high"),
-    ("tf32", GPU, None, "high"),
-    ("fp32", GPU, None, "highest"),
-    ("fp32", CPU, None, "highest"),
-    ("bf16", CPU, torch.bfloat16, "high"),
-])
+@pytest.mark.parametrize(
+    "name, device, autocast, matmul",
+    [
+        ("auto", GPU, torch.bfloat16, "high"),
+        ("auto", CPU, None, "high"),
+        ("tf32", GPU, None, "high"),
+        ("fp32", GPU, None, "highest"),
+        ("fp32", CPU, None, "highest"),
+        ("bf16", CPU, torch.bfloat16, "high"),
+    ],
+)
 def test_resolve(name, device, autocast, matmul):
     p = Precision.resolve(name, device)
     assert (p.name, p.autocast, p.matmul) == (name, autocast, matmul)

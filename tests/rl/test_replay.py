@@ -1,5 +1,6 @@
 """The DQN replay memory (rl/replay.py): n-step assembly, ring buffer, sampling, checkpoint state,
 and the pure target maths of rl/agents/dqn.py, against hand-worked cases and brute force."""
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,7 @@ G = 0.9
 def episode(index, actions, rewards, codes=None):
     """The 1-step transitions of one episode that selects ``actions`` in order (done at the end)."""
     codes = codes or [10 + a for a in actions]
-    return [Step(index, actions[:t], a, codes[t], rewards[t], t == len(actions) - 1)
-            for t, a in enumerate(actions)]
+    return [Step(index, actions[:t], a, codes[t], rewards[t], t == len(actions) - 1) for t, a in enumerate(actions)]
 
 
 def brute_nstep(steps, n, gamma):
@@ -27,7 +27,7 @@ def brute_nstep(steps, n, gamma):
     T = len(steps)
     for t in range(T):
         k = min(n, T - t)
-        ret = sum(gamma ** i * steps[t + i].reward for i in range(k))
+        ret = sum(gamma**i * steps[t + i].reward for i in range(k))
         done = t + k == T
         path = steps[t + k - 1].selected + [steps[t + k - 1].action]
         out.append(NStep(steps[t].index, path, t, k, steps[t].code, ret, done))
@@ -43,8 +43,10 @@ def test_nstep_assembly_across_episode_ends(n):
     """Two slots, each running two episodes back to back (lengths 4 then 2), interleaved as the
     vectorised env pushes them: each slot's output equals the brute-force n-step transitions of
     its episodes, no transition crosses an episode end, nothing is left waiting after a done."""
-    eps = {0: [episode(7, [3, 1, 4, 0], [0.0, 1.0, 0.5, 2.0]), episode(2, [5, 6], [1.0, -1.0])],
-           1: [episode(9, [2, 8], [0.25, 0.0]), episode(4, [0, 1, 2, 3], [1.0, 0.0, 0.0, 3.0])]}
+    eps = {
+        0: [episode(7, [3, 1, 4, 0], [0.0, 1.0, 0.5, 2.0]), episode(2, [5, 6], [1.0, -1.0])],
+        1: [episode(9, [2, 8], [0.25, 0.0]), episode(4, [0, 1, 2, 3], [1.0, 0.0, 0.0, 3.0])],
+    }
     asm = NStepAssembler(2, n, G)
     got = {0: [], 1: []}
     streams = {s: [st for ep in eps[s] for st in ep] for s in eps}
@@ -183,6 +185,6 @@ def test_nstep_targets_worked_case():
     done = torch.tensor([False, False, True])
     v = torch.tensor([4.0, -2.0, 100.0])
     got = nstep_targets(ret, k, done, v, 0.9)
-    want = [1.0 + 0.9 * 4.0, 0.5 + 0.9 ** 3 * -2.0, 2.0]
+    want = [1.0 + 0.9 * 4.0, 0.5 + 0.9**3 * -2.0, 2.0]
     assert got.tolist() == pytest.approx(want)
     assert math.isfinite(float(got.sum()))

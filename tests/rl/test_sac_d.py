@@ -6,6 +6,7 @@ computations, and one real micro-step + optimiser step against an independent co
   G        = PQN's λ-return over these V (λ = 0: r + γ(1 − d)V(s′))
   α        = exp(log α), log α ← Adam step on log α · mean(H(π′) − ratio·log|support|)
 """
+
 from __future__ import annotations
 
 import copy
@@ -128,11 +129,16 @@ ALPHA_LR, RATIO = 0.01, 0.5
 
 def test_sac_d_micro_step_matches_definition(monkeypatch):
     monkeypatch.setattr(tls, "BASE", [o for o in tls.BASE if not o.startswith("algo.pqn.")])  # PQN's keys
-    cfg, learner, ref = build("learner=sac_d", f"algo.sac_d.hyperparams.gamma={GAMMA}",
-                              f"algo.sac_d.hyperparams.Lambda={LAM}", f"algo.sac_d.hyperparams.alpha={ALPHA0}",
-                              f"algo.sac_d.hyperparams.tau={TAU}", f"algo.sac_d.hyperparams.top_k_actions={TOPK}",
-                              f"algo.sac_d.hyperparams.alpha_lr={ALPHA_LR}",
-                              f"algo.sac_d.hyperparams.target_entropy_ratio={RATIO}")
+    cfg, learner, ref = build(
+        "learner=sac_d",
+        f"algo.sac_d.hyperparams.gamma={GAMMA}",
+        f"algo.sac_d.hyperparams.Lambda={LAM}",
+        f"algo.sac_d.hyperparams.alpha={ALPHA0}",
+        f"algo.sac_d.hyperparams.tau={TAU}",
+        f"algo.sac_d.hyperparams.top_k_actions={TOPK}",
+        f"algo.sac_d.hyperparams.alpha_lr={ALPHA_LR}",
+        f"algo.sac_d.hyperparams.target_entropy_ratio={RATIO}",
+    )
     assert isinstance(learner, SacDLearner)
     watch = learner._watch = Watch(learner, monkeypatch)
     L, E = learner.rollout_len, learner.env.n_envs
@@ -173,5 +179,14 @@ def test_sac_d_micro_step_matches_definition(monkeypatch):
     alpha_after = math.exp(math.log(ALPHA0) - ALPHA_LR * gap / (abs(gap) + 1e-8))
     assert scalars["entropy"] == pytest.approx(sum(entropies) / len(entropies), rel=1e-5)
     factor = lr_factor_after_first_step()
-    check_optimiser_step(cfg, learner, ref, scalars, None, tau_expected=TAU, lr_before=LR0, lr_after=LR0 * factor,
-                         alpha_after=alpha_after)
+    check_optimiser_step(
+        cfg,
+        learner,
+        ref,
+        scalars,
+        None,
+        tau_expected=TAU,
+        lr_before=LR0,
+        lr_after=LR0 * factor,
+        alpha_after=alpha_after,
+    )

@@ -7,6 +7,7 @@ micro-step + optimiser step against an independent computation from the definiti
         else softmax((Q − max Q)/α) over the top-k available chunks of the online network
   loss = 0.5·mean((2q1 − G)²) + 0.5·mean((2q2 − G)²), then PQN's optimiser step (α, EMA)
 """
+
 from __future__ import annotations
 
 import math
@@ -47,12 +48,12 @@ def sarsa_ref(r, d, q, boot, gamma, n):
             g, ended = 0.0, False
             m = min(n, L - t)
             for i in range(m):
-                g += gamma ** i * r[t + i][e]
+                g += gamma**i * r[t + i][e]
                 if d[t + i][e]:
                     ended = True
                     break
             if not ended:
-                g += gamma ** m * (q[t + n][e] if t + n < L else boot[e])
+                g += gamma**m * (q[t + n][e] if t + n < L else boot[e])
             out[t][e] = g
     return torch.tensor(out, dtype=torch.float64)
 
@@ -110,9 +111,14 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_sarsa_micro_step_matches_definition(case, monkeypatch):
     monkeypatch.setattr(tls, "BASE", [o for o in tls.BASE if not o.startswith("algo.pqn.")])  # PQN's keys
-    cfg, learner, ref = build("learner=sarsa", f"algo.sarsa.hyperparams.gamma={GAMMA}",
-                              f"algo.sarsa.hyperparams.alpha={ALPHA0}", f"algo.sarsa.hyperparams.tau={TAU}",
-                              f"algo.sarsa.hyperparams.top_k_actions={TOPK}", *CASES[case])
+    cfg, learner, ref = build(
+        "learner=sarsa",
+        f"algo.sarsa.hyperparams.gamma={GAMMA}",
+        f"algo.sarsa.hyperparams.alpha={ALPHA0}",
+        f"algo.sarsa.hyperparams.tau={TAU}",
+        f"algo.sarsa.hyperparams.top_k_actions={TOPK}",
+        *CASES[case],
+    )
     assert isinstance(learner, SarsaLearner)
     n = int(cfg.algo.sarsa.hyperparams.n_steps)
     warm = learner.warming_up
@@ -176,8 +182,16 @@ def test_sarsa_micro_step_matches_definition(case, monkeypatch):
     sort = bool(cfg.envs.sort_by_index)
     s_emb = ref.embed(ref.state_enc, [ref.state_ids(tr.ep, sort, selected=tr.selected) for tr in flat], train=True)
     pos = PositionSettings.from_cfg(cfg.envs)
-    a_emb = torch.cat([rotated(ref, ref.embed(ref.action_enc, [ref.action_ids(tr.ep, tr.action)], train=True),
-                               codes_of(tr.ep, tr.selected, pos)[tr.action].view(1)) for tr in flat])
+    a_emb = torch.cat(
+        [
+            rotated(
+                ref,
+                ref.embed(ref.action_enc, [ref.action_ids(tr.ep, tr.action)], train=True),
+                codes_of(tr.ep, tr.selected, pos)[tr.action].view(1),
+            )
+            for tr in flat
+        ]
+    )
     h = s_emb.shape[1] // 2
     q1 = (s_emb[:, :h].double() * a_emb[:, :h].double()).sum(1)
     q2 = (s_emb[:, h:].double() * a_emb[:, h:].double()).sum(1)
@@ -186,5 +200,14 @@ def test_sarsa_micro_step_matches_definition(case, monkeypatch):
     assert scalars["qf_loss"] == pytest.approx(loss.item(), rel=1e-5)
     assert scalars["target_mean"] == pytest.approx(float(g.mean()), rel=1e-5, abs=1e-7)
     factor = lr_factor_after_first_step()
-    check_optimiser_step(cfg, learner, ref, scalars, None, tau_expected=TAU, lr_before=LR0, lr_after=LR0 * factor,
-                         alpha_after=ALPHA0 * factor)
+    check_optimiser_step(
+        cfg,
+        learner,
+        ref,
+        scalars,
+        None,
+        tau_expected=TAU,
+        lr_before=LR0,
+        lr_after=LR0 * factor,
+        alpha_after=ALPHA0 * factor,
+    )

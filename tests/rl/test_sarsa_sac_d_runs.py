@@ -1,4 +1,5 @@
 """SARSA and SAC-D end to end: bit-exact resume on CPU, and both learn the offline demo task."""
+
 import math
 
 import pytest
@@ -15,8 +16,10 @@ from tests.rl.test_train_run import read_metrics
 LEARNERS = {"sarsa": SarsaLearner, "sac_d": SacDLearner}
 # n-step targets that reach past one step, and a temperature that learns (TINY's episodes have
 # two steps, so SAC-D computes next-state values and moves α)
-EXTRA = {"sarsa": ["learner=sarsa", "algo.sarsa.hyperparams.n_steps=2", "learning_start=1"],
-         "sac_d": ["learner=sac_d", "algo.sac_d.hyperparams.alpha_lr=0.1", "learning_start=1"]}
+EXTRA = {
+    "sarsa": ["learner=sarsa", "algo.sarsa.hyperparams.n_steps=2", "learning_start=1"],
+    "sac_d": ["learner=sac_d", "algo.sac_d.hyperparams.alpha_lr=0.1", "learning_start=1"],
+}
 
 
 @pytest.mark.parametrize("name", list(LEARNERS))
@@ -54,8 +57,16 @@ def test_learns_the_demo_task(name, tmp_path):
     optimiser steps) lifts held-out fact F1 by at least 0.2 over the untrained retriever. Fewer
     evaluation episodes than the demo (model selection at steps 0 and 100 only, 100 test samples)
     keep the test's time close to its training time."""
-    cfg = compose_cfg(["experiment=demo", f"learner={name}", "logger.progress_bar=false", "eval_interval=100",
-                       "eval_episodes=40", "final_eval_episodes=100"])
+    cfg = compose_cfg(
+        [
+            "experiment=demo",
+            f"learner={name}",
+            "logger.progress_bar=false",
+            "eval_interval=100",
+            "eval_episodes=40",
+            "final_eval_episodes=100",
+        ]
+    )
     with open_dict(cfg):
         cfg.run_dir = str(tmp_path / "run")
     summary = run(cfg)
@@ -63,15 +74,24 @@ def test_learns_the_demo_task(name, tmp_path):
     assert gain >= 0.2, summary
 
 
-@pytest.mark.parametrize("override,line", [
-    (["learner=sarsa", "algo.sarsa.hyperparams.n_steps=0"],
-     "algo.sarsa.hyperparams.n_steps=0: expected an integer >= 1"),
-    (["learner=sarsa", "algo.sarsa.hyperparams.alpha=0"], "algo.sarsa.hyperparams.alpha=0: expected a number > 0"),
-    (["learner=sac_d", "algo.sac_d.hyperparams.target_entropy_ratio=1.5"],
-     "algo.sac_d.hyperparams.target_entropy_ratio=1.5: expected a number >= 0 and <= 1"),
-    (["learner=sac_d", "algo.sac_d.hyperparams.learn_alpha=maybe"],
-     "algo.sac_d.hyperparams.learn_alpha='maybe': expected true or false"),
-])
+@pytest.mark.parametrize(
+    "override,line",
+    [
+        (
+            ["learner=sarsa", "algo.sarsa.hyperparams.n_steps=0"],
+            "algo.sarsa.hyperparams.n_steps=0: expected an integer >= 1",
+        ),
+        (["learner=sarsa", "algo.sarsa.hyperparams.alpha=0"], "algo.sarsa.hyperparams.alpha=0: expected a number > 0"),
+        (
+            ["learner=sac_d", "algo.sac_d.hyperparams.target_entropy_ratio=1.5"],
+            "algo.sac_d.hyperparams.target_entropy_ratio=1.5: expected a number >= 0 and <= 1",
+        ),
+        (
+            ["learner=sac_d", "algo.sac_d.hyperparams.learn_alpha=maybe"],
+            "algo.sac_d.hyperparams.learn_alpha='maybe': expected true or false",
+        ),
+    ],
+)
 def test_bad_hyperparameters_have_their_line(override, line):
     with pytest.raises(ConfigError) as e:
         check_training(compose_cfg(TINY + override))

@@ -9,6 +9,7 @@ from rl.schedules import build_scheduler, lr_factor
 def test_warmup_linear_ref_semantics():
     def f(n, rho=0.1, smooth=False):
         return lr_factor("WarmupLinear", n, 10, 110, rho, smooth)
+
     assert f(0) == 0.0
     assert f(9) == pytest.approx(0.9 * 9 / 10)  # climbs to (1 − ρ)·n/W ...
     assert f(10) == pytest.approx(1.0)  # ... and jumps to 1 at W
@@ -22,6 +23,7 @@ def test_warmup_linear_ref_semantics():
 def test_cosine():
     def f(n):
         return lr_factor("Cosine", n, 10, 110, 0.1)
+
     assert f(0) == 0.0 and f(5) == 0.5 and f(10) == pytest.approx(1.0)
     assert f(60) == pytest.approx(0.1 + 0.9 * math.cos(math.pi / 4))
     assert f(110) == pytest.approx(0.1) and f(1000) == pytest.approx(0.1)

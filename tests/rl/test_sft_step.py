@@ -2,6 +2,7 @@
 every chunk and every teacher-forced state embedded alone (no padding, no batching), position
 codes from the env's per-state path, cross-entropy as logsumexp over the available chunks minus
 the gold chunk's Q. Same loss and gradients up to float noise, however samples are grouped."""
+
 import dataclasses
 
 import pytest
@@ -31,8 +32,9 @@ def reference_loss(learner, eps):
     for ep in eps:
         gold = sorted(set(int(i) for i in ep.sample["sf_idx"]))[: env.max_steps]
         u = embed_unpadded(agent.action_enc, [agent.action_ids(ep, j) for j in range(ep.n_chunks)])
-        states = embed_unpadded(agent.state_enc, [agent.state_ids(ep, env.sort_by_index, selected=gold[:t])
-                                                  for t in range(len(gold))])
+        states = embed_unpadded(
+            agent.state_enc, [agent.state_ids(ep, env.sort_by_index, selected=gold[:t]) for t in range(len(gold))]
+        )
         for t, s in enumerate(states):
             avail = torch.ones(ep.n_chunks, dtype=torch.bool)
             avail[gold[:t]] = False

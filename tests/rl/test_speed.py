@@ -6,6 +6,7 @@ switches of older run folders included), the agent's per-episode caches (ids aga
 tokenizer, invalidation, memory), and a learner/evaluation run with every switch on vs
 ``SpeedSwitches.all_off()``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -142,11 +143,21 @@ def test_embed_sequences_bucketed_equals_reference(left):
         assert torch.equal(got, want)
     for bucket in (True, False):  # out= a slice of a bigger tensor: written in place, nothing else touched
         big = torch.full((len(seqs) + 7, Toy.dim), float("nan"))
-        ret = embed_sequences(Toy(), seqs, 0, CPU, max_batch=16, left=left, bucket=bucket, token_budget=120,
-                              pad_to=None if bucket else 30, out=big[3:3 + len(seqs)])
+        ret = embed_sequences(
+            Toy(),
+            seqs,
+            0,
+            CPU,
+            max_batch=16,
+            left=left,
+            bucket=bucket,
+            token_budget=120,
+            pad_to=None if bucket else 30,
+            out=big[3 : 3 + len(seqs)],
+        )
         assert ret.data_ptr() == big[3].data_ptr()
-        assert torch.equal(big[3:3 + len(seqs)], want)
-        assert torch.isnan(big[:3]).all() and torch.isnan(big[3 + len(seqs):]).all()
+        assert torch.equal(big[3 : 3 + len(seqs)], want)
+        assert torch.isnan(big[:3]).all() and torch.isnan(big[3 + len(seqs) :]).all()
 
 
 # -- streamed tokenisation -----------------------------------------------------------------
@@ -182,16 +193,22 @@ def test_speed_switches_from_cfg():
     from tests.conftest import compose_cfg
 
     default = SpeedSwitches()
-    assert default.as_dict() == {"chunk_cache": True, "length_bucketing": True, "overlap_tokenization": True,
-                                 "cuda_graphs": True, "compile": False}
+    assert default.as_dict() == {
+        "chunk_cache": True,
+        "length_bucketing": True,
+        "overlap_tokenization": True,
+        "cuda_graphs": True,
+        "compile": False,
+    }
     assert SpeedSwitches.from_cfg(None) == default
     assert SpeedSwitches.from_cfg(OmegaConf.create({})) == default
     assert SpeedSwitches.from_cfg(OmegaConf.create({"speed": None})) == default
     assert SpeedSwitches.from_cfg(compose_cfg(["experiment=demo"])) == default  # training.yaml = the defaults
     nulls = OmegaConf.create({"speed": {f.name: None for f in dataclasses.fields(SpeedSwitches)}})
     assert SpeedSwitches.from_cfg(nulls) == default
-    some = SpeedSwitches.from_cfg(OmegaConf.create({"speed": {"chunk_cache": False, "length_bucketing": None,
-                                                              "compile": True}}))
+    some = SpeedSwitches.from_cfg(
+        OmegaConf.create({"speed": {"chunk_cache": False, "length_bucketing": None, "compile": True}})
+    )
     assert some == dataclasses.replace(default, chunk_cache=False, compile=True)
     with pytest.raises(ValueError, match="chunk_cahce"):
         SpeedSwitches.from_cfg(OmegaConf.create({"speed": {"chunk_cahce": False}}))
@@ -231,8 +248,9 @@ def test_speed_block_through_the_eval_merge(tmp_path):
     merged = merge_eval_config(eval_cfg(run_dir))
     assert SpeedSwitches.from_cfg(merged) == dataclasses.replace(SpeedSwitches(), chunk_cache=False, compile=True)
     merged = merge_eval_config(eval_cfg(run_dir, "speed.length_bucketing=false", "speed.compile=false"))
-    assert SpeedSwitches.from_cfg(merged) == dataclasses.replace(SpeedSwitches(), chunk_cache=False,
-                                                                 length_bucketing=False)
+    assert SpeedSwitches.from_cfg(merged) == dataclasses.replace(
+        SpeedSwitches(), chunk_cache=False, length_bucketing=False
+    )
     old = OmegaConf.load(run_dir / "config.yaml")
     del old["speed"]
     old.compile_encoders = True
@@ -250,17 +268,34 @@ def test_speed_block_through_the_eval_merge(tmp_path):
 def small_agent():
     from rl.agent import QRAGAgent
 
-    model = OmegaConf.create({"name": "offline:minilm", "predictor": {"num_layers": 1},
-                              "query_prefix": "query: ", "passage_prefix": "passage: "})
-    layout = {"max_action_length": 12, "max_action_length_in_memory": 8, "eval_max_action_length_in_memory": 6,
-              "max_state_length": 40}
+    model = OmegaConf.create(
+        {
+            "name": "offline:minilm",
+            "predictor": {"num_layers": 1},
+            "query_prefix": "query: ",
+            "passage_prefix": "passage: ",
+        }
+    )
+    layout = {
+        "max_action_length": 12,
+        "max_action_length_in_memory": 8,
+        "eval_max_action_length_in_memory": 6,
+        "max_state_length": 40,
+    }
     return QRAGAgent(model, layout, CPU, Precision.resolve("fp32", CPU), 64, SpeedSwitches())
 
 
-SAMPLE = {"id": "s0", "question": "Where is Mary after she went to the garden?",
-          "chunks": ["Mary went to the kitchen.", "John moved to the hallway and then went back to the office "
-                     "before journeying to the garden again.", "", "Sandra journeyed to the bathroom.",
-                     "Mary travelled to the garden."]}
+SAMPLE = {
+    "id": "s0",
+    "question": "Where is Mary after she went to the garden?",
+    "chunks": [
+        "Mary went to the kitchen.",
+        "John moved to the hallway and then went back to the office before journeying to the garden again.",
+        "",
+        "Sandra journeyed to the bathroom.",
+        "Mary travelled to the garden.",
+    ],
+}
 
 
 def _episode(sample=SAMPLE):
@@ -291,7 +326,8 @@ def test_agent_tokens_match_the_tokenizer(small_agent):
         assert agent.action_ids(ep, j) == [cls] + ids("passage: " + chunk, 10) + [sep]
     n_special = 2
     want_len = len(tok("query: " + SAMPLE["question"])["input_ids"]) + sum(
-        len(tok(c)["input_ids"]) for c in SAMPLE["chunks"])
+        len(tok(c)["input_ids"]) for c in SAMPLE["chunks"]
+    )
     assert text_length(tokens, n_special) == want_len
 
 
@@ -385,10 +421,19 @@ def test_adopted_tokens_serve_that_sample_only_while_it_lives(small_agent):
 # -- learner and evaluation: all switches on vs all off -------------------------------------------
 ALL_OFF = [f"speed.{f.name}=false" for f in dataclasses.fields(SpeedSwitches)]
 RUN = [
-    "envs.task=qa1_single-supporting-fact", "envs.num_sentences=20", "envs.max_steps=3",
-    "batch_size=8", "envs_parallel=2", "accumulate_grads=2", "learning_start=2",
-    "algo.pqn.hyperparams.acting_dropout=false", "algo.scheduler.warmup=0", "algo.optimizer.lr=1e-3",
-    "logger.tensorboard=false", "eval_episodes=4", "embed_batch_size=16",
+    "envs.task=qa1_single-supporting-fact",
+    "envs.num_sentences=20",
+    "envs.max_steps=3",
+    "batch_size=8",
+    "envs_parallel=2",
+    "accumulate_grads=2",
+    "learning_start=2",
+    "algo.pqn.hyperparams.acting_dropout=false",
+    "algo.scheduler.warmup=0",
+    "algo.optimizer.lr=1e-3",
+    "logger.tensorboard=false",
+    "eval_episodes=4",
+    "embed_batch_size=16",
 ]
 
 

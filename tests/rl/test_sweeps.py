@@ -1,5 +1,6 @@
 """`train_q_rag.py -m` sweeps: several runs at once (hydra/launcher=parallel, joblib), each on a
 GPU chosen from its job number; the SLURM preset; jobs through submitit's local executor."""
+
 import json
 import re
 import subprocess
@@ -13,9 +14,20 @@ from rl.config import PROJECT_ROOT, pick_device, sweep_jobs
 from tests.conftest import TINY, compose_cfg
 
 ARGS = [a for a in TINY if not a.startswith(("steps_count", "eval_interval", "final_eval_episodes"))] + [
-    "steps_count=1", "eval_interval=1", "final_eval_episodes=0"]
-RUN_FILES = ("config.yaml", "config_resolved.yaml", "model_last.pt", "model_best.pt", "metrics.jsonl", "summary.json",
-             "train_q_rag.log", ".hydra/overrides.yaml")
+    "steps_count=1",
+    "eval_interval=1",
+    "final_eval_episodes=0",
+]
+RUN_FILES = (
+    "config.yaml",
+    "config_resolved.yaml",
+    "model_last.pt",
+    "model_best.pt",
+    "metrics.jsonl",
+    "summary.json",
+    "train_q_rag.log",
+    ".hydra/overrides.yaml",
+)
 
 
 def fake_gpus(monkeypatch, n):
@@ -26,7 +38,14 @@ def fake_gpus(monkeypatch, n):
 def test_sweep_jobs_are_spread_over_the_gpus_by_job_number(monkeypatch):
     fake_gpus(monkeypatch, 3)
     assert [str(pick_device("auto", job_num=k)) for k in range(7)] == [
-        "cuda:0", "cuda:1", "cuda:2", "cuda:0", "cuda:1", "cuda:2", "cuda:0"]
+        "cuda:0",
+        "cuda:1",
+        "cuda:2",
+        "cuda:0",
+        "cuda:1",
+        "cuda:2",
+        "cuda:0",
+    ]
     assert str(pick_device("cuda", job_num=4)) == "cuda:1"  # a bare "cuda" is spread too
     assert str(pick_device("auto")) == "cuda:0"  # not in a sweep
     assert str(pick_device("cuda:2", job_num=0)) == "cuda:2" and str(pick_device("cpu", job_num=1)) == "cpu"
@@ -38,16 +57,23 @@ def test_sweep_jobs_are_spread_over_the_gpus_by_job_number(monkeypatch):
 
 
 def test_slurm_preset_keys():
-    cfg = compose_cfg(["hydra/launcher=slurm", "hydra.launcher.partition=gpu", "hydra.launcher.timeout_min=90"],
-                      return_hydra_config=True)
+    cfg = compose_cfg(
+        ["hydra/launcher=slurm", "hydra.launcher.partition=gpu", "hydra.launcher.timeout_min=90"],
+        return_hydra_config=True,
+    )
     launcher = cfg.hydra.launcher
     assert launcher._target_.endswith("submitit_launcher.SlurmLauncher")
     assert (launcher.partition, launcher.timeout_min, launcher.gpus_per_node) == ("gpu", 90, 1)
 
 
 def sweep(tmp_path, *extra):
-    out = subprocess.run([sys.executable, "train_q_rag.py", "-m", *ARGS, "seed=1,2", f"hydra.sweep.dir={tmp_path}",
-                          *extra], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        [sys.executable, "train_q_rag.py", "-m", *ARGS, "seed=1,2", f"hydra.sweep.dir={tmp_path}", *extra],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     runs = sorted(p for p in tmp_path.iterdir() if p.is_dir() and not p.name.startswith("."))
     assert [p.name for p in runs] == ["0_qa2_two-supporting-facts_seed1", "1_qa2_two-supporting-facts_seed2"]

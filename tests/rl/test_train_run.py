@@ -1,4 +1,5 @@
 """Training runs end to end on the offline MiniLM: run folder contract, refusal, resume equivalence."""
+
 import json
 import subprocess
 import sys
@@ -56,9 +57,18 @@ def test_resume_equals_uninterrupted(tiny_cfg, tmp_path, monkeypatch):
         torch.testing.assert_close(a[k], b[k], atol=0, rtol=0)
 
 
-@pytest.mark.parametrize("extra", [["legacy=ref"], ["algo.pqn.hyperparams.soft_target=false",
-                                                    "algo.pqn.hyperparams.use_target_networks=false",
-                                                    "envs.positions_processor=none", "precision=bf16"]])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["legacy=ref"],
+        [
+            "algo.pqn.hyperparams.soft_target=false",
+            "algo.pqn.hyperparams.use_target_networks=false",
+            "envs.positions_processor=none",
+            "precision=bf16",
+        ],
+    ],
+)
 def test_variants_train(tiny_cfg, extra):
     summary = run(tiny_cfg(*extra, "steps_count=2", "final_eval_episodes=0"))
     assert summary["optimizer_steps"] == 2
@@ -67,13 +77,39 @@ def test_variants_train(tiny_cfg, extra):
 def test_cli_two_steps_and_multirun(tmp_path):
     args = [a for a in TINY if not a.startswith(("steps_count", "eval_interval"))]
     out = subprocess.run(
-        [sys.executable, "train_q_rag.py", *args, "steps_count=2", "eval_interval=1", "final_eval_episodes=0",
-         f"hydra.run.dir={tmp_path}/single"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "train_q_rag.py",
+            *args,
+            "steps_count=2",
+            "eval_interval=1",
+            "final_eval_episodes=0",
+            f"hydra.run.dir={tmp_path}/single",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert (tmp_path / "single" / "model_best.pt").exists()
     out = subprocess.run(
-        [sys.executable, "train_q_rag.py", "-m", *args, "steps_count=1", "eval_interval=1", "final_eval_episodes=0",
-         "seed=1,2", f"hydra.sweep.dir={tmp_path}/sweep"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "train_q_rag.py",
+            "-m",
+            *args,
+            "steps_count=1",
+            "eval_interval=1",
+            "final_eval_episodes=0",
+            "seed=1,2",
+            f"hydra.sweep.dir={tmp_path}/sweep",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     runs = sorted(p.name for p in (tmp_path / "sweep").iterdir() if (p / "summary.json").exists())
     assert len(runs) == 2 and runs == ["0_qa2_two-supporting-facts_seed1", "1_qa2_two-supporting-facts_seed2"]
@@ -82,12 +118,27 @@ def test_cli_two_steps_and_multirun(tmp_path):
 def test_cli_user_errors_are_one_line(tmp_path):
     missing = subprocess.run(
         [sys.executable, "train_q_rag.py", *TINY, f"paths.data_root={tmp_path}/nowhere", f"hydra.run.dir={tmp_path}/a"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert missing.returncode != 0
     assert "error: Dataset not found" in missing.stderr and "how to get it" in missing.stderr
     assert "Traceback" not in missing.stderr
     offline = subprocess.run(
-        [sys.executable, "train_q_rag.py", *TINY, "algo.model.name=some-org/not-a-local-model", f"hydra.run.dir={tmp_path}/b"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+        [
+            sys.executable,
+            "train_q_rag.py",
+            *TINY,
+            "algo.model.name=some-org/not-a-local-model",
+            f"hydra.run.dir={tmp_path}/b",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert offline.returncode != 0 and "error: could not load model" in offline.stderr
     assert "Traceback" not in offline.stderr
