@@ -241,7 +241,10 @@ class Trainer:
         atomic_save(state, self.run_dir / name, RESUME)
 
     def resume(self) -> None:
-        state = load_checkpoint(self.run_dir / "model_last.pt", map_location=self.device)
+        # Loaded onto the CPU: modules and optimisers copy their tensors onto their own device,
+        # while RNG states (torch, CUDA, the policy generator) and the DQN replay rows must stay CPU
+        # tensors (loading them onto a GPU made resume fail there: "RNG state must be a ByteTensor").
+        state = load_checkpoint(self.run_dir / "model_last.pt", map_location="cpu")
         old = OmegaConf.create(upgrade_run_config(state["config"]))  # a checkpoint of an older version
         diffs = config_differences(old, OmegaConf.create(OmegaConf.to_container(without_hydra(self.cfg), resolve=True)))
         if diffs and dist.is_main():
@@ -478,7 +481,7 @@ class Trainer:
                 {"world_size": dist.world(), "effective_batch": dist.world() * b.rollout_len * b.n_envs * b.k_accum}
             )
         if self.untrained_test is not None:
-            best = load_checkpoint(self.run_dir / "model_best.pt", map_location=self.device)
+            best = load_checkpoint(self.run_dir / "model_best.pt", map_location="cpu")
             self.agent.load_state_dict(best["learner"]["agent"])
             self.agent.weights_version += 1
             trained, _ = self.evaluate(self.test_ds, self.test_indices(), "test")
