@@ -29,7 +29,7 @@ from prompts_and_metrics.longbench import (
     rouge_l_zh,
 )
 
-from .conftest import load_script
+from .conftest import load_script, longbench_log_records
 
 eval_llm_longbench = load_script("eval_llm_longbench")
 
@@ -169,32 +169,10 @@ def test_config_builds_and_has_no_train_split():
 
 
 def _log(tmp_path, task, longbench_e=False, reverse=True):
-    """A retriever log as eval_retriever.py writes it for these samples (every chunk retrieved,
-    last first, so the reader's return to document order shows)."""
-    samples = load_longbench(FIX, task, longbench_e, 150)
     log = tmp_path / f"eval_seed0_lb-{task}.jsonl"
-    with log.open("w", encoding="utf-8") as f:
-        for s in samples:
-            pred = list(range(len(s["chunks"])))[:: -1 if reverse else 1]
-            f.write(
-                json.dumps(
-                    {
-                        "id": s["id"],
-                        "question": s["question"],
-                        "answer": s["answer"],
-                        "sf_idx": [],
-                        "pred_idx": pred,
-                        "q_values": [0.5] * len(pred),
-                        "sf_texts": [],
-                        "pred_texts": [s["chunks"][j] for j in pred],
-                        "answer_aliases": s["answer_aliases"],
-                        "source": s["source"],
-                        "longbench": s["longbench"],
-                    },
-                    ensure_ascii=False,
-                )
-                + "\n"
-            )
+    log.write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in longbench_log_records(task, longbench_e, reverse))
+    )
     return log
 
 
