@@ -191,3 +191,16 @@ def test_an_old_output_that_cannot_be_matched_stops(script, tmp_path):
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith(f"error: {out}:1: ")
     assert "names 2 samples" in msg and msg.endswith("delete it or choose another --output_file_path")
+
+
+def test_old_synthetics_lines_name_their_sample_by_their_own_fields(tmp_path):
+    """The synthetics reader always copied the whole record into its lines, so an old line names
+    its sample exactly even when its id alone is shared (positions 0 and 1 both hold id "x")."""
+    records = _records("synthetics", ["x", "x", "y"], indices=[0, 1, 2])
+    res = _run("synthetics", tmp_path, records, Canned())
+    out = Path(res["output"])
+    old = [{k: v for k, v in line.items() if k != "sample_key"} for line in _lines(res)[:2]]
+    out.write_text("".join(json.dumps(line) + "\n" for line in old))
+    backend = Canned()
+    res = _run("synthetics", tmp_path, records, backend)
+    assert len(backend.prompts) == 1 and res["n"] == 3
