@@ -32,6 +32,7 @@ from prompts_and_metrics.reader_io import (
     LogFormatError,
     mean,
     model_basename,
+    parse_reader_args,
     pending_records,
     read_jsonl,
     read_keyed_output,
@@ -41,7 +42,7 @@ from prompts_and_metrics.reader_io import (
     sample_lines,
     write_json_atomic,
 )
-from prompts_and_metrics.reader_loop import Job, generate_lines
+from prompts_and_metrics.reader_loop import Job, add_backend_args, generate_lines
 
 # filters that read the gold chunks: LongBench has none
 _GOLD_FILTERS = ("gt", "no_noise", "early_stop")
@@ -84,24 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stopping_threshold", type=float, default=-0.5, help="qvalue filter threshold")
     p.add_argument("--qvalue_comparison", default="le", choices=("le", "lt"))
     p.add_argument("--max_retrieval_budget", type=int, default=None, help="retrieval_step filter: keep first N")
-    p.add_argument("--gpu_util", type=float, default=0.9, help="vLLM gpu_memory_utilization")
-    p.add_argument("--backend", default="auto", choices=("auto", "vllm", "transformers", "server"))
-    p.add_argument("--batch_size", type=int, default=64, help="records per generation call / output flush")
-    p.add_argument("--limit", type=int, default=None, help="only the first N records of the log")
-    p.add_argument("--max_model_len", type=int, default=32000, help="context window")
-    p.add_argument("--num_threads", type=int, default=None, help="transformers backend on CPU: torch threads")
-    p.add_argument("--tensor_parallel_size", type=int, default=1)
-    p.add_argument("--data_parallel_size", type=int, default=1)
-    p.add_argument("--dtype", default="auto")
-    p.add_argument("--api_base_url", default="http://localhost:10001/v1")
-    p.add_argument(
-        "--trust_remote_code",
-        action="store_true",
-        help="run the model repository's own Python code (vllm/transformers; off by default)",
-    )
-    p.add_argument("--max_at_same_time", type=int, default=20)
-    p.add_argument("--timeout_s", type=float, default=120.0)
-    p.add_argument("--max_retries", type=int, default=2)
+    add_backend_args(p)
     return p
 
 
@@ -253,10 +237,7 @@ def _pct(scores: list[float]) -> float | None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from prompts_and_metrics.llm.server_backend import refuse_key_argument
-
-    refuse_key_argument(sys.argv[1:] if argv is None else argv)
-    return build_parser().parse_args(argv)
+    return parse_reader_args(build_parser(), argv)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

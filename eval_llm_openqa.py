@@ -35,7 +35,7 @@ from prompts_and_metrics.reader_io import (
     sample_lines,
     write_json_atomic,
 )
-from prompts_and_metrics.reader_loop import Job, generate_lines
+from prompts_and_metrics.reader_loop import Job, add_backend_args, generate_lines
 
 # Optional per-sample metrics, present for some benchmarks only (summary: mean over the lines that have them).
 _EXTRA_METRICS = ("F1_plain", "string_match_part")
@@ -51,7 +51,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--output_file_path", default=None, help="default: <log stem>_eval_llm.jsonl next to the log")
     p.add_argument("--max_tokens", type=int, default=8000, help="max new tokens (paper 8000; reader=ref 4000)")
-    p.add_argument("--gpu_util", type=float, default=0.95, help="vLLM gpu_memory_utilization")
     p.add_argument(
         "--think",
         action=argparse.BooleanOptionalAction,
@@ -63,28 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--qvalue_comparison", default="le", choices=("le", "lt"))
     p.add_argument("--max_retrieval_budget", type=int, default=None, help="retrieval_step filter: keep first N")
     p.add_argument("--empty_if_none", action="store_true", help="early_stop: keep nothing when no gold was retrieved")
-    p.add_argument("--backend", default="auto", choices=("auto", "vllm", "transformers", "server"))
-    p.add_argument("--batch_size", type=int, default=64, help="records per generation call / output flush")
-    p.add_argument("--limit", type=int, default=None, help="only the first N records of the log")
-    p.add_argument("--max_model_len", type=int, default=32000, help="context window (paper 32000)")
-    p.add_argument(
-        "--num_threads",
-        type=int,
-        default=None,
-        help="transformers backend on CPU: torch intra-op threads (default: torch's choice)",
-    )
-    p.add_argument("--tensor_parallel_size", type=int, default=1)
-    p.add_argument("--data_parallel_size", type=int, default=1)
-    p.add_argument("--dtype", default="auto")
-    p.add_argument("--api_base_url", default="http://localhost:10001/v1")
-    p.add_argument(
-        "--trust_remote_code",
-        action="store_true",
-        help="run the model repository's own Python code (vllm/transformers; off by default)",
-    )
-    p.add_argument("--max_at_same_time", type=int, default=20)
-    p.add_argument("--timeout_s", type=float, default=600.0)
-    p.add_argument("--max_retries", type=int, default=2)
+    add_backend_args(p)
+    p.set_defaults(gpu_util=0.95, timeout_s=600.0)
     p.add_argument("--ignore_answer_aliases", action="store_true", help="legacy.ignore_answer_aliases")
     p.add_argument("--qa_f1_empty_conventions", action="store_true", help="legacy.qa_f1_empty_conventions")
     p.add_argument(
@@ -236,10 +215,7 @@ READER_PRESETS: dict[str, dict[str, Any]] = {"paper": {}, "ref": {"max_tokens": 
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from prompts_and_metrics.llm.server_backend import refuse_key_argument
-
-    refuse_key_argument(sys.argv[1:] if argv is None else argv)
-    return parse_reader_args(build_parser(), READER_PRESETS, argv)
+    return parse_reader_args(build_parser(), argv, READER_PRESETS)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from prompts_and_metrics.reader_io import (
     sample_lines,
     write_json_atomic,
 )
-from prompts_and_metrics.reader_loop import Job, generate_lines
+from prompts_and_metrics.reader_loop import Job, add_backend_args, generate_lines
 
 # Reader settings stored in every output line; a resume with other values is refused.
 _SETTING_KEYS = ("babi_task", "max_tokens", "think", "llm_name", "extra_question_mark")
@@ -67,47 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max_retrieval_budget", type=int, default=None, help="retrieval_step filter: keep first N")
     p.add_argument("--empty_if_none", action="store_true", help="early_stop: keep nothing when no gold was retrieved")
-    p.add_argument("--gpu_util", type=float, default=0.9, help="vLLM gpu_memory_utilization")
-    p.add_argument(
-        "--backend",
-        default="auto",
-        choices=("auto", "vllm", "transformers", "server"),
-        help="auto = vllm if importable, else transformers",
-    )
-    p.add_argument(
-        "--batch_size",
-        type=int,
-        default=64,
-        help="records per generation call (and per output flush; transformers also batches by this)",
-    )
-    p.add_argument("--limit", type=int, default=None, help="only the first N records of the log")
+    add_backend_args(p)
+    p.set_defaults(max_model_len=2048)
     p.add_argument("--logdir", default=None, help="output folder (default: the log's folder)")
-    p.add_argument(
-        "--max_model_len",
-        type=int,
-        default=2048,
-        help="context window (ref 2048); raised automatically when a prompt needs more",
-    )
-    p.add_argument(
-        "--num_threads",
-        type=int,
-        default=None,
-        help="transformers backend on CPU: torch intra-op threads (default: torch's choice)",
-    )
-    p.add_argument("--tensor_parallel_size", type=int, default=1)
-    p.add_argument("--data_parallel_size", type=int, default=1)
-    p.add_argument(
-        "--dtype", default="auto", help="model dtype (auto: bfloat16 on GPU; float32 on CPU for transformers)"
-    )
-    p.add_argument("--api_base_url", default="http://localhost:10001/v1", help="server backend")
-    p.add_argument(
-        "--trust_remote_code",
-        action="store_true",
-        help="run the model repository's own Python code (vllm/transformers; off by default)",
-    )
-    p.add_argument("--max_at_same_time", type=int, default=20, help="server backend concurrency")
-    p.add_argument("--timeout_s", type=float, default=120.0, help="server backend per-request timeout")
-    p.add_argument("--max_retries", type=int, default=2, help="server backend retries")
     p.add_argument(
         "--extra_question_mark",
         action="store_true",
@@ -213,10 +175,7 @@ READER_PRESETS: dict[str, dict[str, Any]] = {"paper": {}, "ref": {"max_tokens": 
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from prompts_and_metrics.llm.server_backend import refuse_key_argument
-
-    refuse_key_argument(sys.argv[1:] if argv is None else argv)
-    return parse_reader_args(build_parser(), READER_PRESETS, argv)
+    return parse_reader_args(build_parser(), argv, READER_PRESETS)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -260,18 +260,23 @@ def mean(values: list[float]) -> float | None:
 
 
 def parse_reader_args(
-    parser: argparse.ArgumentParser, presets: dict[str, dict[str, Any]], argv: list[str] | None = None
+    parser: argparse.ArgumentParser, argv: list[str] | None = None, presets: dict[str, dict[str, Any]] | None = None
 ) -> argparse.Namespace:
-    """Parse a reader CLI whose ``--reader`` preset (paper | ref, DESIGN §9.6) sets the defaults of
-    other flags; flags given explicitly still win."""
-    parser.add_argument(
-        "--reader",
-        default="paper",
-        choices=sorted(presets),
-        help="defaults preset: paper (App. G) or ref (the reference scripts' values)",
-    )
-    known, _ = parser.parse_known_args(argv)
-    parser.set_defaults(**presets[known.reader])
+    """Parse a reader CLI. ``--api_key`` is refused (the key comes from the environment only);
+    with ``presets`` a ``--reader`` preset (paper | ref, DESIGN §9.6) sets the defaults of other
+    flags, and flags given explicitly still win."""
+    from prompts_and_metrics.llm.server_backend import refuse_key_argument
+
+    refuse_key_argument(sys.argv[1:] if argv is None else argv)
+    if presets:
+        parser.add_argument(
+            "--reader",
+            default="paper",
+            choices=sorted(presets),
+            help="defaults preset: paper (App. G) or ref (the reference scripts' values)",
+        )
+        known, _ = parser.parse_known_args(argv)
+        parser.set_defaults(**presets[known.reader])
     return parser.parse_args(argv)
 
 

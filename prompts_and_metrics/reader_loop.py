@@ -27,6 +27,48 @@ class Job:
     info: Any = None
 
 
+def add_backend_args(p: argparse.ArgumentParser) -> None:
+    """The flags ``build_reader_backend`` reads, plus ``--limit`` (docs/READERS.md). A script
+    whose defaults differ sets them with ``p.set_defaults`` (--help shows the value in force)."""
+    p.add_argument(
+        "--backend",
+        default="auto",
+        choices=("auto", "vllm", "transformers", "server"),
+        help="auto = vllm if importable, else transformers",
+    )
+    p.add_argument(
+        "--batch_size",
+        type=int,
+        default=64,
+        help="records per generation call (and per output flush; transformers also batches by this)",
+    )
+    p.add_argument("--limit", type=int, default=None, help="only the first N samples of the log")
+    p.add_argument("--gpu_util", type=float, default=0.9, help="vLLM gpu_memory_utilization (default %(default)s)")
+    p.add_argument("--max_model_len", type=int, default=32000, help="context window (default %(default)s)")
+    p.add_argument(
+        "--num_threads",
+        type=int,
+        default=None,
+        help="transformers backend on CPU: torch intra-op threads (default: torch's choice)",
+    )
+    p.add_argument("--tensor_parallel_size", type=int, default=1)
+    p.add_argument("--data_parallel_size", type=int, default=1)
+    p.add_argument(
+        "--dtype", default="auto", help="model dtype (auto: bfloat16 on GPU; float32 on CPU for transformers)"
+    )
+    p.add_argument("--api_base_url", default="http://localhost:10001/v1", help="server backend")
+    p.add_argument(
+        "--trust_remote_code",
+        action="store_true",
+        help="run the model repository's own Python code (vllm/transformers; off by default)",
+    )
+    p.add_argument("--max_at_same_time", type=int, default=20, help="server backend concurrency")
+    p.add_argument(
+        "--timeout_s", type=float, default=120.0, help="server backend per-request timeout (default %(default)s)"
+    )
+    p.add_argument("--max_retries", type=int, default=2, help="server backend retries")
+
+
 def build_reader_backend(args: argparse.Namespace) -> Any:
     """The generation backend from the flags every reader script has (docs/READERS.md); vLLM's
     ``--dtype auto`` means bfloat16. Failures raise: a reader never scores a missing answer."""
