@@ -38,9 +38,6 @@ from prompts_and_metrics.reader_io import (
 )
 from prompts_and_metrics.reader_loop import Job, add_backend_args, generate_lines
 
-# Reader settings stored in every output line; a resume with other values is refused.
-_SETTING_KEYS = ("babi_task", "max_tokens", "think", "llm_name", "extra_question_mark")
-
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
