@@ -29,17 +29,20 @@ from prompts_and_metrics.longbench import LENGTH_BUCKETS, length_bucket, longben
 from prompts_and_metrics.metrics import SCORING_VERSION
 from prompts_and_metrics.prompts import strip_think
 from prompts_and_metrics.reader_io import (
-    REQUIRED_FIELDS,
     LogFormatError,
-    append_jsonl,
     mean,
     model_basename,
+    parse_reader_args,
     pending_records,
     read_jsonl,
-    read_output,
+    read_keyed_output,
+    read_retriever_log,
+    record_key,
     run_reader_cli,
+    sample_lines,
     write_json_atomic,
 )
+from prompts_and_metrics.reader_loop import Job, add_backend_args, generate_lines
 
 # filters that read the gold chunks: LongBench has none
 _GOLD_FILTERS = ("gt", "no_noise", "early_stop")
@@ -82,20 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stopping_threshold", type=float, default=-0.5, help="qvalue filter threshold")
     p.add_argument("--qvalue_comparison", default="le", choices=("le", "lt"))
     p.add_argument("--max_retrieval_budget", type=int, default=None, help="retrieval_step filter: keep first N")
-    p.add_argument("--gpu_util", type=float, default=0.9, help="vLLM gpu_memory_utilization")
-    p.add_argument("--backend", default="auto", choices=("auto", "vllm", "transformers", "server"))
-    p.add_argument("--batch_size", type=int, default=64, help="records per generation call / output flush")
-    p.add_argument("--limit", type=int, default=None, help="only the first N records of the log")
-    p.add_argument("--max_model_len", type=int, default=32000, help="context window")
-    p.add_argument("--num_threads", type=int, default=None, help="transformers backend on CPU: torch threads")
-    p.add_argument("--tensor_parallel_size", type=int, default=1)
-    p.add_argument("--data_parallel_size", type=int, default=1)
-    p.add_argument("--dtype", default="auto")
-    p.add_argument("--api_base_url", default="http://localhost:10001/v1")
-    p.add_argument("--api_key", default=None)
-    p.add_argument("--max_at_same_time", type=int, default=20)
-    p.add_argument("--timeout_s", type=float, default=120.0)
-    p.add_argument("--max_retries", type=int, default=2)
+    add_backend_args(p)
     return p
 
 
@@ -157,19 +147,15 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
     if args.score_predictions:
         return score_prediction_dir(Path(args.score_predictions), args.e)
-    from tqdm import tqdm
-
-    log_path = Path(args.retriever_logfile)
-    records = read_jsonl(log_path, REQUIRED_FIELDS)
-    if args.limit is not None:
-        records = records[: args.limit]
-    lbs = {str(r["id"]): _longbench_fields(r, f"{log_path}:{k + 1}") for k, r in enumerate(records)}
+    log = read_retriever_log(args.retriever_logfile, args.limit)
+    records = log.records
+    lbs = {record_key(r): _longbench_fields(r, f"{log.path}:{k + 1}") for k, r in enumerate(records)}
     prompts = load_prompts(args.prompt_file)
     spec = FilterSpec(args.chunk_filter, args.stopping_threshold, args.qvalue_comparison, args.max_retrieval_budget)
     out_path = (
         Path(args.output_file_path)
         if args.output_file_path
-        else log_path.with_name(f"{log_path.stem}_{model_basename(args.llm_name)}.jsonl")
+        else log.path.with_name(f"{log.path.stem}_{model_basename(args.llm_name)}.jsonl")
     )
     out_path.parent.mkdir(parents=True, exist_ok=True)
     settings = {
@@ -179,58 +165,39 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
         "think": bool(args.think),
         "prompt_file": args.prompt_file,
     }
-    existing = read_output(out_path)
-    pending = pending_records(out_path, existing, records, settings)
-    # one generation length per subset: group the pending records by it
-    groups: dict[int, list[tuple[dict[str, Any], list[int], list[dict[str, str]]]]] = {}
-    for r in pending:
-        lb = lbs[str(r["id"])]
+    existing = read_keyed_output(out_path, log, "--output_file_path")
+    jobs = []
+    for r in pending_records(out_path, existing, records, settings, "--output_file_path"):
+        lb = lbs[record_key(r)]
         idx, texts = apply_filter(r, spec, sort_by_index=True)
-        msgs = [
-            {
-                "role": "user",
-                "content": fill_prompt(lb["dataset"], "\n".join(texts), str(lb["input"]), prompts, args.prompt_file),
-            }
-        ]
+        prompt = fill_prompt(lb["dataset"], "\n".join(texts), str(lb["input"]), prompts, args.prompt_file)
+        # one generation length per subset (LongBench's), unless --max_tokens fixes it
         n_new = args.max_tokens if args.max_tokens is not None else subset(lb["dataset"]).max_new_tokens
-        groups.setdefault(n_new, []).append((r, idx, msgs))
-    if pending and backend is None:
-        backend = make_backend(args)
-    bar = tqdm(total=len(pending), desc="LongBench reader", unit="q", disable=not pending)
-    for n_new, items in groups.items():
-        if hasattr(backend, "ensure_context") and hasattr(backend, "count_tokens"):
-            backend.ensure_context(max(backend.count_tokens(m, args.think) for *_, m in items) + n_new)
-        for start in range(0, len(items), args.batch_size):
-            chunk = items[start : start + args.batch_size]
-            outs = backend.generate([m for *_, m in chunk], n_new, 0.0, 1.0, enable_thinking=bool(args.think))
-            new = []
-            for (r, idx, _), out in zip(chunk, outs):
-                lb = lbs[str(r["id"])]
-                answers = [str(r["answer"]), *[str(a) for a in r.get("answer_aliases") or []]]
-                pred = strip_think(out)
-                new.append(
-                    {
-                        "id": r["id"],
-                        "dataset": lb["dataset"],
-                        "pred": pred,
-                        "answers": answers,
-                        "all_classes": lb["all_classes"],
-                        "length": lb["length"],
-                        "full_model_output": out,
-                        "retrieved_chunks_idx": r["pred_idx"],
-                        "filter_idx": idx,
-                        "max_tokens": n_new,
-                        "score": longbench_score(lb["dataset"], pred, answers, lb["all_classes"]),
-                        "reader_settings": settings,
-                        "scoring": SCORING_VERSION,
-                    }
-                )
-            append_jsonl(out_path, new)
-            bar.update(len(chunk))
-    bar.close()
-    wanted = {str(r["id"]) for r in records}
-    rows = list({str(r["id"]): r for r in read_output(out_path) if str(r["id"]) in wanted}.values())
-    summary = {"subsets": summarize(rows), "n": len(rows), "retriever_logfile": str(log_path), **settings}
+        jobs.append(Job(r, [{"role": "user", "content": prompt}], n_new, (idx, lb)))
+
+    def make_line(job: Job, out: str) -> dict[str, Any]:
+        r, (idx, lb) = job.record, job.info
+        answers = [str(r["answer"]), *[str(a) for a in r.get("answer_aliases") or []]]
+        pred = strip_think(out)
+        return {
+            "id": r["id"],
+            "dataset": lb["dataset"],
+            "pred": pred,
+            "answers": answers,
+            "all_classes": lb["all_classes"],
+            "length": lb["length"],
+            "full_model_output": out,
+            "retrieved_chunks_idx": r["pred_idx"],
+            "filter_idx": idx,
+            "max_tokens": job.max_tokens,
+            "score": longbench_score(lb["dataset"], pred, answers, lb["all_classes"]),
+            "reader_settings": settings,
+            "scoring": SCORING_VERSION,
+        }
+
+    new = generate_lines(args, backend, jobs, make_line, out_path, bool(args.think), "LongBench reader")
+    rows = sample_lines(records, existing + new)
+    summary = {"subsets": summarize(rows), "n": len(rows), "retriever_logfile": str(log.path), **settings}
     summary_path = out_path.with_name(f"{out_path.stem}.summary.json")
     write_json_atomic(summary_path, summary)
     for ds, s in summary["subsets"].items():
@@ -269,31 +236,8 @@ def _pct(scores: list[float]) -> float | None:
     return round(100 * sum(scores) / len(scores), 2) if scores else None
 
 
-def make_backend(args: argparse.Namespace) -> Any:
-    from prompts_and_metrics.llm import build_backend
-
-    dtype = "bfloat16" if args.backend in ("vllm", "auto") and args.dtype == "auto" else args.dtype
-    return build_backend(
-        args.backend,
-        args.llm_name,
-        tensor_parallel_size=args.tensor_parallel_size,
-        data_parallel_size=args.data_parallel_size,
-        gpu_memory_utilization=args.gpu_util,
-        max_model_len=args.max_model_len,
-        dtype=dtype,
-        batch_size=args.batch_size,
-        num_threads=args.num_threads,
-        api_base_url=args.api_base_url,
-        api_key=args.api_key,
-        max_at_same_time=args.max_at_same_time,
-        timeout_s=args.timeout_s,
-        max_retries=args.max_retries,
-        on_failure="raise",
-    )
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
+    return parse_reader_args(build_parser(), argv)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -22,18 +22,20 @@ from prompts_and_metrics.filters import FILTERS, FilterSpec, apply_filter
 from prompts_and_metrics.metrics import QA_BENCHMARKS, SCORING_VERSION, qa_scores
 from prompts_and_metrics.prompts import extract_final_answer, openqa_messages, strip_think
 from prompts_and_metrics.reader_io import (
-    REQUIRED_FIELDS,
     LogFormatError,
-    append_jsonl,
+    line_key,
     mean,
     parse_reader_args,
     pending_records,
-    read_jsonl,
-    read_output,
+    read_keyed_output,
+    read_retriever_log,
+    record_key,
     rescore_outputs,
     run_reader_cli,
+    sample_lines,
     write_json_atomic,
 )
+from prompts_and_metrics.reader_loop import Job, add_backend_args, generate_lines
 
 # Optional per-sample metrics, present for some benchmarks only (summary: mean over the lines that have them).
 _EXTRA_METRICS = ("F1_plain", "string_match_part")
@@ -49,7 +51,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--output_file_path", default=None, help="default: <log stem>_eval_llm.jsonl next to the log")
     p.add_argument("--max_tokens", type=int, default=8000, help="max new tokens (paper 8000; reader=ref 4000)")
-    p.add_argument("--gpu_util", type=float, default=0.95, help="vLLM gpu_memory_utilization")
     p.add_argument(
         "--think",
         action=argparse.BooleanOptionalAction,
@@ -61,28 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--qvalue_comparison", default="le", choices=("le", "lt"))
     p.add_argument("--max_retrieval_budget", type=int, default=None, help="retrieval_step filter: keep first N")
     p.add_argument("--empty_if_none", action="store_true", help="early_stop: keep nothing when no gold was retrieved")
-    p.add_argument("--backend", default="auto", choices=("auto", "vllm", "transformers", "server"))
-    p.add_argument("--batch_size", type=int, default=64, help="records per generation call / output flush")
-    p.add_argument("--limit", type=int, default=None, help="only the first N records of the log")
-    p.add_argument("--max_model_len", type=int, default=32000, help="context window (paper 32000)")
-    p.add_argument(
-        "--num_threads",
-        type=int,
-        default=None,
-        help="transformers backend on CPU: torch intra-op threads (default: torch's choice)",
-    )
-    p.add_argument("--tensor_parallel_size", type=int, default=1)
-    p.add_argument("--data_parallel_size", type=int, default=1)
-    p.add_argument("--dtype", default="auto")
-    p.add_argument("--api_base_url", default="http://localhost:10001/v1")
-    p.add_argument(
-        "--trust_remote_code",
-        action="store_true",
-        help="run the model repository's own Python code (vllm/transformers; off by default)",
-    )
-    p.add_argument("--max_at_same_time", type=int, default=20)
-    p.add_argument("--timeout_s", type=float, default=600.0)
-    p.add_argument("--max_retries", type=int, default=2)
+    add_backend_args(p)
+    p.set_defaults(gpu_util=0.95, timeout_s=600.0)
     p.add_argument("--ignore_answer_aliases", action="store_true", help="legacy.ignore_answer_aliases")
     p.add_argument("--qa_f1_empty_conventions", action="store_true", help="legacy.qa_f1_empty_conventions")
     p.add_argument(
@@ -132,12 +113,8 @@ def score_line(line: dict[str, Any], benchmark: str, ignore_aliases: bool, legac
 
 
 def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
-    from tqdm import tqdm
-
-    log_path = Path(args.retriever_logfile)
-    records = read_jsonl(log_path, REQUIRED_FIELDS)
-    if args.limit is not None:
-        records = records[: args.limit]
+    log = read_retriever_log(args.retriever_logfile, args.limit)
+    records = log.records
     spec = FilterSpec(
         args.chunk_filter,
         args.stopping_threshold,
@@ -146,7 +123,7 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
         args.empty_if_none,
     )
     out_path = (
-        Path(args.output_file_path) if args.output_file_path else log_path.with_name(f"{log_path.stem}_eval_llm.jsonl")
+        Path(args.output_file_path) if args.output_file_path else log.path.with_name(f"{log.path.stem}_eval_llm.jsonl")
     )
     out_path.parent.mkdir(parents=True, exist_ok=True)
     enable_thinking = bool(args.think) if "qwen3" in args.llm_name.lower() else None
@@ -159,82 +136,56 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
         "qa_f1_empty_conventions": bool(args.qa_f1_empty_conventions),
         "benchmark": args.benchmark,
     }
-    dataset = log_dataset(log_path)
+    dataset = log_dataset(log.path)
     for k, r in enumerate(records):
         if r.get("answer") is None:
             raise LogFormatError(
-                f"{log_path}: record {k + 1} ({r.get('id')!r}) has no answer. The 2WikiMultihopQA test split is "
+                f"{log.path}: record {k + 1} ({r.get('id')!r}) has no answer. The 2WikiMultihopQA test split is "
                 "unlabelled (its authors score test predictions on request): evaluate on dev."
             )
-    benchmarks = {str(r["id"]): record_benchmark(r, args.benchmark, dataset, str(log_path)) for r in records}
+    benchmarks = {record_key(r): record_benchmark(r, args.benchmark, dataset, str(log.path)) for r in records}
 
     def upgrade(line: dict[str, Any]) -> dict[str, Any]:
         # a line of an older scorer: its settings lack the keys added since; the rest must match
         old = line.get("reader_settings") or {}
         if old != {k: v for k, v in settings.items() if k in old}:
             raise ValueError(f"made with {old}, not {settings}")
-        bench = benchmarks.get(str(line["id"])) or record_benchmark(line, args.benchmark, dataset, str(out_path))
+        bench = benchmarks.get(line_key(line)) or record_benchmark(line, args.benchmark, dataset, str(out_path))
         return {
             **score_line(line, bench, args.ignore_answer_aliases, args.qa_f1_empty_conventions),
             "reader_settings": settings,
         }
 
-    existing = rescore_outputs(out_path, read_output(out_path), SCORING_VERSION, upgrade)
-    pending = pending_records(out_path, existing, records, settings)
-    if pending:
-        prepared = []
-        for r in pending:
-            idx, texts = apply_filter(r, spec, sort_by_index=False)
-            prepared.append((r, idx, texts, openqa_messages(texts, str(r["question"]))))
-        if backend is None:
-            from prompts_and_metrics.llm import build_backend
+    keyed = read_keyed_output(out_path, log, "--output_file_path")
+    existing = rescore_outputs(out_path, keyed, SCORING_VERSION, upgrade)
+    jobs = []
+    for r in pending_records(out_path, existing, records, settings, "--output_file_path"):
+        idx, texts = apply_filter(r, spec, sort_by_index=False)
+        jobs.append(Job(r, openqa_messages(texts, str(r["question"])), args.max_tokens, (idx, texts)))
 
-            dtype = "bfloat16" if args.backend in ("vllm", "auto") and args.dtype == "auto" else args.dtype
-            backend = build_backend(
-                args.backend,
-                args.llm_name,
-                tensor_parallel_size=args.tensor_parallel_size,
-                data_parallel_size=args.data_parallel_size,
-                gpu_memory_utilization=args.gpu_util,
-                max_model_len=args.max_model_len,
-                dtype=dtype,
-                batch_size=args.batch_size,
-                num_threads=args.num_threads,
-                api_base_url=args.api_base_url,
-                max_at_same_time=args.max_at_same_time,
-                timeout_s=args.timeout_s,
-                max_retries=args.max_retries,
-                on_failure="raise",
-                trust_remote_code=args.trust_remote_code,
-            )
-        bar = tqdm(total=len(prepared), desc="open-QA reader", unit="q")
-        for start in range(0, len(prepared), args.batch_size):
-            chunk = prepared[start : start + args.batch_size]
-            outs = backend.generate([m for *_, m in chunk], args.max_tokens, 0.0, 1.0, enable_thinking=enable_thinking)
-            new = []
-            for (r, idx, texts, _), out in zip(chunk, outs):
-                line = {
-                    "id": r["id"],
-                    "question": r["question"],
-                    "retrieved_chunks_idx": r["pred_idx"],
-                    "ground_truth_chunks_idx": r["sf_idx"],
-                    "filter_idx": idx,
-                    "filter_texts": texts,
-                    "ground_truth": r["answer"],
-                    "answer_aliases": list(r.get("answer_aliases") or []),
-                    "full_model_output": out,
-                    "reader_settings": settings,
-                }
-                new.append(
-                    score_line(line, benchmarks[str(r["id"])], args.ignore_answer_aliases, args.qa_f1_empty_conventions)
-                )
-            append_jsonl(out_path, new)
-            bar.update(len(chunk))
-        bar.close()
-    wanted = {str(r["id"]) for r in records}
-    rows = {str(r["id"]): r for r in read_output(out_path) if str(r["id"]) in wanted}.values()
-    rows = list(rows)
-    summary = {**summarize(rows), "retriever_logfile": str(log_path), **settings}
+    def make_line(job: Job, out: str) -> dict[str, Any]:
+        r, (idx, texts) = job.record, job.info
+        line = {
+            "id": r["id"],
+            "question": r["question"],
+            "retrieved_chunks_idx": r["pred_idx"],
+            "ground_truth_chunks_idx": r["sf_idx"],
+            "filter_idx": idx,
+            "filter_texts": texts,
+            "ground_truth": r["answer"],
+            "answer_aliases": list(r.get("answer_aliases") or []),
+            "full_model_output": out,
+            "reader_settings": settings,
+        }
+        bench = benchmarks[record_key(r)]
+        return score_line(line, bench, args.ignore_answer_aliases, args.qa_f1_empty_conventions)
+
+    # --max_model_len is taken as given here (never grown to fit a prompt): a longer prompt is the backend's error
+    new = generate_lines(
+        args, backend, jobs, make_line, out_path, enable_thinking, "open-QA reader", grow_context=False
+    )
+    rows = sample_lines(records, existing + new)
+    summary = {**summarize(rows), "retriever_logfile": str(log.path), **settings}
     by_bench = sorted({r["benchmark"] for r in rows})
     if len(by_bench) > 1:
         summary["by_benchmark"] = {b: summarize([r for r in rows if r["benchmark"] == b]) for b in by_bench}
@@ -264,10 +215,7 @@ READER_PRESETS: dict[str, dict[str, Any]] = {"paper": {}, "ref": {"max_tokens": 
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from prompts_and_metrics.llm.server_backend import refuse_key_argument
-
-    refuse_key_argument(sys.argv[1:] if argv is None else argv)
-    return parse_reader_args(build_parser(), READER_PRESETS, argv)
+    return parse_reader_args(build_parser(), argv, READER_PRESETS)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -22,22 +22,21 @@ from prompts_and_metrics.filters import FILTERS, FilterSpec, apply_filter
 from prompts_and_metrics.metrics import NIAH_TASKS, SCORING_VERSION, synthetic_scores, task_key
 from prompts_and_metrics.prompts import babilong_messages, strip_think
 from prompts_and_metrics.reader_io import (
-    REQUIRED_FIELDS,
     LogFormatError,
-    append_jsonl,
+    RetrieverLog,
     context_key,
     mean,
     model_basename,
     parse_reader_args,
-    read_jsonl,
-    read_output,
+    pending_records,
+    read_keyed_output,
+    read_retriever_log,
     rescore_outputs,
     run_reader_cli,
+    sample_lines,
     write_json_atomic,
 )
-
-# Reader settings stored in every output line; a resume with other values is refused.
-_SETTING_KEYS = ("babi_task", "max_tokens", "think", "llm_name", "extra_question_mark")
+from prompts_and_metrics.reader_loop import Job, add_backend_args, generate_lines
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,47 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max_retrieval_budget", type=int, default=None, help="retrieval_step filter: keep first N")
     p.add_argument("--empty_if_none", action="store_true", help="early_stop: keep nothing when no gold was retrieved")
-    p.add_argument("--gpu_util", type=float, default=0.9, help="vLLM gpu_memory_utilization")
-    p.add_argument(
-        "--backend",
-        default="auto",
-        choices=("auto", "vllm", "transformers", "server"),
-        help="auto = vllm if importable, else transformers",
-    )
-    p.add_argument(
-        "--batch_size",
-        type=int,
-        default=64,
-        help="records per generation call (and per output flush; transformers also batches by this)",
-    )
-    p.add_argument("--limit", type=int, default=None, help="only the first N records of the log")
+    add_backend_args(p)
+    p.set_defaults(max_model_len=2048)
     p.add_argument("--logdir", default=None, help="output folder (default: the log's folder)")
-    p.add_argument(
-        "--max_model_len",
-        type=int,
-        default=2048,
-        help="context window (ref 2048); raised automatically when a prompt needs more",
-    )
-    p.add_argument(
-        "--num_threads",
-        type=int,
-        default=None,
-        help="transformers backend on CPU: torch intra-op threads (default: torch's choice)",
-    )
-    p.add_argument("--tensor_parallel_size", type=int, default=1)
-    p.add_argument("--data_parallel_size", type=int, default=1)
-    p.add_argument(
-        "--dtype", default="auto", help="model dtype (auto: bfloat16 on GPU; float32 on CPU for transformers)"
-    )
-    p.add_argument("--api_base_url", default="http://localhost:10001/v1", help="server backend")
-    p.add_argument(
-        "--trust_remote_code",
-        action="store_true",
-        help="run the model repository's own Python code (vllm/transformers; off by default)",
-    )
-    p.add_argument("--max_at_same_time", type=int, default=20, help="server backend concurrency")
-    p.add_argument("--timeout_s", type=float, default=120.0, help="server backend per-request timeout")
-    p.add_argument("--max_retries", type=int, default=2, help="server backend retries")
     p.add_argument(
         "--extra_question_mark",
         action="store_true",
@@ -137,55 +98,26 @@ def score_record(rec: dict[str, Any], task: str) -> dict[str, Any]:
     return out
 
 
-def _read_rescored(out_path: Path, task: str) -> list[dict[str, Any]]:
-    """Existing output lines, rescored when an older scorer wrote them (each line's task is in its
-    reader settings, so a file mixing tasks is rescored line by line)."""
+def _read_rescored(out_path: Path, log: RetrieverLog, task: str) -> list[dict[str, Any]]:
+    """Existing output lines with their sample keys, rescored when an older scorer wrote them
+    (each line's task is in its reader settings, so a file mixing tasks is rescored line by line)."""
 
     def rescore(r: dict[str, Any]) -> dict[str, Any]:
         return score_record(r, task_key(str(r.get("reader_settings", {}).get("babi_task", task))))
 
-    return rescore_outputs(out_path, read_output(out_path), SCORING_VERSION, rescore)
-
-
-def make_backend(args: argparse.Namespace) -> Any:
-    from prompts_and_metrics.llm import build_backend
-
-    dtype = args.dtype
-    if args.backend in ("vllm", "auto") and dtype == "auto":
-        dtype = "bfloat16"
-    return build_backend(
-        args.backend,
-        args.llm_name,
-        tensor_parallel_size=args.tensor_parallel_size,
-        data_parallel_size=args.data_parallel_size,
-        gpu_memory_utilization=args.gpu_util,
-        max_model_len=args.max_model_len,
-        dtype=dtype,
-        batch_size=args.batch_size,
-        num_threads=args.num_threads,
-        api_base_url=args.api_base_url,
-        max_at_same_time=args.max_at_same_time,
-        timeout_s=args.timeout_s,
-        max_retries=args.max_retries,
-        on_failure="raise",
-        trust_remote_code=args.trust_remote_code,
-    )
+    return rescore_outputs(out_path, read_keyed_output(out_path, log, "--logdir"), SCORING_VERSION, rescore)
 
 
 def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
     """Evaluate; returns {context, filter, em, acc, f1, n, output, results}. ``backend`` lets a caller
     reuse an already loaded model."""
-    from tqdm import tqdm
-
     task = task_key(args.babi_task)
-    log_path = Path(args.retriever_logfile)
-    records = read_jsonl(log_path, REQUIRED_FIELDS)
-    if args.limit is not None:
-        records = records[: args.limit]
+    log = read_retriever_log(args.retriever_logfile, args.limit)
+    records = log.records
     if args.chunk_filter == "qvalue":
         for k, r in enumerate(records):
             if "q_values" not in r:
-                raise LogFormatError(f"{log_path}: record {k + 1} has no q_values (needed by --chunk_filter qvalue)")
+                raise LogFormatError(f"{log.path}: record {k + 1} has no q_values (needed by --chunk_filter qvalue)")
     spec = FilterSpec(
         args.chunk_filter,
         args.stopping_threshold,
@@ -194,10 +126,10 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
         args.empty_if_none,
     )
     fkey = spec.key()
-    logdir = Path(args.logdir) if args.logdir else log_path.parent
+    logdir = Path(args.logdir) if args.logdir else log.path.parent
     logdir.mkdir(parents=True, exist_ok=True)
     llm_base = model_basename(args.llm_name)
-    out_path = logdir / f"{llm_base}_{log_path.name}"
+    out_path = logdir / f"{llm_base}_{log.path.name}"
     settings = {
         "babi_task": task,
         "max_tokens": args.max_tokens,
@@ -206,49 +138,24 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
         "extra_question_mark": bool(args.extra_question_mark),
     }
 
-    existing = [r for r in _read_rescored(out_path, task) if r.get("filter") == fkey]
-    for r in existing:
-        old = r.get("reader_settings", {})
-        if old != settings:
-            raise SystemExit(
-                f"{out_path} already holds filter {fkey!r} results made with {old}, not {settings}; "
-                "use another --logdir or delete the file"
-            )
-    done = {str(r["id"]) for r in existing}
-    pending = [r for r in records if str(r["id"]) not in done]
+    # one output file holds every filter's lines: only this filter's count here
+    existing = [r for r in _read_rescored(out_path, log, task) if r.get("filter") == fkey]
+    jobs = []
+    for r in pending_records(out_path, existing, records, settings, "--logdir"):
+        idx, texts = apply_filter(r, spec, sort_by_index=True)
+        msgs = babilong_messages(task, " ".join(texts), str(r["question"]), args.extra_question_mark)
+        jobs.append(Job(r, msgs, args.max_tokens, (idx, texts)))
 
-    if pending:
-        prepared = []
-        for r in pending:
-            idx, texts = apply_filter(r, spec, sort_by_index=True)
-            msgs = babilong_messages(task, " ".join(texts), str(r["question"]), args.extra_question_mark)
-            prepared.append((r, idx, texts, msgs))
-        if backend is None:
-            backend = make_backend(args)
-        if hasattr(backend, "ensure_context") and hasattr(backend, "count_tokens"):
-            longest = max(backend.count_tokens(m, args.think) for *_, m in prepared)
-            backend.ensure_context(longest + args.max_tokens)
-        bar = tqdm(total=len(prepared), desc=f"{llm_base} {task} {fkey}", unit="q")
-        for start in range(0, len(prepared), args.batch_size):
-            chunk = prepared[start : start + args.batch_size]
-            outs = backend.generate([m for *_, m in chunk], args.max_tokens, 0.0, 1.0, enable_thinking=bool(args.think))
-            new = []
-            for (r, idx, texts, _), out in zip(chunk, outs):
-                rec = dict(r)
-                rec.update(
-                    full_model_output=out, filter_idx=idx, filter_texts=texts, filter=fkey, reader_settings=settings
-                )
-                new.append(score_record(rec, task))
-            append_jsonl(out_path, new)
-            bar.update(len(chunk))
-        bar.close()
+    def make_line(job: Job, out: str) -> dict[str, Any]:
+        idx, texts = job.info
+        rec = {**job.record, "full_model_output": out, "filter_idx": idx, "filter_texts": texts}
+        return score_record({**rec, "filter": fkey, "reader_settings": settings}, task)
 
-    wanted = {str(r["id"]) for r in records}
-    mine = {str(r["id"]): r for r in read_output(out_path) if r.get("filter") == fkey and str(r["id"]) in wanted}
-    rows = list(mine.values())
+    new = generate_lines(args, backend, jobs, make_line, out_path, bool(args.think), f"{llm_base} {task} {fkey}")
+    rows = sample_lines(records, existing + new)
     summary: dict[str, Any] = {k: mean([r[f"answer_{k}"] for r in rows]) for k in metric_names(task)}
     summary["n"] = len(rows)
-    ctx = context_key(log_path, records)
+    ctx = context_key(log.path, records)
     results_path = logdir / f"results_{llm_base}.json"
     results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
     results.setdefault(ctx, {})[fkey] = summary
@@ -265,10 +172,7 @@ READER_PRESETS: dict[str, dict[str, Any]] = {"paper": {}, "ref": {"max_tokens": 
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from prompts_and_metrics.llm.server_backend import refuse_key_argument
-
-    refuse_key_argument(sys.argv[1:] if argv is None else argv)
-    return parse_reader_args(build_parser(), READER_PRESETS, argv)
+    return parse_reader_args(build_parser(), argv, READER_PRESETS)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

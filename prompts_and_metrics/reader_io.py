@@ -1,4 +1,8 @@
-"""File handling shared by the two reader scripts: retriever logs in, resumable JSONL out."""
+"""File handling shared by the three reader scripts: retriever logs in, resumable JSONL out.
+
+Every retriever record and every reader output line is identified by its sample key
+(docs/READERS.md, *Sample keys*): a log read here holds each sample once, and resume skips
+exactly the samples whose key already has an output line."""
 
 from __future__ import annotations
 
@@ -6,7 +10,9 @@ import argparse
 import json
 import os
 import re
+import sys
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -93,19 +99,125 @@ def rescore_outputs(
     return out
 
 
+def sample_key(rec: dict[str, Any]) -> dict[str, Any]:
+    """The key of a retriever record (stored as ``sample_key`` in each reader output line): its
+    ``index`` (position in the seed-permuted test set, on every record since eval_retriever.py's
+    record_format 2), else ``source`` and ``id`` (combined open-QA sets repeat ids across
+    sources), else ``id``. Ids compare as text, as they always have."""
+    if "index" in rec:
+        return {"index": rec["index"]}
+    if "source" in rec:
+        return {"source": str(rec["source"]), "id": str(rec["id"])}
+    return {"id": str(rec["id"])}
+
+
+def key_text(key: dict[str, Any]) -> str:
+    """A sample key as one hashable string (the same key always gives the same text)."""
+    return json.dumps(key, sort_keys=True, ensure_ascii=False)
+
+
+def record_key(rec: dict[str, Any]) -> str:
+    return key_text(sample_key(rec))
+
+
+def line_key(line: dict[str, Any]) -> str | None:
+    """The sample an output line belongs to; None for a line of an older reader whose id names no
+    sample of the log (such a line is kept in the file but never counted)."""
+    return key_text(line["sample_key"]) if "sample_key" in line else None
+
+
+@dataclass(frozen=True)
+class RetrieverLog:
+    """A retriever log read once per sample: ``samples`` = every sample of the file in file order,
+    ``records`` = the first ``--limit`` of them (all without a limit)."""
+
+    path: Path
+    samples: list[dict[str, Any]]
+    records: list[dict[str, Any]]
+
+
+def read_retriever_log(path: str | Path, limit: int | None = None) -> RetrieverLog:
+    """The retriever log at ``path`` with each sample once. Two records with the same key are the
+    same sample written twice (logs written before record_format 2 by two concurrent runs): the
+    first is kept and one warning line says how many copies were dropped. Records with different
+    keys are all kept, whatever their ids."""
+    p = Path(path)
+    rows = read_jsonl(p, REQUIRED_FIELDS)
+    seen: set[str] = set()
+    samples = []
+    for rec in rows:
+        k = record_key(rec)
+        if k not in seen:
+            seen.add(k)
+            samples.append(rec)
+    if len(samples) < len(rows):
+        print(
+            f"[reader] warning: {p}: {len(rows) - len(samples)} duplicate record(s) dropped "
+            "(the same sample written twice; its first record is read)",
+            file=sys.stderr,
+        )
+    return RetrieverLog(p, samples, samples if limit is None else samples[:limit])
+
+
+def read_keyed_output(out_path: Path, log: RetrieverLog, output_flag: str) -> list[dict[str, Any]]:
+    """The output lines of ``out_path`` (see ``read_output``), each with its ``sample_key``.
+    Lines written before output lines carried one have an ``id`` only (the synthetics reader also
+    copied its record's fields): they are given the key of the log sample they name, their own
+    fields when those name a sample, else their id. An id that several samples of the log share
+    (ids repeated across sources) cannot be mapped and stops the run."""
+    lines = read_output(out_path)
+    known = {record_key(r) for r in log.samples}
+    by_id: dict[str, list[dict[str, Any]]] = {}
+    for rec in log.samples:
+        by_id.setdefault(str(rec["id"]), []).append(sample_key(rec))
+    for lineno, line in enumerate(lines, 1):
+        if "sample_key" in line:
+            continue
+        if record_key(line) in known:
+            line["sample_key"] = sample_key(line)
+            continue
+        found = by_id.get(str(line.get("id")), [])
+        if len(found) > 1:
+            raise LogFormatError(
+                f"{out_path}:{lineno}: this output was written before reader lines carried a sample key, and "
+                f"its id {line.get('id')!r} names {len(found)} samples of {log.path}, so it cannot tell which "
+                f"was scored; delete it or choose another {output_flag}"
+            )
+        if found:
+            line["sample_key"] = found[0]
+    return lines
+
+
 def pending_records(
-    out_path: Path, existing: list[dict[str, Any]], records: list[dict[str, Any]], settings: dict[str, Any]
+    out_path: Path,
+    existing: list[dict[str, Any]],
+    records: list[dict[str, Any]],
+    settings: dict[str, Any],
+    output_flag: str,
 ) -> list[dict[str, Any]]:
-    """The retriever records that ``out_path`` has no output for yet. An output made with other
-    reader settings stops the run: mixing them would average two different readers."""
+    """The retriever records that ``existing`` (keyed output lines) holds no line for yet. An
+    output made with other reader settings stops the run: mixing them would average two
+    different readers."""
     for r in existing:
         if r.get("reader_settings") != settings:
             raise SystemExit(
-                f"{out_path} holds results made with {r.get('reader_settings')}, not {settings}; "
-                "choose another --output_file_path or delete it"
+                f"{out_path} already holds results made with {r.get('reader_settings')}, not {settings}; "
+                f"choose another {output_flag} or delete it"
             )
-    done = {str(r["id"]) for r in existing}
-    return [r for r in records if str(r["id"]) not in done]
+    done = {line_key(r) for r in existing}
+    return [r for r in records if record_key(r) not in done]
+
+
+def sample_lines(records: list[dict[str, Any]], lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One output line per record of ``records`` that has one (the first written for its key),
+    in file order: what the summary averages."""
+    wanted = {record_key(r) for r in records}
+    rows: dict[str, dict[str, Any]] = {}
+    for line in lines:
+        k = line_key(line)
+        if k in wanted and k not in rows:
+            rows[k] = line
+    return list(rows.values())
 
 
 def append_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> None:
@@ -148,18 +260,23 @@ def mean(values: list[float]) -> float | None:
 
 
 def parse_reader_args(
-    parser: argparse.ArgumentParser, presets: dict[str, dict[str, Any]], argv: list[str] | None = None
+    parser: argparse.ArgumentParser, argv: list[str] | None = None, presets: dict[str, dict[str, Any]] | None = None
 ) -> argparse.Namespace:
-    """Parse a reader CLI whose ``--reader`` preset (paper | ref, DESIGN §9.6) sets the defaults of
-    other flags; flags given explicitly still win."""
-    parser.add_argument(
-        "--reader",
-        default="paper",
-        choices=sorted(presets),
-        help="defaults preset: paper (App. G) or ref (the reference scripts' values)",
-    )
-    known, _ = parser.parse_known_args(argv)
-    parser.set_defaults(**presets[known.reader])
+    """Parse a reader CLI. ``--api_key`` is refused (the key comes from the environment only);
+    with ``presets`` a ``--reader`` preset (paper | ref, DESIGN §9.6) sets the defaults of other
+    flags, and flags given explicitly still win."""
+    from prompts_and_metrics.llm.server_backend import refuse_key_argument
+
+    refuse_key_argument(sys.argv[1:] if argv is None else argv)
+    if presets:
+        parser.add_argument(
+            "--reader",
+            default="paper",
+            choices=sorted(presets),
+            help="defaults preset: paper (App. G) or ref (the reference scripts' values)",
+        )
+        known, _ = parser.parse_known_args(argv)
+        parser.set_defaults(**presets[known.reader])
     return parser.parse_args(argv)
 
 

@@ -13,6 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "readers"
+LONGBENCH_FIXTURES = ROOT / "tests" / "fixtures" / "longbench"
 
 
 def llm_feedback_cfg(**kw) -> dict:
@@ -37,6 +38,32 @@ def load_script(name: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def longbench_log_records(task: str, longbench_e: bool = False, reverse: bool = True) -> list[dict]:
+    """The records eval_retriever.py writes for the LongBench fixture samples of ``task`` (every
+    chunk retrieved, last first by default, so the reader's return to document order shows)."""
+    from envs.data.longbench import load_longbench
+
+    records = []
+    for s in load_longbench(LONGBENCH_FIXTURES, task, longbench_e, 150):
+        pred = list(range(len(s["chunks"])))[:: -1 if reverse else 1]
+        records.append(
+            {
+                "id": s["id"],
+                "question": s["question"],
+                "answer": s["answer"],
+                "sf_idx": [],
+                "pred_idx": pred,
+                "q_values": [0.5] * len(pred),
+                "sf_texts": [],
+                "pred_texts": [s["chunks"][j] for j in pred],
+                "answer_aliases": s["answer_aliases"],
+                "source": s["source"],
+                "longbench": s["longbench"],
+            }
+        )
+    return records
 
 
 class FakeChatServer:

@@ -29,7 +29,7 @@ from prompts_and_metrics.longbench import (
     rouge_l_zh,
 )
 
-from .conftest import load_script
+from .conftest import load_script, longbench_log_records
 
 eval_llm_longbench = load_script("eval_llm_longbench")
 
@@ -40,45 +40,49 @@ FIX = ROOT / "tests" / "fixtures" / "longbench"
 # ---------------------------------------------------------------- metrics
 
 
-def test_qa_f1_english_and_chinese():
+CLASSES = ["City", "Country", "Other location"]
+# worked cases: (metric, its arguments, score)
+METRIC_CASES = [
     # normalised "eiffel tower" vs "eiffel tower in paris": P = 1, R = 1/2
-    assert qa_f1("The Eiffel Tower!", "Eiffel Tower in Paris") == pytest.approx(2 / 3)
-    assert qa_f1("", "") == 0.0  # no overlap -> 0 (LongBench has no empty-answer convention)
-    assert normalize_zh("北京， 是 Capital。") == "北京是capital"
+    (qa_f1, ("The Eiffel Tower!", "Eiffel Tower in Paris"), 2 / 3),
+    (qa_f1, ("", ""), 0.0),  # no overlap -> 0 (LongBench has no empty-answer convention)
     # jieba: 我 / 爱 / 北京 / 天安门 vs 我 / 爱 / 北京 -> P = 3/4, R = 1
-    assert qa_f1_zh("我爱北京天安门", "我爱北京") == pytest.approx(6 / 7)
-    assert qa_f1_zh("北京。", "北京") == 1.0  # punctuation tokens are dropped
-
-
-def test_rouge_l():
+    (qa_f1_zh, ("我爱北京天安门", "我爱北京"), 6 / 7),
+    (qa_f1_zh, ("北京。", "北京"), 1.0),  # punctuation tokens are dropped
     # LCS of "a b c d" and "a c d e" is "a c d": P = R = 3/4
-    assert rouge_l("a b c d", "a c d e") == pytest.approx(0.75, abs=1e-6)
-    assert rouge_l("", "a b") == 0.0 and rouge_l("...", "a b") == 0.0  # the rouge package fails -> 0
-    assert rouge_l_zh("我爱北京天安门", "我爱北京") == pytest.approx(6 / 7, abs=1e-6)
-
-
-def test_classification_with_longbench_scan_quirk():
-    classes = ["City", "Country", "Other location"]
-    assert classification("Other location", "Other location", classes) == 1.0
-    assert classification("City or Country", "City", classes) == 0.5  # two names found
-    assert classification("Mountain", "City", classes) == 0.0
+    (rouge_l, ("a b c d", "a c d e"), 0.75),
+    (rouge_l, ("", "a b"), 0.0),  # the rouge package fails -> 0
+    (rouge_l, ("...", "a b"), 0.0),
+    (rouge_l_zh, ("我爱北京天安门", "我爱北京"), 6 / 7),
+    (classification, ("Other location", "Other location", CLASSES), 1.0),
+    (classification, ("City or Country", "City", CLASSES), 0.5),  # two names found
+    (classification, ("Mountain", "City", CLASSES), 0.0),
     # names that are proper substrings of the gold are dropped, but the scan skips the name after
     # a dropped one: "city" stays, so the gold shares the credit with it
-    assert classification("a big city", "big city", ["big", "city", "big city"]) == 0.5
+    (classification, ("a big city", "big city", ["big", "city", "big city"]), 0.5),
+    (count, ("There are 3 unique paragraphs, not 4", "3"), 0.5),
+    (count, ("none", "3"), 0.0),
+    (retrieval, ("Paragraph 12", "Paragraph 12"), 1.0),
+    (retrieval, ("Paragraph 1 or Paragraph 12", "Paragraph 12"), 0.5),
+    (retrieval_zh, ("答案是段落5", "段落5"), 1.0),
+    # first line without a backtick, '#' or '//'; difflib ratio 2*3/8
+    (code_sim, ("```python\n# next\nx = foo(1)\n", "x = foo(1)"), 1.0),
+    (code_sim, ("abcd", "abce"), 0.75),
+    (code_sim, ("", "x = 1"), 0.0),
+]
+
+
+@pytest.mark.parametrize(
+    ("metric", "args", "want"), METRIC_CASES, ids=[f"{m.__name__}-{k}" for k, (m, _, _) in enumerate(METRIC_CASES)]
+)
+def test_metric_worked_cases(metric, args, want):
+    assert metric(*args) == pytest.approx(want, abs=1e-6)
+
+
+def test_chinese_normalisation_and_classes_required():
+    assert normalize_zh("北京， 是 Capital。") == "北京是capital"
     with pytest.raises(ValueError, match="all_classes"):
         classification("City", "City", None)
-
-
-def test_count_retrieval_code():
-    assert count("There are 3 unique paragraphs, not 4", "3") == 0.5
-    assert count("none", "3") == 0.0
-    assert retrieval("Paragraph 12", "Paragraph 12") == 1.0
-    assert retrieval("Paragraph 1 or Paragraph 12", "Paragraph 12") == 0.5
-    assert retrieval_zh("答案是段落5", "段落5") == 1.0
-    # first line without a backtick, '#' or '//'; difflib ratio 2*3/8
-    assert code_sim("```python\n# next\nx = foo(1)\n", "x = foo(1)") == 1.0
-    assert code_sim("abcd", "abce") == 0.75
-    assert code_sim("", "x = 1") == 0.0
 
 
 def test_score_first_line_and_max_over_answers():
@@ -138,19 +142,20 @@ def test_loader_official_fields():
     assert len(z["chunks"]) > 1 and "".join(z["chunks"]).startswith("北京是中华人民共和国的首都。")
 
 
-def test_loader_errors():
-    with pytest.raises(DatasetNotFoundError, match="data.zip"):
-        load_longbench(FIX, "narrativeqa", False, 150)
-    with pytest.raises(DatasetFormatError, match=r"hotpotqa.jsonl \(line 2.*missing field 'answers'"):
-        load_longbench(FIX / "bad_answers", "hotpotqa", False, 150)
-    with pytest.raises(DatasetFormatError, match=r"hotpotqa.jsonl:2: invalid JSON"):
-        load_longbench(FIX / "bad_json", "hotpotqa", False, 150)
-    with pytest.raises(DatasetFormatError, match="subset 'musique' in the file of subset 'hotpotqa'"):
-        load_longbench(FIX / "bad_subset", "hotpotqa", False, 150)
-    with pytest.raises(DatasetFormatError, match="'context' is empty"):
-        load_longbench(FIX / "bad_context", "hotpotqa", False, 150)
-    with pytest.raises(ValueError, match="unknown LongBench subset"):
-        load_longbench(FIX, "nq", False, 150)
+@pytest.mark.parametrize(
+    ("folder", "task", "error", "match"),
+    [
+        ("", "narrativeqa", DatasetNotFoundError, "data.zip"),
+        ("bad_answers", "hotpotqa", DatasetFormatError, r"hotpotqa.jsonl \(line 2.*missing field 'answers'"),
+        ("bad_json", "hotpotqa", DatasetFormatError, r"hotpotqa.jsonl:2: invalid JSON"),
+        ("bad_subset", "hotpotqa", DatasetFormatError, "subset 'musique' in the file of subset 'hotpotqa'"),
+        ("bad_context", "hotpotqa", DatasetFormatError, "'context' is empty"),
+        ("", "nq", ValueError, "unknown LongBench subset"),
+    ],
+)
+def test_loader_errors(folder, task, error, match):
+    with pytest.raises(error, match=match):
+        load_longbench(FIX / folder, task, False, 150)
 
 
 def test_config_builds_and_has_no_train_split():
@@ -169,50 +174,23 @@ def test_config_builds_and_has_no_train_split():
 
 
 def _log(tmp_path, task, longbench_e=False, reverse=True):
-    """A retriever log as eval_retriever.py writes it for these samples (every chunk retrieved,
-    last first, so the reader's return to document order shows)."""
-    samples = load_longbench(FIX, task, longbench_e, 150)
     log = tmp_path / f"eval_seed0_lb-{task}.jsonl"
-    with log.open("w", encoding="utf-8") as f:
-        for s in samples:
-            pred = list(range(len(s["chunks"])))[:: -1 if reverse else 1]
-            f.write(
-                json.dumps(
-                    {
-                        "id": s["id"],
-                        "question": s["question"],
-                        "answer": s["answer"],
-                        "sf_idx": [],
-                        "pred_idx": pred,
-                        "q_values": [0.5] * len(pred),
-                        "sf_texts": [],
-                        "pred_texts": [s["chunks"][j] for j in pred],
-                        "answer_aliases": s["answer_aliases"],
-                        "source": s["source"],
-                        "longbench": s["longbench"],
-                    },
-                    ensure_ascii=False,
-                )
-                + "\n"
-            )
+    log.write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in longbench_log_records(task, longbench_e, reverse))
+    )
     return log
+
+
+def _read(log, server, *extra, llm="m"):
+    """The LongBench reader on ``log`` through the fake chat server."""
+    argv = ["--retriever_logfile", str(log), "--llm_name", llm, "--backend", "server", "--api_base_url", server.url]
+    return eval_llm_longbench.main([*argv, *extra])
 
 
 def test_reader_end_to_end(tmp_path, chat_server):
     log = _log(tmp_path, "hotpotqa", longbench_e=True)
     chat_server.answer_fn = lambda p: "<think>Paris?</think>Dijon" if "born" in p["messages"][-1]["content"] else "Yes."
-    res = eval_llm_longbench.main(
-        [
-            "--retriever_logfile",
-            str(log),
-            "--llm_name",
-            "served/qwen3",
-            "--backend",
-            "server",
-            "--api_base_url",
-            chat_server.url,
-        ]
-    )
+    res = _read(log, chat_server, llm="served/qwen3")
     sub = res["subsets"]["hotpotqa"]
     assert sub["n"] == 3 and sub["score"] == pytest.approx(2 / 3)
     assert sub["by_length"] == {"0-4k": 1.0, "4-8k": 0.0, "8k+": 1.0}
@@ -221,37 +199,13 @@ def test_reader_end_to_end(tmp_path, chat_server):
     assert chat_server.requests[0]["max_tokens"] == 32  # LongBench's length for hotpotqa
     rows = [json.loads(x) for x in Path(res["output"]).read_text().splitlines()]
     assert rows[0]["pred"] == "Dijon" and rows[0]["full_model_output"].startswith("<think>")
-    assert {"answers", "all_classes", "length", "score", "scoring"} <= set(rows[0])
+    assert {"answers", "all_classes", "length", "score", "scoring", "sample_key"} <= set(rows[0])
     # resume: nothing left to generate
     n = len(chat_server.requests)
-    eval_llm_longbench.main(
-        [
-            "--retriever_logfile",
-            str(log),
-            "--llm_name",
-            "served/qwen3",
-            "--backend",
-            "server",
-            "--api_base_url",
-            chat_server.url,
-        ]
-    )
+    _read(log, chat_server, llm="served/qwen3")
     assert len(chat_server.requests) == n
     with pytest.raises(SystemExit, match="holds results made with"):
-        eval_llm_longbench.main(
-            [
-                "--retriever_logfile",
-                str(log),
-                "--llm_name",
-                "served/qwen3",
-                "--backend",
-                "server",
-                "--api_base_url",
-                chat_server.url,
-                "--max_tokens",
-                "8",
-            ]
-        )
+        _read(log, chat_server, "--max_tokens", "8", llm="served/qwen3")
 
 
 def test_reader_official_prompt_file_classification_and_code(tmp_path, chat_server):
@@ -262,55 +216,22 @@ def test_reader_official_prompt_file_classification_and_code(tmp_path, chat_serv
     chat_server.answer_fn = lambda p: (
         "Other location\nCity" if "Classify" in p["messages"][-1]["content"] else "# the end\n    return out\n"
     )
-    for task, want in (("trec", 1.0), ("lcc", 1.0)):
-        res = eval_llm_longbench.main(
-            [
-                "--retriever_logfile",
-                str(_log(tmp_path, task)),
-                "--llm_name",
-                "m",
-                "--backend",
-                "server",
-                "--api_base_url",
-                chat_server.url,
-                "--prompt_file",
-                str(prompts),
-            ]
-        )
-        assert res["subsets"][task]["score"] == want
+    for task in ("trec", "lcc"):
+        assert _read(_log(tmp_path, task), chat_server, "--prompt_file", str(prompts))["subsets"][task]["score"] == 1.0
     assert chat_server.requests[0]["messages"][-1]["content"].startswith("Classify.\n\nQuestion: What city")
     assert chat_server.requests[0]["max_tokens"] == 64
     bad = tmp_path / "p2.json"
     bad.write_text(json.dumps({"trec": "x"}))
     with pytest.raises(SystemExit, match="no template for subset 'lcc'"):
-        eval_llm_longbench.main(
-            [
-                "--retriever_logfile",
-                str(_log(tmp_path, "lcc")),
-                "--llm_name",
-                "m2",
-                "--backend",
-                "server",
-                "--api_base_url",
-                chat_server.url,
-                "--prompt_file",
-                str(bad),
-            ]
-        )
+        _read(_log(tmp_path, "lcc"), chat_server, "--prompt_file", str(bad), llm="m2")
 
 
 def test_openqa_reader_points_to_the_longbench_reader(tmp_path, chat_server):
     eval_llm_openqa = load_script("eval_llm_openqa")
+    log = _log(tmp_path, "hotpotqa")
     with pytest.raises(SystemExit, match="eval_llm_longbench.py"):
         eval_llm_openqa.main(
-            [
-                "--retriever_logfile",
-                str(_log(tmp_path, "hotpotqa")),
-                "--backend",
-                "server",
-                "--api_base_url",
-                chat_server.url,
-            ]
+            ["--retriever_logfile", str(log), "--backend", "server", "--api_base_url", chat_server.url]
         )
 
 

@@ -260,3 +260,16 @@ def test_reader_presets():
     o = eval_llm_openqa.parse_args(["--retriever_logfile", "log", "--reader", "ref"])
     assert (o.max_tokens, o.think) == (4000, True)
     assert eval_llm_openqa.parse_args(["--retriever_logfile", "log"]).max_tokens == 8000
+
+
+def test_backend_flag_defaults_per_script():
+    """The backend flags are shared (prompts_and_metrics/reader_loop.py); each script keeps its
+    own defaults where they differ."""
+    eval_llm_longbench = load_script("eval_llm_longbench")
+    for args, want in (
+        (eval_llm_synthetics.parse_args(["log", "--babi_task", "qa1"]), (0.9, 2048, 120.0)),
+        (eval_llm_openqa.parse_args(["--retriever_logfile", "log"]), (0.95, 32000, 600.0)),
+        (eval_llm_longbench.parse_args(["--retriever_logfile", "log"]), (0.9, 32000, 120.0)),
+    ):
+        assert (args.gpu_util, args.max_model_len, args.timeout_s) == want
+        assert (args.backend, args.batch_size, args.dtype, args.trust_remote_code) == ("auto", 64, "auto", False)

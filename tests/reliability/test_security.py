@@ -46,12 +46,14 @@ def test_truncated_checkpoint(tmp_path):
 
 
 def test_api_key_on_the_reader_command_line_is_refused():
+    import eval_llm_longbench
     import eval_llm_openqa
     import eval_llm_synthetics
 
     for mod, args in (
         (eval_llm_synthetics, ["log.jsonl", "--babi_task", "qa1"]),
         (eval_llm_openqa, ["--retriever_logfile", "log.jsonl"]),
+        (eval_llm_longbench, ["--retriever_logfile", "log.jsonl"]),
     ):
         for key_arg in (["--api_key", "sk-secret"], ["--api_key=sk-secret"]):
             with pytest.raises(SystemExit) as e:
