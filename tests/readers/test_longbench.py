@@ -75,6 +75,10 @@ def test_count_retrieval_code():
     assert retrieval("Paragraph 12", "Paragraph 12") == 1.0
     assert retrieval("Paragraph 1 or Paragraph 12", "Paragraph 12") == 0.5
     assert retrieval_zh("答案是段落5", "段落5") == 1.0
+    # the gold number comes from "段落N" (LongBench's zh pattern); every number of the output counts
+    assert retrieval_zh("段落3，不是段落12", "段落12") == 0.5
+    with pytest.raises(ValueError, match="names no paragraph"):
+        retrieval_zh("Paragraph 2", "Paragraph 2")
     # first line without a backtick, '#' or '//'; difflib ratio 2*3/8
     assert code_sim("```python\n# next\nx = foo(1)\n", "x = foo(1)") == 1.0
     assert code_sim("abcd", "abce") == 0.75

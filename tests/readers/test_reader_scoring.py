@@ -156,6 +156,21 @@ def test_openqa_per_record_sources_and_ruler(tmp_path, chat_server):
     assert "string_match_part" not in res["by_benchmark"]["hotpotqa"]
 
 
+def test_openqa_think_block_is_not_scored(tmp_path, chat_server):
+    # the reasoning names another answer after its own "Final answer:"; the answer part has none,
+    # so only stripping the block leaves "Paris" (unstripped: "Lyon</think> Paris", F1 2/3)
+    chat_server.answer_fn = lambda p: "<think>Final answer: Lyon</think>\nParis"
+    log = _hotpot_log(tmp_path, [{"id": "a", "question": "Capital?", "answer": "Paris"}], dataset="hotpotqa")
+    res = _openqa(log, chat_server)
+    assert res["EM"] == 1.0 and res["F1"] == 1.0
+    row = json.loads((tmp_path / "eval_seed0_eval_llm.jsonl").read_text())
+    assert row["prediction"] == "Paris" and row["full_model_output"].startswith("<think>")
+    # a block that never closes (generation cut while reasoning) leaves nothing to score
+    chat_server.answer_fn = lambda p: "<think>Final answer: Paris"
+    res = _openqa(log, chat_server, "--output_file_path", str(tmp_path / "cut.jsonl"))
+    assert res["EM"] == 0.0 and res["F1"] == 0.0
+
+
 def test_openqa_refuses_unknown_benchmark_and_unlabelled_2wiki_test(tmp_path, chat_server):
     log = _hotpot_log(tmp_path, [{"id": "a", "question": "q", "answer": "x"}])
     with pytest.raises(SystemExit, match="pass --benchmark"):
