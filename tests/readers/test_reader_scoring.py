@@ -230,3 +230,20 @@ def test_openqa_rescores_first_release_output(tmp_path, fixtures_dir):
     )
     with pytest.raises(SystemExit, match="holds results made with"):
         eval_llm_openqa.run(args, NoBackend())
+
+
+def test_old_output_without_model_output_is_refused_with_a_message(tmp_path, fixtures_dir):
+    """An old line that kept neither ``full_model_output`` nor ``prediction`` cannot be rescored:
+    the reader stops, naming the file, the line and what to do, and leaves the file as it was."""
+    log, recs = _qa1_log(tmp_path, fixtures_dir, n=1)
+    settings = {"babi_task": "qa1", "max_tokens": 32, "think": False, "llm_name": "m", "extra_question_mark": False}
+    out = tmp_path / "m_eval_seed0_ns30.jsonl"
+    text = json.dumps({**recs[0], "answer_acc": 1.0, "filter": "gt", "reader_settings": settings}) + "\n"
+    out.write_text(text)
+    argv = [str(log), "--llm_name", "m", "--babi_task", "qa1", "--max_tokens", "32", "--chunk_filter", "gt"]
+    with pytest.raises(
+        SystemExit,
+        match=r"m_eval_seed0_ns30.jsonl: line 1 was written by an older scorer and cannot be rescored .*delete the file",
+    ):
+        eval_llm_synthetics.main(argv)
+    assert out.read_text() == text
