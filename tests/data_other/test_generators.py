@@ -166,3 +166,25 @@ def test_niah_too_short_a_length_is_an_error():
         generate("niah_single_1", 1, 128, seed=0, split="x", counter=whitespace_counter, corpus=None)
     with pytest.raises(ValueError, match="cannot hold the prompt"):
         generate("niah_multiquery", 1, 160, seed=0, split="x", counter=whitespace_counter, corpus=BOOKS)
+
+
+def test_niah_essay_insertion_worked_case():
+    # RULER: needle k goes after int(n * depth_k / 100) of the n essay sentences, depths sorted;
+    # depths 51 and 0 (of RULER's 40) over ten sentences: one needle first, one after five
+    from envs.data.niah_generator import DEPTHS, insert_at_depths
+
+    class Depths:
+        def choice(self, options, size, replace):
+            assert not replace and size == 2 and list(options) == DEPTHS
+            return [51, 0]
+
+    sentences = [f"s{i}." for i in range(10)]
+    text = insert_at_depths(sentences, ["N1.", "N2."], Depths())
+    assert text == "N1. s0. s1. s2. s3. s4. N2. s5. s6. s7. s8. s9."
+
+    # depth 100 puts a needle after the last sentence; int() floors (33 % of 10 -> 3)
+    class Late(Depths):
+        def choice(self, options, size, replace):
+            return [100, 33]
+
+    assert insert_at_depths(sentences, ["A.", "B."], Late()) == "s0. s1. s2. A. s3. s4. s5. s6. s7. s8. s9. B."

@@ -312,3 +312,61 @@ def test_list_dataset_refuses_repeated_ids():
     with pytest.raises(SampleError, match="share the id 5 .questions 'q1.' and 'q2.'"):
         ListDataset([a, b], "demo")
     assert len(ListDataset([a, dict(b, source="other")], "combined")) == 2  # unique within a source
+
+
+def test_ruler_qa_ids_stay_unique_when_index_repeats(fix, tmp_path):
+    # RULER's `index` is no sample id (current NIAH files write an answer offset there): a file
+    # whose records share it keeps every record, ids are positions
+    rows = [json.loads(x) for x in (fix / "ruler_qa.jsonl").read_text().splitlines()]
+    path = tmp_path / "qa.jsonl"
+    path.write_text("".join(json.dumps({**r, "index": 7}) + "\n" for r in rows))
+    s = load_ruler_qa(path)
+    assert [x["id"] for x in s] == list(range(len(rows))) and {x["ruler_index"] for x in s} == {7}
+    cfg = OmegaConf.create({"name": "ruler_qa", "data_path": str(path), "question_marker": "QUESTION:", "length": -1})
+    assert len(build_ruler_qa(cfg, "test", 0)) == len(rows)  # nothing dropped
+
+
+NIAH_BODY = (
+    "A special magic number is hidden within the following text. Make sure to memorize it.\n"
+    "The grass is green. One of the special magic numbers for calm-lake is: 5550123. The sky is blue.\n"
+)
+
+
+@pytest.mark.parametrize(
+    "tail, field",
+    [
+        # RULER 2024: the answer prefix ends `input`
+        (" The special magic number for calm-lake mentioned in the provided text is", None),
+        # current layout, the prefix in its own field and still at the end of `input`
+        (
+            " The special magic number for calm-lake mentioned in the provided text is",
+            " The special magic number for calm-lake mentioned in the provided text is",
+        ),
+    ],
+)
+def test_niah_answer_prefix_is_cut_also_under_another_question_wording(tmp_path, tail, field):
+    # a question that is not RULER's sentence: only the prefix cut keeps it from being taken for
+    # the answer prefix (the last sentence is the fallback question)
+    q = "Which special magic number belongs to calm-lake?"
+    rec = {"index": 0, "input": NIAH_BODY + q + tail, "outputs": ["5550123"]}
+    if field is not None:
+        rec["answer_prefix"] = field
+    (tmp_path / "test4k.jsonl").write_text(json.dumps(rec) + "\n")
+    (s,) = load_niah(tmp_path, "test4k")
+    assert s["question"] == q and not any("mentioned in the provided text" in c for c in s["chunks"])
+
+
+def test_niah_singular_question_before_a_chat_tag(tmp_path):
+    # current RULER, one answer: the singular question is found although a chat template's closing
+    # tag follows it (the tag is dropped, not taken for the question)
+    q = "What is the special magic number for calm-lake mentioned in the provided text?"
+    rec = {
+        "index": 214,
+        "input": NIAH_BODY + q + " [/INST]",
+        "outputs": ["5550123"],
+        "answer_prefix": " The special magic number for calm-lake mentioned in the provided text is",
+    }
+    (tmp_path / "test4k.jsonl").write_text(json.dumps(rec) + "\n")
+    (s,) = load_niah(tmp_path, "test4k")
+    assert s["question"] == q and s["chunks"][-1] == "The sky is blue."
+    assert [s["chunks"][j] for j in s["sf_idx"]] == ["One of the special magic numbers for calm-lake is: 5550123."]

@@ -244,3 +244,21 @@ def test_babilong_token_mode_evaluation(tiny_run: Path, tmp_path: Path) -> None:
     assert [r["num_tokens"] for r in recs] == [500, 500]  # 800 - 300 reserved, facts included
     assert summary["mean_num_tokens"] == 500 and summary["settings"]["length"]["unit"] == "tokens"
     assert summary["settings"]["num_sentences"] is None  # not sized in sentences
+
+
+def test_empty_or_unknown_gold_gives_null_fact_metrics_not_em_one() -> None:
+    # fact_metrics(∅, ∅) is 1.0 everywhere; a sample with no gold chunks (sf_idx empty, or gold
+    # unknown) must be left out of the fact means instead of scoring fact EM 1.0
+    from types import SimpleNamespace
+
+    from rl.evaluate import _record, summarize
+
+    def rec(**sample):
+        s = {"id": 0, "question": "q?", "answer": "a", "chunks": ["c0", "c1"], **sample}
+        return _record(SimpleNamespace(sample=s, selected=[], ret=0.0, t=1), [], 10, 0.1)
+
+    empty, unknown, found = rec(sf_idx=[]), rec(sf_idx=[1], sf_known=False), rec(sf_idx=[1])
+    assert empty["em"] is None and empty["f1"] is None and unknown["em"] is None
+    assert found["em"] == 0.0 and found["recall"] == 0.0
+    s = summarize([empty, unknown, found])
+    assert s["fact_em"] == 0.0 and s["n_gold_known"] == 1

@@ -65,6 +65,8 @@ METRIC_CASES = [
     (retrieval, ("Paragraph 12", "Paragraph 12"), 1.0),
     (retrieval, ("Paragraph 1 or Paragraph 12", "Paragraph 12"), 0.5),
     (retrieval_zh, ("答案是段落5", "段落5"), 1.0),
+    # the gold number comes from "段落N" (LongBench's zh pattern); every number of the output counts
+    (retrieval_zh, ("段落3，不是段落12", "段落12"), 0.5),
     # first line without a backtick, '#' or '//'; difflib ratio 2*3/8
     (code_sim, ("```python\n# next\nx = foo(1)\n", "x = foo(1)"), 1.0),
     (code_sim, ("abcd", "abce"), 0.75),
@@ -83,6 +85,8 @@ def test_chinese_normalisation_and_classes_required():
     assert normalize_zh("北京， 是 Capital。") == "北京是capital"
     with pytest.raises(ValueError, match="all_classes"):
         classification("City", "City", None)
+    with pytest.raises(ValueError, match="names no paragraph"):
+        retrieval_zh("Paragraph 2", "Paragraph 2")
 
 
 def test_score_first_line_and_max_over_answers():

@@ -156,6 +156,21 @@ def test_openqa_per_record_sources_and_ruler(tmp_path, chat_server):
     assert "string_match_part" not in res["by_benchmark"]["hotpotqa"]
 
 
+def test_openqa_think_block_is_not_scored(tmp_path, chat_server):
+    # the reasoning names another answer after its own "Final answer:"; the answer part has none,
+    # so only stripping the block leaves "Paris" (unstripped: "Lyon</think> Paris", F1 2/3)
+    chat_server.answer_fn = lambda p: "<think>Final answer: Lyon</think>\nParis"
+    log = _hotpot_log(tmp_path, [{"id": "a", "question": "Capital?", "answer": "Paris"}], dataset="hotpotqa")
+    res = _openqa(log, chat_server)
+    assert res["EM"] == 1.0 and res["F1"] == 1.0
+    row = json.loads((tmp_path / "eval_seed0_eval_llm.jsonl").read_text())
+    assert row["prediction"] == "Paris" and row["full_model_output"].startswith("<think>")
+    # a block that never closes (generation cut while reasoning) leaves nothing to score
+    chat_server.answer_fn = lambda p: "<think>Final answer: Paris"
+    res = _openqa(log, chat_server, "--output_file_path", str(tmp_path / "cut.jsonl"))
+    assert res["EM"] == 0.0 and res["F1"] == 0.0
+
+
 def test_openqa_refuses_unknown_benchmark_and_unlabelled_2wiki_test(tmp_path, chat_server):
     log = _hotpot_log(tmp_path, [{"id": "a", "question": "q", "answer": "x"}])
     with pytest.raises(SystemExit, match="pass --benchmark"):
@@ -215,3 +230,20 @@ def test_openqa_rescores_first_release_output(tmp_path, fixtures_dir):
     )
     with pytest.raises(SystemExit, match="holds results made with"):
         eval_llm_openqa.run(args, NoBackend())
+
+
+def test_old_output_without_model_output_is_refused_with_a_message(tmp_path, fixtures_dir):
+    """An old line that kept neither ``full_model_output`` nor ``prediction`` cannot be rescored:
+    the reader stops, naming the file, the line and what to do, and leaves the file as it was."""
+    log, recs = _qa1_log(tmp_path, fixtures_dir, n=1)
+    settings = {"babi_task": "qa1", "max_tokens": 32, "think": False, "llm_name": "m", "extra_question_mark": False}
+    out = tmp_path / "m_eval_seed0_ns30.jsonl"
+    text = json.dumps({**recs[0], "answer_acc": 1.0, "filter": "gt", "reader_settings": settings}) + "\n"
+    out.write_text(text)
+    argv = [str(log), "--llm_name", "m", "--babi_task", "qa1", "--max_tokens", "32", "--chunk_filter", "gt"]
+    with pytest.raises(
+        SystemExit,
+        match=r"m_eval_seed0_ns30.jsonl: line 1 was written by an older scorer and cannot be rescored .*delete the file",
+    ):
+        eval_llm_synthetics.main(argv)
+    assert out.read_text() == text

@@ -25,6 +25,10 @@ from prompts_and_metrics.metrics import (
 )
 from prompts_and_metrics.prompts import extract_final_answer, strip_think
 
+from .conftest import load_script
+
+metric_names = load_script("eval_llm_synthetics").metric_names
+
 ROOT = Path(__file__).resolve().parents[2]
 WHERE = "Where is Mary?"
 
@@ -116,6 +120,9 @@ def test_label_f1_gives_nothing_to_an_output_without_labels():
     assert babilong_f1("I cannot tell", "n,n", "qa19") == 0.0
     assert babilong_f1("", "kitchen", "qa1") == 0.0
     assert babilong_f1("kitchen", "kitchen", "qa1") == 1.0
+    # neither side names a label (the first qa19 list lacked n,n, so its gold had none): the
+    # reference scored 1.0 here, the fixed rule 0
+    assert babilong_f1("I cannot tell", "somewhere", "qa1") == 0.0
 
 
 @pytest.mark.parametrize("task", ["qa1", "qa2", "qa3", "qa4", "qa5"])
@@ -155,6 +162,12 @@ def test_niah_numbered_lists_and_restated_keys():
     assert niah_metrics("4417", "4417,90213")["string_match_all"] == 0.5
 
 
+def test_headline_metric_comes_first_in_the_synthetics_summary():
+    # RULER's string_match_all heads the NIAH summary, the official accuracy the bAbI one
+    assert metric_names("niah")[0] == metric_names("niahmv")[0] == "string_match_all"
+    assert metric_names("qa7")[:2] == ("acc", "acc_fixed")
+
+
 # ---------------------------------------------------------------- HotpotQA / 2Wiki / MuSiQue / RULER QA
 
 
@@ -174,6 +187,9 @@ def test_qa_scores_per_benchmark():
     # 2Wiki: maximum over the answer and its aliases, each with the official rule
     s = qa_scores("USA", "United States", ["USA", "American"], benchmark="2WikiMultihopQA")
     assert s["EM"] == 1.0 and s["F1"] == 1.0
+    # 2Wiki's v1.1 script repeats HotpotQA's answer F1, yes/no/noanswer rule included
+    s = qa_scores("The answer is yes.", "yes", benchmark="2WikiMultihopQA")
+    assert s == {"EM": 0.0, "F1": 0.0, "F1_plain": pytest.approx(0.5)}
     assert qa_scores("The answer is yes.", "yes", benchmark="musique")["F1"] == pytest.approx(0.5)
     s = qa_scores("It is Paris, France", "Paris", ["Paris, France"], benchmark="ruler_qa")
     assert s["string_match_part"] == 1.0 and s["EM"] == 0.0

@@ -46,3 +46,19 @@ def test_interpolate_factor_floors_the_position_before_rotating():
     torch.testing.assert_close(HalfRotary(d, interpolate_factor=1)(x, p), HalfRotary(d)(x, p))
     r = HalfRotary(d, interpolate_factor=2)(x[:1].expand(2, -1), torch.tensor([4, 5]))
     torch.testing.assert_close(r[0], r[1])
+
+
+def test_agent_applies_the_configured_interpolate_factor():
+    # algo.model.predictor.interpolate_factor reaches the agent's rotation, not only the config
+    from omegaconf import OmegaConf
+
+    from rl.agent import QRAGAgent
+    from rl.fast.switches import SpeedSwitches
+    from rl.precision import Precision
+
+    cpu = torch.device("cpu")
+    model = OmegaConf.create({"name": "offline:minilm", "predictor": {"num_layers": 1, "interpolate_factor": 3}})
+    layout = {"max_action_length": 12, "max_action_length_in_memory": 8, "max_state_length": 40}
+    agent = QRAGAgent(model, layout, cpu, Precision.resolve("fp32", cpu), 64, SpeedSwitches())
+    x, p = torch.randn(4, agent.dim), torch.tensor([0, 2, 3, 7])
+    torch.testing.assert_close(agent.rope(x, p), HalfRotary(agent.dim)(x, torch.tensor([0, 0, 1, 2])))
