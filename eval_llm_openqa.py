@@ -185,7 +185,14 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
         args, backend, jobs, make_line, out_path, enable_thinking, "open-QA reader", grow_context=False
     )
     rows = sample_lines(records, existing + new)
+    # MuSiQue-Full: the official evaluator scores answers on answerable records only; the
+    # unanswerable contrasts keep their lines but leave the means (their count is reported).
+    unanswerable = {record_key(r) for r in records if r.get("answerable") is False}
+    dropped = sum(line_key(r) in unanswerable for r in rows)
+    rows = [r for r in rows if line_key(r) not in unanswerable]
     summary = {**summarize(rows), "retriever_logfile": str(log.path), **settings}
+    if unanswerable:
+        summary["n_unanswerable"] = dropped
     by_bench = sorted({r["benchmark"] for r in rows})
     if len(by_bench) > 1:
         summary["by_benchmark"] = {b: summarize([r for r in rows if r["benchmark"] == b]) for b in by_bench}

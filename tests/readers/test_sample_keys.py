@@ -204,3 +204,16 @@ def test_old_synthetics_lines_name_their_sample_by_their_own_fields(tmp_path):
     backend = Canned()
     res = _run("synthetics", tmp_path, records, backend)
     assert len(backend.prompts) == 1 and res["n"] == 3
+
+
+def test_musique_full_answers_are_scored_on_answerable_records_only(tmp_path):
+    """StonyBrookNLP/musique's evaluator averages answer EM/F1 over answerable records only; the
+    unanswerable contrast is still read and written, and counted apart (docs/SCORING.md)."""
+    records = _records("openqa", ["q1", "q2", "q1:unanswerable"], sources=["musique"] * 3, indices=[0, 1, 2])
+    for rec, answer in zip(records, ["hallway", "kitchen", "kitchen"]):
+        rec["answer"], rec["answer_aliases"] = answer, []
+    records[2]["answerable"] = False
+    res = _run("openqa", tmp_path, records, Canned())  # answers "hallway" to every question
+    assert len(_lines(res)) == 3
+    assert res["n"] == 2 and res["n_unanswerable"] == 1
+    assert res["F1"] == pytest.approx(0.5) and res["EM"] == pytest.approx(0.5)  # not 1/3 over all three
