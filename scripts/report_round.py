@@ -265,8 +265,10 @@ def table3_section(runs: dict[str, Path], qrag_seed1: str, out: Path) -> list[st
             for (ns, oracle), p in eval_files(run).items():
                 if not oracle and ns in GRID:
                     files[method][ns].append(p)
-    # lengths evaluated for every method; each cell on the samples that every run there holds
-    cols = sorted(set.intersection(*(set(f) for f in files.values())))
+    # lengths evaluated for every method that has runs (a partial round may lack some methods);
+    # each cell on the samples that every run there holds
+    present = [set(f) for f in files.values() if f]
+    cols = sorted(set.intersection(*present)) if present else []
     scores: dict[str, dict[int, list[dict[str, float]]]] = {m: {} for m in files}
     for ns in cols:
         common = min(len(read_jsonl(p)) for f in files.values() for p in f[ns])

@@ -80,6 +80,23 @@ def test_round_tables(tmp_path: Path):
         assert (out / png).stat().st_size > 1000
 
 
+def test_table3_of_a_partial_round(tmp_path: Path):
+    """A round that ran only the Q-RAG seeds (round 3 on one card) still gets its Table 3 cells;
+    the methods without runs are dashes."""
+    runs = tmp_path / "runs"
+    recs = [_rec(0, [1, 2, 3, 7, 8, 9], [1, 2, 3])]
+    for name in ("t_qrag_s1", "t_qrag_s2"):
+        _run(runs / name, [0.1, 0.4], {"eval_seed42_ns50.jsonl": recs, "eval_seed42_ns1200.jsonl": recs})
+    out = tmp_path / "out"
+    load_script("report_round").main(
+        [str(runs), "--out", str(out), "--qa3", "t_qrag_s1", "--babi", str(tmp_path / "x")]
+    )
+    lines = (out / "table3.md").read_text().splitlines()
+    assert lines[2].startswith("| method | 1K (n per seed) | 32K (n per seed) | paper")
+    assert next(x for x in lines if x.startswith("| Q-RAG |")).count("[100.0, 100.0] (1)") == 2
+    assert next(x for x in lines if x.startswith("| SFT |")).startswith("| SFT | – | – |")
+
+
 def test_decoy_pick_up():
     from envs.data.babi import BabiSample
 
