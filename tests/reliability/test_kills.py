@@ -21,12 +21,13 @@ from tests.conftest import ROOT
 from tests.reliability.harness import assert_same_weights, metrics, run_cfg
 
 
-def kill_at(run_dir, point: str, while_stopped=None) -> None:
-    """Start the killer subprocess and SIGKILL it once it announces ``point`` (after calling
-    ``while_stopped(pid)`` while it waits there, alive and holding its run folder)."""
+def kill_at(run_dir, point: str, while_stopped=None, extra: tuple[str, ...] = ()) -> None:
+    """Start the killer subprocess (config: the harness's tiny run + ``extra``) and SIGKILL it once
+    it announces ``point`` (after calling ``while_stopped(pid)`` while it waits there, alive and
+    holding its run folder)."""
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.reliability.killer", str(run_dir), point],
+            [sys.executable, "-m", "tests.reliability.killer", str(run_dir), point, *extra],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=err,
