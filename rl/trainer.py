@@ -241,13 +241,23 @@ class Trainer:
         atomic_save(state, self.run_dir / name, RESUME)
 
     def resume(self) -> None:
-        state = load_checkpoint(self.run_dir / "model_last.pt", map_location=self.device)
+        path = self.run_dir / "model_last.pt"
+        state = load_checkpoint(path, map_location=self.device)
         old = OmegaConf.create(upgrade_run_config(state["config"]))  # a checkpoint of an older version
+        trained_with, now = str(old.algo.get("objective", "pqn")), str(self.cfg.algo.objective)
+        if trained_with != now:  # another learner's state has other entries (a bare KeyError otherwise)
+            raise RunFolderError(
+                f"{path} was trained with learner={trained_with}, this command has learner={now}: resume with "
+                f"learner={trained_with}, or start a new run in another folder (hydra.run.dir=...)"
+            )
         diffs = config_differences(old, OmegaConf.create(OmegaConf.to_container(without_hydra(self.cfg), resolve=True)))
         if diffs and dist.is_main():
             log.warning("resuming with a config that differs from the checkpoint's:\n  %s", "\n  ".join(diffs))
         own = self.rank_state() if dist.enabled() and not dist.is_main() else None
-        self.learner.load_state_dict(state["learner"])
+        try:
+            self.learner.load_state_dict(state["learner"])
+        except ValueError as e:  # state shaped by other settings, e.g. a replay buffer of another size
+            raise RunFolderError(f"cannot resume from {path}: {e}") from None
         self.best = float(state["best"])
         self.untrained_test = state.get("untrained_test")
         self.eval_rng.bit_generator.state = state["eval_rng"]

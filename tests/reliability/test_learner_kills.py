@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from rl.storage import load_checkpoint
-from rl.trainer import run
+from rl.trainer import RunFolderError, run
 from tests.reliability.harness import metrics, run_cfg
 from tests.reliability.test_kills import kill_at
 
@@ -85,3 +85,25 @@ def test_kill_and_resume_is_bit_exact(name, tmp_path, growing_eval):
             state["learner"].pop("weights_version", None)
         assert_same(got, want, f)
     assert not [p.name for p in rd.iterdir() if ".tmp" in p.name]
+    if name == "dqn":
+        resume_with_other_settings(rd, extra)
+
+
+def resume_with_other_settings(rd, extra: list[str]) -> None:
+    """Resuming under another learner or another buffer size: one message saying what to use, and
+    the run folder is left as it was."""
+    before = {p.name: p.stat().st_mtime_ns for p in rd.iterdir()}
+    ckpt = rd / "model_last.pt"
+    with pytest.raises(RunFolderError) as e:
+        run(run_cfg(rd, *STEPS, "learner=pqn", "resume=true"))
+    assert str(e.value) == (
+        f"{ckpt} was trained with learner=dqn, this command has learner=pqn: resume with learner=dqn, "
+        f"or start a new run in another folder (hydra.run.dir=...)"
+    )
+    with pytest.raises(RunFolderError) as e:
+        run(run_cfg(rd, *extra, "algo.dqn.hyperparams.buffer_size=50", "resume=true"))
+    assert str(e.value) == (
+        f"cannot resume from {ckpt}: the checkpoint's replay buffer holds 100000 transitions of up to 2 "
+        f"chunks, this run's 50 of 2: resume with the same algo.dqn.hyperparams.buffer_size and envs.max_steps"
+    )
+    assert {p.name: p.stat().st_mtime_ns for p in rd.iterdir()} == before
