@@ -101,6 +101,7 @@ def load_backbone(model_cfg: Any) -> nn.Module:
 
 
 _POOLER_MODELS = ("bert", "roberta", "xlm-roberta")
+POOLINGS = ("mean", "cls", "last")
 
 
 class Embedder(nn.Module):
@@ -108,7 +109,7 @@ class Embedder(nn.Module):
 
     def __init__(self, backbone: nn.Module, pooling: str = "mean", pool_scale: float = 0.1, normalize: bool = False):
         super().__init__()
-        if pooling not in ("mean", "cls", "last"):
+        if pooling not in POOLINGS:
             raise ValueError(f"algo.model.pooling must be mean, cls or last, got {pooling!r}")
         self.backbone, self.pooling, self.pool_scale, self.normalize = backbone, pooling, pool_scale, normalize
 

@@ -11,6 +11,8 @@ import math
 
 import torch
 
+SCHEDULERS = ("WarmupLinear", "Cosine")
+
 
 def lr_factor(name: str, n: int, warmup: int, total: int, ratio: float, smooth_warmup: bool = False) -> float:
     if name == "WarmupLinear":
@@ -23,7 +25,7 @@ def lr_factor(name: str, n: int, warmup: int, total: int, ratio: float, smooth_w
             return n / max(1, warmup)
         progress = min(1.0, (n - warmup) / max(1, total - warmup))
         return ratio + (1.0 - ratio) * math.cos(math.pi / 2 * progress)
-    raise ValueError(f"unknown scheduler {name!r}; use WarmupLinear or Cosine")
+    raise ValueError(f"unknown scheduler {name!r}; use {' or '.join(SCHEDULERS)}")
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg) -> torch.optim.lr_scheduler.LambdaLR:

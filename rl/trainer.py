@@ -241,16 +241,26 @@ class Trainer:
         atomic_save(state, self.run_dir / name, RESUME)
 
     def resume(self) -> None:
+        path = self.run_dir / "model_last.pt"
         # Loaded onto the CPU: modules and optimisers copy their tensors onto their own device,
         # while RNG states (torch, CUDA, the policy generator) and the DQN replay rows must stay CPU
         # tensors (loading them onto a GPU made resume fail there: "RNG state must be a ByteTensor").
-        state = load_checkpoint(self.run_dir / "model_last.pt", map_location="cpu")
+        state = load_checkpoint(path, map_location="cpu")
         old = OmegaConf.create(upgrade_run_config(state["config"]))  # a checkpoint of an older version
+        trained_with, now = str(old.algo.get("objective", "pqn")), str(self.cfg.algo.objective)
+        if trained_with != now:  # another learner's state has other entries (a bare KeyError otherwise)
+            raise RunFolderError(
+                f"{path} was trained with learner={trained_with}, this command has learner={now}: resume with "
+                f"learner={trained_with}, or start a new run in another folder (hydra.run.dir=...)"
+            )
         diffs = config_differences(old, OmegaConf.create(OmegaConf.to_container(without_hydra(self.cfg), resolve=True)))
         if diffs and dist.is_main():
             log.warning("resuming with a config that differs from the checkpoint's:\n  %s", "\n  ".join(diffs))
         own = self.rank_state() if dist.enabled() and not dist.is_main() else None
-        self.learner.load_state_dict(state["learner"])
+        try:
+            self.learner.load_state_dict(state["learner"])
+        except ValueError as e:  # state shaped by other settings, e.g. a replay buffer of another size
+            raise RunFolderError(f"cannot resume from {path}: {e}") from None
         self.best = float(state["best"])
         self.untrained_test = state.get("untrained_test")
         self.eval_rng.bit_generator.state = state["eval_rng"]

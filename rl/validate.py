@@ -177,11 +177,21 @@ def check_training(cfg: DictConfig) -> None:
     c.integer("eval_episodes", 1)
     c.integer("envs_parallel", 1)
     c.integer("final_eval_episodes", -1)
+    c.integer("jobs_per_gpu", 1)
     c.boolean("resume")
     c.choice("eval_split", EVAL_SPLITS)
     c.check("validation_fraction", lambda v: _is_num(v) and 0 <= v < 1, "a number >= 0 and < 1")
-    from rl.agents import LEARNERS  # the registry; imported here so the Hydra callback stays light
+    # imported here so that importing this module (the Hydra callback) stays light
+    from rl.agents import LEARNERS
+    from rl.encoders import POOLINGS
+    from rl.schedules import SCHEDULERS
 
+    c.choice("algo.model.pooling", POOLINGS)
+    c.number("algo.model.pool_scale", 0.0, low_open=True)
+    c.integer("algo.model.predictor.num_layers", 1, nullable=True)
+    c.number("algo.model.predictor.interpolate_factor", 0.0, low_open=True)
+    for k in ("use_fast_tokenizer", "trust_remote_code", "normalize", "random_init"):
+        c.boolean(f"algo.model.{k}")
     c.choice("algo.objective", tuple(LEARNERS))
     c.number("algo.optimizer.lr", 0.0, low_open=True)
     c.number("algo.optimizer.weight_decay", 0.0)
@@ -191,11 +201,23 @@ def check_training(cfg: DictConfig) -> None:
         lambda v: len(v) == 2 and all(_is_num(b) and 0 <= b < 1 for b in v),
         "two numbers in [0, 1)",
     )
+    c.choice("algo.scheduler.name", SCHEDULERS)
     c.integer("algo.scheduler.warmup", 0)
+    c.integer("algo.scheduler.total", 0)
+    # lr falls to ratio·lr₀; a ratio above 1 makes the warm-up's lr negative (rl/schedules.py)
+    c.number("algo.scheduler.ratio", 0.0, 1.0)
+    c.boolean("algo.scheduler.smooth_warmup")
     c.number("algo.max_grad_norm", 0.0, low_open=True)
     learner = LEARNERS.get(str(c.value("algo.objective")[1]))
     if learner is not None:
-        learner.check_config(c, f"algo.{learner.NAME}.hyperparams")
+        hp = f"algo.{learner.NAME}.hyperparams"
+        if c.value(hp)[0]:
+            learner.check_config(c, hp)
+        else:  # algo.objective=<name> alone: the learner's settings were never composed
+            c.errors.append(
+                f"algo.objective={learner.NAME!r} without {hp}: choose the learner with learner={learner.NAME} "
+                f"(configs/learner/{learner.NAME}.yaml), not algo.objective alone"
+            )
     c.integer("logger.log_interval", 1)
     if c.errors:
         raise ConfigError(c.errors)

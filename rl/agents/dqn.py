@@ -126,6 +126,12 @@ class DQNLearner(LearnerBase):
         checker.choice(f"{hp}.target_update", TARGET_UPDATES)
         for k in ("double", "acting_dropout"):
             checker.boolean(f"{hp}.{k}")
+        present, processor = checker.value("envs.positions_processor")
+        if present and processor == "random":  # the same refusal as __init__, before the run folder exists
+            checker.errors.append(
+                "envs.positions_processor='random': learner=dqn replays transitions from sample indices and "
+                "does not keep the codes random positions draw per episode; use relative, absolute or none"
+            )
 
     def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
         super().__init__(agent, env, cfg, legacy)

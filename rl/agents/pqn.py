@@ -73,6 +73,8 @@ class PQNLearner(LearnerBase):
         checker.number(f"{hp}.alpha", 0.0)
         checker.number(f"{hp}.alpha_min", 0.0)
         checker.integer(f"{hp}.top_k_actions", 1, nullable=True)
+        for k in ("soft_target", "use_target_networks", "acting_dropout"):
+            checker.boolean(f"{hp}.{k}")
 
     def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
         super().__init__(agent, env, cfg, legacy)

@@ -5,6 +5,7 @@ MiniLM (each checkpoint still weighs ~0.4 GB: the embedding table and its AdamW 
 evaluation is replaced by one whose return grows with the step (``step_return``), in every process
 of a test alike: every evaluation is then a new best, so each checkpoint sequence writes
 ``model_best.pt`` and ``model_last.pt``, and the tests reach every moment of it deterministically.
+The one optimiser step moves the weights (no warm-up), so a checkpoint of step 0 never passes for step 1's.
 """
 
 from __future__ import annotations
@@ -21,13 +22,24 @@ from tests.conftest import TINY, compose_cfg
 TINY_RUN = [
     a
     for a in TINY
-    if not a.startswith(("steps_count", "eval_interval", "final_eval_episodes", "algo.model.predictor.num_layers"))
+    if not a.startswith(
+        (
+            "steps_count",
+            "eval_interval",
+            "final_eval_episodes",
+            "algo.model.predictor.num_layers",
+            "algo.scheduler.warmup",
+        )
+    )
 ] + [
     "steps_count=1",
     "eval_interval=1",
     "final_eval_episodes=0",
     "logger.tensorboard=false",
     "algo.model.predictor.num_layers=1",
+    # no warm-up: WarmupLinear's first step has lr = 0, which would leave the step-1 weights equal
+    # to the step-0 ones and blind every weight comparison of a one-step run
+    "algo.scheduler.warmup=0",
 ]
 
 

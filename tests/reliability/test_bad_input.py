@@ -85,6 +85,47 @@ BAD_VALUES = {
     "no / and no leading dot)",
     "+feedback.api_key=sk-secret": "feedback.api_key: keys are not taken from the config (it is saved in config.yaml, "
     "the logs and the checkpoint); remove it and export QRAG_API_KEY=<key> instead",
+    # the optimiser, schedule and model keys every learner shares (configs/algo/*.yaml)
+    "algo.optimizer.betas=[0.9]": "algo.optimizer.betas=[0.9]: expected two numbers in [0, 1)",
+    "algo.scheduler.name=Linear": "algo.scheduler.name='Linear': expected one of WarmupLinear, Cosine",
+    "algo.scheduler.ratio=2": "algo.scheduler.ratio=2: expected a number >= 0 and <= 1",
+    "algo.scheduler.smooth_warmup=maybe": "algo.scheduler.smooth_warmup='maybe': expected true or false",
+    "algo.scheduler.total=abc": "algo.scheduler.total='abc': expected an integer >= 0",
+    "algo.max_grad_norm=0": "algo.max_grad_norm=0: expected a number > 0",
+    "algo.model.pooling=max": "algo.model.pooling='max': expected one of mean, cls, last",
+    "algo.model.predictor.num_layers=0": "algo.model.predictor.num_layers=0: expected an integer >= 1 or null",
+    "algo.model.predictor.interpolate_factor=0": "algo.model.predictor.interpolate_factor=0: expected a number > 0",
+    "algo.model.random_init=maybe": "algo.model.random_init='maybe': expected true or false",
+    "algo.pqn.hyperparams.soft_target=maybe": "algo.pqn.hyperparams.soft_target='maybe': expected true or false",
+    "jobs_per_gpu=0": "jobs_per_gpu=0: expected an integer >= 1",
+}
+
+# each learner's own keys (configs/learner/<name>.yaml), composed with learner=<name>
+LEARNER_BAD_VALUES = {
+    (
+        "learner=dqn",
+        "algo.dqn.hyperparams.buffer_size=0",
+    ): "algo.dqn.hyperparams.buffer_size=0: expected an integer >= 1",
+    (
+        "learner=dqn",
+        "algo.dqn.hyperparams.n_step=0",
+    ): "algo.dqn.hyperparams.n_step=0: expected an integer >= 1 and <= 127",
+    ("learner=dqn", "algo.dqn.hyperparams.epsilon_start=1.5"): "algo.dqn.hyperparams.epsilon_start=1.5: expected a "
+    "number >= 0 and <= 1",
+    ("learner=dqn", "algo.dqn.hyperparams.epsilon_end=-0.1"): "algo.dqn.hyperparams.epsilon_end=-0.1: expected a "
+    "number >= 0 and <= 1",
+    ("learner=dqn", "envs.positions_processor=random"): "envs.positions_processor='random': learner=dqn replays "
+    "transitions from sample indices and does not keep the codes random positions draw per episode; use relative, "
+    "absolute or none",
+    ("learner=sarsa", "algo.sarsa.hyperparams.use_target_networks=maybe"): "algo.sarsa.hyperparams."
+    "use_target_networks='maybe': expected true or false",
+    (
+        "learner=sac_d",
+        "algo.sac_d.hyperparams.alpha_lr=-1",
+    ): "algo.sac_d.hyperparams.alpha_lr=-1: expected a number >= 0",
+    ("learner=sft", "algo.optimizer.lr=0"): "algo.optimizer.lr=0: expected a number > 0",
+    ("algo.objective=dqn",): "algo.objective='dqn' without algo.dqn.hyperparams: choose the learner with learner=dqn "
+    "(configs/learner/dqn.yaml), not algo.objective alone",
 }
 
 
@@ -93,6 +134,13 @@ def test_each_bad_value_has_its_line(override):
     with pytest.raises(ConfigError) as e:
         check_training(compose_cfg(TINY + [override]))
     assert e.value.lines == [BAD_VALUES[override]]
+
+
+@pytest.mark.parametrize("overrides", list(LEARNER_BAD_VALUES), ids=" ".join)
+def test_each_bad_learner_value_has_its_line(overrides):
+    with pytest.raises(ConfigError) as e:
+        check_training(compose_cfg(TINY + list(overrides)))
+    assert e.value.lines == [LEARNER_BAD_VALUES[overrides]]
 
 
 def test_cuda_device_on_a_cpu_machine():
@@ -129,6 +177,9 @@ def test_unknown_preset_name():
     assert e.value.lines[0].startswith(
         "experiment=demoo: no configs/experiment/demoo.yaml; known: ablation_no_soft_q, "
     )
+    with pytest.raises(ConfigError) as e:
+        check_group_choices(["learner=foo"], ROOT / "configs")
+    assert e.value.lines == ["learner=foo: no configs/learner/foo.yaml; known: dqn, pqn, sac_d, sarsa, sft"]
 
 
 def test_cli_refuses_before_writing(tmp_path):
@@ -163,6 +214,31 @@ def test_cli_refuses_before_writing(tmp_path):
     )
     assert out.returncode == 2 and out.stderr.startswith("error: experiment=demoo: no configs/experiment/demoo.yaml")
     assert not run_dir.exists()
+    # a learner's own values and the shared schedule (these used to fail only once training began)
+    dqn = [
+        "learner=dqn",
+        "algo.dqn.hyperparams.buffer_size=0",
+        "algo.dqn.hyperparams.epsilon_start=1.5",
+        "algo.optimizer.lr=-1e-5",
+        "algo.scheduler.name=Linear",
+        "envs.positions_processor=random",
+    ]
+    out = subprocess.run(
+        [sys.executable, "train_q_rag.py", *TINY, *dqn, f"hydra.run.dir={run_dir}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert [line for line in out.stderr.splitlines() if line.startswith("error: ")] == [
+        "error: algo.optimizer.lr=-1e-05: expected a number > 0",
+        "error: " + BAD_VALUES["algo.scheduler.name=Linear"],
+        "error: " + LEARNER_BAD_VALUES[("learner=dqn", "algo.dqn.hyperparams.epsilon_start=1.5")],
+        "error: " + LEARNER_BAD_VALUES[("learner=dqn", "algo.dqn.hyperparams.buffer_size=0")],
+        "error: " + LEARNER_BAD_VALUES[("learner=dqn", "envs.positions_processor=random")],
+    ]
+    assert "Traceback" not in out.stderr and not run_dir.exists()
 
 
 @pytest.mark.parametrize("preset", sorted(p.stem for p in (ROOT / "configs" / "experiment").glob("*.yaml")))

@@ -14,19 +14,22 @@ import sys
 import tempfile
 
 import pytest
+import torch
 
-from rl.storage import FolderInUseError
+from rl.build import agent_from_cfg
+from rl.storage import FolderInUseError, load_checkpoint
 from rl.trainer import RunFolderError, run
 from tests.conftest import ROOT
 from tests.reliability.harness import assert_same_weights, metrics, run_cfg
 
 
-def kill_at(run_dir, point: str, while_stopped=None) -> None:
-    """Start the killer subprocess and SIGKILL it once it announces ``point`` (after calling
-    ``while_stopped(pid)`` while it waits there, alive and holding its run folder)."""
+def kill_at(run_dir, point: str, while_stopped=None, extra: tuple[str, ...] = ()) -> None:
+    """Start the killer subprocess (config: the harness's tiny run + ``extra``) and SIGKILL it once
+    it announces ``point`` (after calling ``while_stopped(pid)`` while it waits there, alive and
+    holding its run folder)."""
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.reliability.killer", str(run_dir), point],
+            [sys.executable, "-m", "tests.reliability.killer", str(run_dir), point, *extra],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=err,
@@ -55,6 +58,8 @@ def resume_and_compare(run_dir, reference) -> None:
     assert [r["step"] for r in metrics(run_dir)] == [0, 1]
     assert_same_weights(run_dir / "model_last.pt", reference / "model_last.pt")
     assert_same_weights(run_dir / "model_best.pt", reference / "model_best.pt")
+    best, want = (load_checkpoint(d / "model_best.pt") for d in (run_dir, reference))
+    assert (best["step"], best["best"]) == (want["step"], want["best"]) == (1, 1.0)
     timing = "train_loop"  # wall-clock start/end of the training loop: differs between any two runs
     got, want = (json.loads((d / "summary.json").read_text()) for d in (run_dir, reference))
     assert {k: v for k, v in got.items() if k != timing} == {k: v for k, v in want.items() if k != timing}
@@ -122,3 +127,12 @@ def test_trained_run_without_model_last_is_not_wiped(tmp_path):
         f"it from. Restore model_last.pt, or delete model_best.pt, metrics.jsonl to start again"
     )
     assert (rd / "model_best.pt").read_bytes() == b"best"
+
+
+def test_the_one_step_moves_the_weights(reference_run):
+    """The premise of the weight comparisons above: step 1's model is not step 0's (the untrained
+    agent is the packaged MiniLM, no random part)."""
+    untrained = agent_from_cfg(run_cfg(reference_run), torch.device("cpu")).state_dict()
+    trained = load_checkpoint(reference_run / "model_last.pt")["learner"]["agent"]
+    assert untrained.keys() == trained.keys()
+    assert [k for k in untrained if not torch.equal(untrained[k], trained[k])], "step 1 left every weight as it was"
