@@ -16,12 +16,21 @@ R = Σ_{i<k} γ^i r_{t+i} and ``done`` (the episode ended within those k steps: 
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 import torch
+
+
+def physical_memory() -> int:
+    """Bytes of RAM on this machine (0 where the platform does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
 
 
 @dataclass
@@ -127,6 +136,11 @@ class ReplayBuffer:
         self.size = 0
 
     _FIELDS = ("index", "path", "t", "k", "code", "ret", "done")
+
+    @staticmethod
+    def row_bytes(max_len: int) -> int:
+        """Bytes one transition takes (the layout above), before the buffer is built."""
+        return 8 + 4 * max_len + 4 + 1 + 4 + 4 + 1
 
     @property
     def bytes_per_transition(self) -> int:

@@ -28,7 +28,7 @@ from envs.env import Episode, VecRetrievalEnv
 from rl.agent import QRAGAgent
 from rl.agents.base import BatchShape, LearnerBase
 from rl.qfunc import NEG_INF, masked_topk, q_all, sample_policy, twin_heads
-from rl.replay import NStepAssembler, ReplayBuffer, Step
+from rl.replay import NStepAssembler, ReplayBuffer, Step, physical_memory
 
 EXPLORATION = ("epsilon", "softmax")
 TARGET_UPDATES = ("ema", "hard")
@@ -126,6 +126,16 @@ class DQNLearner(LearnerBase):
         checker.choice(f"{hp}.target_update", TARGET_UPDATES)
         for k in ("double", "acting_dropout"):
             checker.boolean(f"{hp}.{k}")
+        _, size = checker.value(f"{hp}.buffer_size")
+        _, steps = checker.value("envs.max_steps")
+        if isinstance(size, int) and isinstance(steps, int) and steps > 0:
+            need, have = size * ReplayBuffer.row_bytes(steps), physical_memory()
+            if have and need > have:  # allocated up front: fail here, not after the run folder exists
+                checker.errors.append(
+                    f"{hp}.buffer_size={size}: the replay buffer needs {need / 2**30:.1f} GiB "
+                    f"({ReplayBuffer.row_bytes(steps)} bytes per transition at envs.max_steps={steps}), "
+                    f"more than this machine's {have / 2**30:.1f} GiB"
+                )
         present, processor = checker.value("envs.positions_processor")
         if present and processor == "random":  # the same refusal as __init__, before the run folder exists
             checker.errors.append(

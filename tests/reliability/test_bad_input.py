@@ -143,6 +143,22 @@ def test_each_bad_learner_value_has_its_line(overrides):
     assert e.value.lines == [LEARNER_BAD_VALUES[overrides]]
 
 
+def test_a_replay_buffer_larger_than_the_machine_is_refused(monkeypatch):
+    """The buffer is allocated up front (30 bytes per transition at T = 2): one line before the run
+    folder exists, not a MemoryError after it."""
+    import rl.agents.dqn as dqn
+
+    monkeypatch.setattr(dqn, "physical_memory", lambda: 2**30)
+    ok = ["learner=dqn", f"algo.dqn.hyperparams.buffer_size={2**30 // 30}"]
+    check_training(compose_cfg(TINY + ok))  # just fits
+    with pytest.raises(ConfigError) as e:
+        check_training(compose_cfg(TINY + ["learner=dqn", "algo.dqn.hyperparams.buffer_size=100000000"]))
+    assert e.value.lines == [
+        "algo.dqn.hyperparams.buffer_size=100000000: the replay buffer needs 2.8 GiB (30 bytes per transition "
+        "at envs.max_steps=2), more than this machine's 1.0 GiB"
+    ]
+
+
 def test_cuda_device_on_a_cpu_machine():
     import torch
 
