@@ -32,6 +32,7 @@ from prompts_and_metrics.reader_io import (
     LogFormatError,
     mean,
     model_basename,
+    output_lock,
     parse_reader_args,
     pending_records,
     read_jsonl,
@@ -158,51 +159,52 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
         else log.path.with_name(f"{log.path.stem}_{model_basename(args.llm_name)}.jsonl")
     )
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    settings = {
-        "llm_name": args.llm_name,
-        "filter": spec.key(),
-        "max_tokens": args.max_tokens,
-        "think": bool(args.think),
-        "prompt_file": args.prompt_file,
-    }
-    existing = read_keyed_output(out_path, log, "--output_file_path")
-    jobs = []
-    for r in pending_records(out_path, existing, records, settings, "--output_file_path"):
-        lb = lbs[record_key(r)]
-        idx, texts = apply_filter(r, spec, sort_by_index=True)
-        prompt = fill_prompt(lb["dataset"], "\n".join(texts), str(lb["input"]), prompts, args.prompt_file)
-        # one generation length per subset (LongBench's), unless --max_tokens fixes it
-        n_new = args.max_tokens if args.max_tokens is not None else subset(lb["dataset"]).max_new_tokens
-        jobs.append(Job(r, [{"role": "user", "content": prompt}], n_new, (idx, lb)))
-
-    def make_line(job: Job, out: str) -> dict[str, Any]:
-        r, (idx, lb) = job.record, job.info
-        answers = [str(r["answer"]), *[str(a) for a in r.get("answer_aliases") or []]]
-        pred = strip_think(out)
-        return {
-            "id": r["id"],
-            "dataset": lb["dataset"],
-            "pred": pred,
-            "answers": answers,
-            "all_classes": lb["all_classes"],
-            "length": lb["length"],
-            "full_model_output": out,
-            "retrieved_chunks_idx": r["pred_idx"],
-            "filter_idx": idx,
-            "max_tokens": job.max_tokens,
-            "score": longbench_score(lb["dataset"], pred, answers, lb["all_classes"]),
-            "reader_settings": settings,
-            "scoring": SCORING_VERSION,
+    with output_lock(out_path, "--output_file_path"):
+        settings = {
+            "llm_name": args.llm_name,
+            "filter": spec.key(),
+            "max_tokens": args.max_tokens,
+            "think": bool(args.think),
+            "prompt_file": args.prompt_file,
         }
+        existing = read_keyed_output(out_path, log, "--output_file_path")
+        jobs = []
+        for r in pending_records(out_path, existing, records, settings, "--output_file_path"):
+            lb = lbs[record_key(r)]
+            idx, texts = apply_filter(r, spec, sort_by_index=True)
+            prompt = fill_prompt(lb["dataset"], "\n".join(texts), str(lb["input"]), prompts, args.prompt_file)
+            # one generation length per subset (LongBench's), unless --max_tokens fixes it
+            n_new = args.max_tokens if args.max_tokens is not None else subset(lb["dataset"]).max_new_tokens
+            jobs.append(Job(r, [{"role": "user", "content": prompt}], n_new, (idx, lb)))
 
-    new = generate_lines(args, backend, jobs, make_line, out_path, bool(args.think), "LongBench reader")
-    rows = sample_lines(records, existing + new)
-    summary = {"subsets": summarize(rows), "n": len(rows), "retriever_logfile": str(log.path), **settings}
-    summary_path = out_path.with_name(f"{out_path.stem}.summary.json")
-    write_json_atomic(summary_path, summary)
-    for ds, s in summary["subsets"].items():
-        print(f"LongBench reader: {ds} score={s['score']:.4f} (x100 = {100 * s['score']:.2f}) n={s['n']}")
-    return {**summary, "output": str(out_path), "summary": str(summary_path)}
+        def make_line(job: Job, out: str) -> dict[str, Any]:
+            r, (idx, lb) = job.record, job.info
+            answers = [str(r["answer"]), *[str(a) for a in r.get("answer_aliases") or []]]
+            pred = strip_think(out)
+            return {
+                "id": r["id"],
+                "dataset": lb["dataset"],
+                "pred": pred,
+                "answers": answers,
+                "all_classes": lb["all_classes"],
+                "length": lb["length"],
+                "full_model_output": out,
+                "retrieved_chunks_idx": r["pred_idx"],
+                "filter_idx": idx,
+                "max_tokens": job.max_tokens,
+                "score": longbench_score(lb["dataset"], pred, answers, lb["all_classes"]),
+                "reader_settings": settings,
+                "scoring": SCORING_VERSION,
+            }
+
+        new = generate_lines(args, backend, jobs, make_line, out_path, bool(args.think), "LongBench reader")
+        rows = sample_lines(records, existing + new)
+        summary = {"subsets": summarize(rows), "n": len(rows), "retriever_logfile": str(log.path), **settings}
+        summary_path = out_path.with_name(f"{out_path.stem}.summary.json")
+        write_json_atomic(summary_path, summary)
+        for ds, s in summary["subsets"].items():
+            print(f"LongBench reader: {ds} score={s['score']:.4f} (x100 = {100 * s['score']:.2f}) n={s['n']}")
+        return {**summary, "output": str(out_path), "summary": str(summary_path)}
 
 
 def score_prediction_dir(folder: Path, by_length: bool) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from prompts_and_metrics.reader_io import (
     LogFormatError,
     line_key,
     mean,
+    output_lock,
     parse_reader_args,
     pending_records,
     read_keyed_output,
@@ -126,84 +127,85 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
         Path(args.output_file_path) if args.output_file_path else log.path.with_name(f"{log.path.stem}_eval_llm.jsonl")
     )
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    enable_thinking = bool(args.think) if "qwen3" in args.llm_name.lower() else None
-    settings = {
-        "llm_name": args.llm_name,
-        "filter": spec.key(),
-        "max_tokens": args.max_tokens,
-        "think": enable_thinking,
-        "ignore_answer_aliases": bool(args.ignore_answer_aliases),
-        "qa_f1_empty_conventions": bool(args.qa_f1_empty_conventions),
-        "benchmark": args.benchmark,
-    }
-    dataset = log_dataset(log.path)
-    for k, r in enumerate(records):
-        if r.get("answer") is None:
-            raise LogFormatError(
-                f"{log.path}: record {k + 1} ({r.get('id')!r}) has no answer. The 2WikiMultihopQA test split is "
-                "unlabelled (its authors score test predictions on request): evaluate on dev."
-            )
-    benchmarks = {record_key(r): record_benchmark(r, args.benchmark, dataset, str(log.path)) for r in records}
-
-    def upgrade(line: dict[str, Any]) -> dict[str, Any]:
-        # a line of an older scorer: its settings lack the keys added since; the rest must match
-        old = line.get("reader_settings") or {}
-        if old != {k: v for k, v in settings.items() if k in old}:
-            raise ValueError(f"made with {old}, not {settings}")
-        bench = benchmarks.get(line_key(line)) or record_benchmark(line, args.benchmark, dataset, str(out_path))
-        return {
-            **score_line(line, bench, args.ignore_answer_aliases, args.qa_f1_empty_conventions),
-            "reader_settings": settings,
+    with output_lock(out_path, "--output_file_path"):
+        enable_thinking = bool(args.think) if "qwen3" in args.llm_name.lower() else None
+        settings = {
+            "llm_name": args.llm_name,
+            "filter": spec.key(),
+            "max_tokens": args.max_tokens,
+            "think": enable_thinking,
+            "ignore_answer_aliases": bool(args.ignore_answer_aliases),
+            "qa_f1_empty_conventions": bool(args.qa_f1_empty_conventions),
+            "benchmark": args.benchmark,
         }
+        dataset = log_dataset(log.path)
+        for k, r in enumerate(records):
+            if r.get("answer") is None:
+                raise LogFormatError(
+                    f"{log.path}: record {k + 1} ({r.get('id')!r}) has no answer. The 2WikiMultihopQA test split is "
+                    "unlabelled (its authors score test predictions on request): evaluate on dev."
+                )
+        benchmarks = {record_key(r): record_benchmark(r, args.benchmark, dataset, str(log.path)) for r in records}
 
-    keyed = read_keyed_output(out_path, log, "--output_file_path")
-    existing = rescore_outputs(out_path, keyed, SCORING_VERSION, upgrade)
-    jobs = []
-    for r in pending_records(out_path, existing, records, settings, "--output_file_path"):
-        idx, texts = apply_filter(r, spec, sort_by_index=False)
-        jobs.append(Job(r, openqa_messages(texts, str(r["question"])), args.max_tokens, (idx, texts)))
+        def upgrade(line: dict[str, Any]) -> dict[str, Any]:
+            # a line of an older scorer: its settings lack the keys added since; the rest must match
+            old = line.get("reader_settings") or {}
+            if old != {k: v for k, v in settings.items() if k in old}:
+                raise ValueError(f"made with {old}, not {settings}")
+            bench = benchmarks.get(line_key(line)) or record_benchmark(line, args.benchmark, dataset, str(out_path))
+            return {
+                **score_line(line, bench, args.ignore_answer_aliases, args.qa_f1_empty_conventions),
+                "reader_settings": settings,
+            }
 
-    def make_line(job: Job, out: str) -> dict[str, Any]:
-        r, (idx, texts) = job.record, job.info
-        line = {
-            "id": r["id"],
-            "question": r["question"],
-            "retrieved_chunks_idx": r["pred_idx"],
-            "ground_truth_chunks_idx": r["sf_idx"],
-            "filter_idx": idx,
-            "filter_texts": texts,
-            "ground_truth": r["answer"],
-            "answer_aliases": list(r.get("answer_aliases") or []),
-            "full_model_output": out,
-            "reader_settings": settings,
-        }
-        bench = benchmarks[record_key(r)]
-        return score_line(line, bench, args.ignore_answer_aliases, args.qa_f1_empty_conventions)
+        keyed = read_keyed_output(out_path, log, "--output_file_path")
+        existing = rescore_outputs(out_path, keyed, SCORING_VERSION, upgrade)
+        jobs = []
+        for r in pending_records(out_path, existing, records, settings, "--output_file_path"):
+            idx, texts = apply_filter(r, spec, sort_by_index=False)
+            jobs.append(Job(r, openqa_messages(texts, str(r["question"])), args.max_tokens, (idx, texts)))
 
-    # --max_model_len is taken as given here (never grown to fit a prompt): a longer prompt is the backend's error
-    new = generate_lines(
-        args, backend, jobs, make_line, out_path, enable_thinking, "open-QA reader", grow_context=False
-    )
-    rows = sample_lines(records, existing + new)
-    # MuSiQue-Full: the official evaluator scores answers on answerable records only; the
-    # unanswerable contrasts keep their lines but leave the means (their count is reported).
-    unanswerable = {record_key(r) for r in records if r.get("answerable") is False}
-    dropped = sum(line_key(r) in unanswerable for r in rows)
-    rows = [r for r in rows if line_key(r) not in unanswerable]
-    summary = {**summarize(rows), "retriever_logfile": str(log.path), **settings}
-    if unanswerable:
-        summary["n_unanswerable"] = dropped
-    by_bench = sorted({r["benchmark"] for r in rows})
-    if len(by_bench) > 1:
-        summary["by_benchmark"] = {b: summarize([r for r in rows if r["benchmark"] == b]) for b in by_bench}
-    summary_path = out_path.with_name(f"{out_path.stem}.summary.json")
-    write_json_atomic(summary_path, summary)
-    print(
-        "open-QA reader: "
-        + ", ".join(f"{k}={summary[k]}" for k in ("EM", "F1", *_EXTRA_METRICS, "n") if k in summary)
-        + f" -> {summary_path}"
-    )
-    return {**summary, "output": str(out_path), "summary": str(summary_path)}
+        def make_line(job: Job, out: str) -> dict[str, Any]:
+            r, (idx, texts) = job.record, job.info
+            line = {
+                "id": r["id"],
+                "question": r["question"],
+                "retrieved_chunks_idx": r["pred_idx"],
+                "ground_truth_chunks_idx": r["sf_idx"],
+                "filter_idx": idx,
+                "filter_texts": texts,
+                "ground_truth": r["answer"],
+                "answer_aliases": list(r.get("answer_aliases") or []),
+                "full_model_output": out,
+                "reader_settings": settings,
+            }
+            bench = benchmarks[record_key(r)]
+            return score_line(line, bench, args.ignore_answer_aliases, args.qa_f1_empty_conventions)
+
+        # --max_model_len is taken as given here (never grown to fit a prompt): a longer prompt is the backend's error
+        new = generate_lines(
+            args, backend, jobs, make_line, out_path, enable_thinking, "open-QA reader", grow_context=False
+        )
+        rows = sample_lines(records, existing + new)
+        # MuSiQue-Full: the official evaluator scores answers on answerable records only; the
+        # unanswerable contrasts keep their lines but leave the means (their count is reported).
+        unanswerable = {record_key(r) for r in records if r.get("answerable") is False}
+        dropped = sum(line_key(r) in unanswerable for r in rows)
+        rows = [r for r in rows if line_key(r) not in unanswerable]
+        summary = {**summarize(rows), "retriever_logfile": str(log.path), **settings}
+        if unanswerable:
+            summary["n_unanswerable"] = dropped
+        by_bench = sorted({r["benchmark"] for r in rows})
+        if len(by_bench) > 1:
+            summary["by_benchmark"] = {b: summarize([r for r in rows if r["benchmark"] == b]) for b in by_bench}
+        summary_path = out_path.with_name(f"{out_path.stem}.summary.json")
+        write_json_atomic(summary_path, summary)
+        print(
+            "open-QA reader: "
+            + ", ".join(f"{k}={summary[k]}" for k in ("EM", "F1", *_EXTRA_METRICS, "n") if k in summary)
+            + f" -> {summary_path}"
+        )
+        return {**summary, "output": str(out_path), "summary": str(summary_path)}
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from prompts_and_metrics.reader_io import (
     context_key,
     mean,
     model_basename,
+    output_lock,
     parse_reader_args,
     pending_records,
     read_keyed_output,
@@ -130,41 +131,42 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
     logdir.mkdir(parents=True, exist_ok=True)
     llm_base = model_basename(args.llm_name)
     out_path = logdir / f"{llm_base}_{log.path.name}"
-    settings = {
-        "babi_task": task,
-        "max_tokens": args.max_tokens,
-        "think": bool(args.think),
-        "llm_name": args.llm_name,
-        "extra_question_mark": bool(args.extra_question_mark),
-    }
+    with output_lock(out_path, "--logdir"):
+        settings = {
+            "babi_task": task,
+            "max_tokens": args.max_tokens,
+            "think": bool(args.think),
+            "llm_name": args.llm_name,
+            "extra_question_mark": bool(args.extra_question_mark),
+        }
 
-    # one output file holds every filter's lines: only this filter's count here
-    existing = [r for r in _read_rescored(out_path, log, task) if r.get("filter") == fkey]
-    jobs = []
-    for r in pending_records(out_path, existing, records, settings, "--logdir"):
-        idx, texts = apply_filter(r, spec, sort_by_index=True)
-        msgs = babilong_messages(task, " ".join(texts), str(r["question"]), args.extra_question_mark)
-        jobs.append(Job(r, msgs, args.max_tokens, (idx, texts)))
+        # one output file holds every filter's lines: only this filter's count here
+        existing = [r for r in _read_rescored(out_path, log, task) if r.get("filter") == fkey]
+        jobs = []
+        for r in pending_records(out_path, existing, records, settings, "--logdir"):
+            idx, texts = apply_filter(r, spec, sort_by_index=True)
+            msgs = babilong_messages(task, " ".join(texts), str(r["question"]), args.extra_question_mark)
+            jobs.append(Job(r, msgs, args.max_tokens, (idx, texts)))
 
-    def make_line(job: Job, out: str) -> dict[str, Any]:
-        idx, texts = job.info
-        rec = {**job.record, "full_model_output": out, "filter_idx": idx, "filter_texts": texts}
-        return score_record({**rec, "filter": fkey, "reader_settings": settings}, task)
+        def make_line(job: Job, out: str) -> dict[str, Any]:
+            idx, texts = job.info
+            rec = {**job.record, "full_model_output": out, "filter_idx": idx, "filter_texts": texts}
+            return score_record({**rec, "filter": fkey, "reader_settings": settings}, task)
 
-    new = generate_lines(args, backend, jobs, make_line, out_path, bool(args.think), f"{llm_base} {task} {fkey}")
-    rows = sample_lines(records, existing + new)
-    summary: dict[str, Any] = {k: mean([r[f"answer_{k}"] for r in rows]) for k in metric_names(task)}
-    summary["n"] = len(rows)
-    ctx = context_key(log.path, records)
-    results_path = logdir / f"results_{llm_base}.json"
-    results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
-    results.setdefault(ctx, {})[fkey] = summary
-    write_json_atomic(results_path, results)
-    print(
-        f"[{llm_base}] task={task} context={ctx} filter={fkey}: "
-        + ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items())
-    )
-    return {"context": ctx, "filter": fkey, **summary, "output": str(out_path), "results": str(results_path)}
+        new = generate_lines(args, backend, jobs, make_line, out_path, bool(args.think), f"{llm_base} {task} {fkey}")
+        rows = sample_lines(records, existing + new)
+        summary: dict[str, Any] = {k: mean([r[f"answer_{k}"] for r in rows]) for k in metric_names(task)}
+        summary["n"] = len(rows)
+        ctx = context_key(log.path, records)
+        results_path = logdir / f"results_{llm_base}.json"
+        results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
+        results.setdefault(ctx, {})[fkey] = summary
+        write_json_atomic(results_path, results)
+        print(
+            f"[{llm_base}] task={task} context={ctx} filter={fkey}: "
+            + ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items())
+        )
+        return {"context": ctx, "filter": fkey, **summary, "output": str(out_path), "results": str(results_path)}
 
 
 # ``--reader ref`` restores the reference script values (DESIGN §9.6); explicit flags still win.

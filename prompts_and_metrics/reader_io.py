@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rl.storage import FolderLock, StorageError
+
 REQUIRED_FIELDS = ("id", "question", "answer", "sf_idx", "pred_idx", "sf_texts", "pred_texts")
 
 
@@ -285,5 +287,15 @@ def run_reader_cli(run: Callable[[argparse.Namespace], dict[str, Any]], args: ar
     one-line ``error: ...`` exit instead of a traceback."""
     try:
         return run(args)
-    except (FileNotFoundError, LogFormatError, ValueError) as exc:
+    except (FileNotFoundError, LogFormatError, ValueError, StorageError) as exc:
         raise SystemExit(f"error: {exc}") from None
+
+
+def output_lock(out_path: Path, output_flag: str) -> FolderLock:
+    """One reader per output file: a second process on the same output would score every pending
+    sample again and interleave its lines with the first one's (``flock``, released on kill -9)."""
+    return FolderLock(
+        out_path.with_name(f".{out_path.name}.lock"),
+        f"reader output {out_path}",
+        f"wait for that reader to end, or choose another {output_flag}",
+    )

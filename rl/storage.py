@@ -189,6 +189,12 @@ class FolderLock:
             os.close(self._fd)
             self._fd = None
 
+    def __enter__(self) -> FolderLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
 
 # -- checkpoints --------------------------------------------------------------------------------
 def _numpy_globals() -> list[Any]:

@@ -217,3 +217,43 @@ def test_musique_full_answers_are_scored_on_answerable_records_only(tmp_path):
     assert len(_lines(res)) == 3
     assert res["n"] == 2 and res["n_unanswerable"] == 1
     assert res["F1"] == pytest.approx(0.5) and res["EM"] == pytest.approx(0.5)  # not 1/3 over all three
+
+
+OUTPUTS = {"synthetics": "m_eval_seed0_ns30.jsonl", "openqa": "eval_seed0_eval_llm.jsonl", "longbench": None}
+HOLD = (
+    "import sys, time; from pathlib import Path; from prompts_and_metrics.reader_io import output_lock; "
+    "output_lock(Path(sys.argv[1]), 'x').acquire(); print('LOCKED', flush=True); time.sleep(300)"
+)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_second_reader_on_the_same_output_is_refused(script, tmp_path):
+    """One reader per output file (a second one would score every pending sample again and
+    interleave its lines): refused at once naming the holder; once the holder is gone (kill -9),
+    the same command runs and writes each sample once."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    log_name = SCRIPTS[script][2]
+    out = tmp_path / (OUTPUTS[script] or f"{Path(log_name).stem}_m.jsonl")
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    records = _records(script, ["a", "b", "c"], sources=[SOURCES[script][0]] * 3, indices=[0, 1, 2])
+    try:
+        assert holder.stdout.readline().strip() == "LOCKED"
+        with pytest.raises(SystemExit) as e:
+            _run(script, tmp_path, records, Canned())
+        msg = str(e.value)
+        assert msg.startswith(f"error: reader output {out} is in use by another process (pid {holder.pid} on ")
+        flag = "--logdir" if script == "synthetics" else "--output_file_path"
+        assert msg.endswith(f"wait for that reader to end, or choose another {flag}")
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
+    assert not out.exists()  # the refused reader wrote nothing
+    res = _run(script, tmp_path, records, Canned())
+    assert Path(res["output"]) == out and len(_lines(res)) == 3
+    assert not out.with_name(f".{out.name}.lock").exists()  # released when the reader ended
