@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rl.storage import FolderLock, StorageError
+from rl.storage import FolderLock, StorageError, append_line
 
 REQUIRED_FIELDS = ("id", "question", "answer", "sf_idx", "pred_idx", "sf_texts", "pred_texts")
 
@@ -223,11 +223,11 @@ def sample_lines(records: list[dict[str, Any]], lines: list[dict[str, Any]]) -> 
 
 
 def append_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> None:
-    with open(path, "a", encoding="utf-8") as fh:
-        for r in records:
-            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    """A batch of output lines appended whole; on a full disk the file is cut back to where it was
+    and the run stops with one line (the lines of earlier batches are kept and resume skips them)."""
+    text = "\n".join(json.dumps(r, ensure_ascii=False) for r in records)
+    if text:
+        append_line(Path(path), text)
 
 
 def write_json_atomic(path: str | Path, obj: Any) -> None:

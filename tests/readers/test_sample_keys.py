@@ -257,3 +257,34 @@ def test_a_second_reader_on_the_same_output_is_refused(script, tmp_path):
     res = _run(script, tmp_path, records, Canned())
     assert Path(res["output"]) == out and len(_lines(res)) == 3
     assert not out.with_name(f".{out.name}.lock").exists()  # released when the reader ended
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_full_disk_stops_the_reader_and_loses_nothing(script, tmp_path, monkeypatch):
+    """ENOSPC on the second batch's line: one `error: disk full ...` line, the torn line cut back,
+    the first batch kept; the rerun scores only the two missing samples."""
+    import errno
+    import io
+
+    from rl import storage
+
+    calls = []
+
+    class FullOnSecondBatch(io.FileIO):
+        def write(self, data):
+            if calls:
+                super().write(bytes(data)[:5])  # part of the line reaches the disk, then it is full
+                raise OSError(errno.ENOSPC, "No space left on device")
+            calls.append(1)
+            return super().write(data)
+
+    monkeypatch.setattr(storage, "_open_for_append", lambda p: FullOnSecondBatch(p, "a"))
+    records = _records(script, ["a", "b", "c"], sources=[SOURCES[script][0]] * 3, indices=[0, 1, 2])
+    with pytest.raises(SystemExit, match=r"^error: disk full while writing .*Free space on that disk"):
+        _run(script, tmp_path, records, Canned())
+    monkeypatch.undo()
+    out = next(p for p in tmp_path.glob("*.jsonl") if p.name != SCRIPTS[script][2])
+    assert len(out.read_text().splitlines()) == 1 and out.read_text().endswith("\n")
+    backend = Canned()
+    res = _run(script, tmp_path, records, backend)
+    assert len(backend.prompts) == 2 and res["n"] == 3 and len(_lines(res)) == 3
