@@ -13,11 +13,25 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT, SFT = "default", "sft"
 # (name, file, original text, wrong text, the cases that must catch it)
 MUTANTS = [
-    (
+    (  # the twin-head regression PQN, SARSA, SAC-D and DQN share (TwinHeadLearner.regress)
         "loss factor 2 dropped",
-        "rl/agents/pqn.py",
+        "rl/agents/base.py",
         "loss = (0.5 * ((2 * q1 - g) ** 2).mean() + 0.5 * ((2 * q2 - g) ** 2).mean()) / self.k_accum",
         "loss = (0.5 * ((q1 - g) ** 2).mean() + 0.5 * ((q2 - g) ** 2).mean()) / self.k_accum",
+        DEFAULT,
+    ),
+    (
+        "chosen chunks not rotated by their position codes",
+        "rl/agents/base.py",
+        "a_emb = agent.rope(a_emb, torch.tensor(codes, device=agent.device))",
+        "pass",
+        DEFAULT,
+    ),
+    (
+        "Lambda read as gamma",
+        "rl/agents/pqn.py",
+        'lam: float = field(default=0.65, metadata={"key": "Lambda"})',
+        'lam: float = field(default=0.65, metadata={"key": "gamma"})',
         DEFAULT,
     ),
     (

@@ -11,7 +11,10 @@ post-step updates; its own hyperparameters live in ``algo.<objective>.hyperparam
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import types
+import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -21,6 +24,7 @@ from envs.env import VecRetrievalEnv
 from envs.seeding import derive_seed
 from rl import distributed as dist
 from rl.agent import QRAGAgent
+from rl.qfunc import twin_heads
 from rl.schedules import build_scheduler
 
 
@@ -40,6 +44,34 @@ class BatchShape:
     n_envs: int
     k_accum: int
     batch_size: int
+
+
+class Hyperparams:
+    """Base of a learner's hyperparameter dataclass: :meth:`from_cfg` reads one key per field.
+
+    The key is the field's name, or ``field(metadata={"key": ...})`` where the config spells it
+    otherwise (``Lambda`` for ``lam``). Each value is converted by the field's annotation
+    (``float``, ``int``, ``bool``, ``str``; ``X | None`` keeps a null). Every key must be in the node
+    (the learner's yaml holds every default): a missing one raises the config's own error, naming
+    it. Keys without a field are not read (Hydra refuses overrides of keys the yaml lacks).
+    """
+
+    @classmethod
+    def from_cfg(cls, hp: Any) -> Any:
+        """The dataclass from ``algo.<NAME>.hyperparams`` (configs/learner/<NAME>.yaml)."""
+        hints = typing.get_type_hints(cls)
+        values = {}
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            value = getattr(hp, f.metadata.get("key", f.name))
+            kind = hints[f.name]
+            args = typing.get_args(kind)
+            if typing.get_origin(kind) in (typing.Union, types.UnionType) and type(None) in args:
+                if value is None:
+                    values[f.name] = None
+                    continue
+                (kind,) = (a for a in args if a is not type(None))
+            values[f.name] = kind(value)
+        return cls(**values)
 
 
 class Learner(Protocol):
@@ -173,3 +205,40 @@ class LearnerBase:
         self.env.load_state_dict(state["env"])
         self.agent.weights_version = int(state["weights_version"]) + 1  # recompute every cache
         self.load_extra_state(state)
+
+
+class TwinHeadLearner(LearnerBase):
+    """A learner whose loss regresses Q(s, a) = q1 + q2 of chosen chunks towards targets (PQN,
+    SARSA, SAC-D, DQN); each computes its targets its own way and hands them to :meth:`regress`."""
+
+    def optimizer_step(self) -> dict[str, float]:
+        """The learner's optimiser step (gradient step, then its own updates), every K micro-steps."""
+        raise NotImplementedError
+
+    def regress(
+        self, states: list[list[int]], actions: list[list[int]], codes: list[int], g: torch.Tensor
+    ) -> dict[str, float]:
+        """One backward pass of the twin-head loss (DESIGN §5.4)
+        [0.5·mean((2q1 − g)²) + 0.5·mean((2q2 − g)²)] / K, the states and chosen chunks (token ids;
+        ``codes``: each chunk's position code p̂(a), -1 for none) encoded again with gradient in train
+        mode; every K micro-steps the optimiser step. Returns the micro-step's scalars."""
+        agent = self.agent
+        s_emb = agent.embed(agent.state_enc, states, train=True, grad=True)
+        a_emb = agent.embed(agent.action_enc, actions, train=True, grad=True)
+        if self.env.pos.processor != "none":
+            a_emb = agent.rope(a_emb, torch.tensor(codes, device=agent.device))
+        q1, q2 = twin_heads(s_emb, a_emb)
+        loss = (0.5 * ((2 * q1 - g) ** 2).mean() + 0.5 * ((2 * q2 - g) ** 2).mean()) / self.k_accum
+        loss.backward()
+        self.counters.micro_steps += 1
+        with torch.no_grad():
+            q = (q1 + q2).detach()
+            scalars = {
+                "qf_loss": float(loss) * self.k_accum,
+                "q_mean": float(q.mean()),
+                "td_abs": float((q - g).abs().mean()),
+                "target_mean": float(g.mean()),
+            }
+        if self.counters.micro_steps % self.k_accum == 0:
+            scalars.update(self.optimizer_step())
+        return scalars

@@ -26,8 +26,8 @@ import torch
 
 from envs.env import Episode, VecRetrievalEnv
 from rl.agent import QRAGAgent
-from rl.agents.base import BatchShape, LearnerBase
-from rl.qfunc import NEG_INF, masked_topk, q_all, sample_policy, twin_heads
+from rl.agents.base import BatchShape, Hyperparams, TwinHeadLearner
+from rl.qfunc import NEG_INF, masked_topk, q_all, sample_policy
 from rl.replay import NStepAssembler, ReplayBuffer, Step, physical_memory
 
 EXPLORATION = ("epsilon", "softmax")
@@ -55,7 +55,9 @@ def nstep_targets(
 
 
 @dataclass
-class Hyper:
+class Hyper(Hyperparams):
+    """``algo.dqn.hyperparams`` (configs/learner/dqn.yaml holds every default)."""
+
     gamma: float
     n_step: int
     double: bool
@@ -73,38 +75,16 @@ class Hyper:
     target_update_interval: int
     acting_dropout: bool
 
-    @classmethod
-    def from_cfg(cls, hp: Any) -> Hyper:
-        """From ``algo.dqn.hyperparams`` (configs/learner/dqn.yaml holds every default)."""
-        k = hp.top_k_actions
-        out = cls(
-            gamma=float(hp.gamma),
-            n_step=int(hp.n_step),
-            double=bool(hp.double),
-            buffer_size=int(hp.buffer_size),
-            learning_starts=int(hp.learning_starts),
-            env_steps_per_update=int(hp.env_steps_per_update),
-            exploration=str(hp.exploration),
-            epsilon_start=float(hp.epsilon_start),
-            epsilon_end=float(hp.epsilon_end),
-            epsilon_decay_steps=int(hp.epsilon_decay_steps),
-            temperature=float(hp.temperature),
-            top_k_actions=None if k is None else int(k),
-            target_update=str(hp.target_update),
-            tau=float(hp.tau),
-            target_update_interval=int(hp.target_update_interval),
-            acting_dropout=bool(hp.acting_dropout),
-        )
-        if out.exploration not in EXPLORATION:
-            raise ValueError(f"algo.dqn.hyperparams.exploration must be one of {EXPLORATION}, got {out.exploration!r}")
-        if out.target_update not in TARGET_UPDATES:
+    def __post_init__(self) -> None:
+        if self.exploration not in EXPLORATION:
+            raise ValueError(f"algo.dqn.hyperparams.exploration must be one of {EXPLORATION}, got {self.exploration!r}")
+        if self.target_update not in TARGET_UPDATES:
             raise ValueError(
-                f"algo.dqn.hyperparams.target_update must be one of {TARGET_UPDATES}, got {out.target_update!r}"
+                f"algo.dqn.hyperparams.target_update must be one of {TARGET_UPDATES}, got {self.target_update!r}"
             )
-        return out
 
 
-class DQNLearner(LearnerBase):
+class DQNLearner(TwinHeadLearner):
     NAME = "dqn"
     LOSS = "qf_loss"
     VIEW_CACHE = 64  # replayed samples whose token ids stay cached (a sample recurs often in a small dataset)
@@ -285,33 +265,13 @@ class DQNLearner(LearnerBase):
             )
         y = nstep_targets(ret, k, done, v_next, hp.gamma)
 
-        s_emb = agent.embed(
-            agent.state_enc,
+        scalars = self.regress(
             [agent.state_ids(ep, self.sort_by_index, selected=tr.selected) for ep, tr in zip(eps, batch)],
-            train=True,
-            grad=True,
+            [agent.action_ids(ep, tr.action) for ep, tr in zip(eps, batch)],
+            [tr.code for tr in batch],
+            y,
         )
-        a_emb = agent.embed(
-            agent.action_enc, [agent.action_ids(ep, tr.action) for ep, tr in zip(eps, batch)], train=True, grad=True
-        )
-        if self.env.pos.processor != "none":
-            a_emb = agent.rope(a_emb, torch.tensor([tr.code for tr in batch], device=dev))
-        q1, q2 = twin_heads(s_emb, a_emb)
-        loss = (0.5 * ((2 * q1 - y) ** 2).mean() + 0.5 * ((2 * q2 - y) ** 2).mean()) / self.k_accum
-        loss.backward()
-        self.counters.micro_steps += 1
-        with torch.no_grad():
-            q = (q1 + q2).detach()
-            scalars = {
-                "qf_loss": float(loss) * self.k_accum,
-                "q_mean": float(q.mean()),
-                "td_abs": float((q - y).abs().mean()),
-                "target_mean": float(y.mean()),
-                "buffer_size": float(len(self.buffer)),
-            }
-        if self.counters.micro_steps % self.k_accum == 0:
-            scalars.update(self.optimizer_step())
-        return scalars
+        return {**scalars, "buffer_size": float(len(self.buffer))}
 
     def optimizer_step(self) -> dict[str, float]:
         """Clip, AdamW, scheduler, zero; then the target encoders: EMA with weight τ at every step,

@@ -8,7 +8,7 @@ optimiser steps, never inside a rollout, and run deterministically in eval mode 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -17,38 +17,24 @@ import torch
 from envs.env import Episode, VecRetrievalEnv
 from envs.legacy import flag
 from rl.agent import QRAGAgent
-from rl.agents.base import LearnerBase
-from rl.qfunc import q_all, sample_policy, soft_values, twin_heads
+from rl.agents.base import Hyperparams, TwinHeadLearner
+from rl.qfunc import q_all, sample_policy, soft_values
 from rl.returns import lambda_returns
 
 
 @dataclass
-class Hyper:
+class Hyper(Hyperparams):
+    """``algo.pqn.hyperparams`` (configs/learner/pqn.yaml holds every default)."""
+
     gamma: float = 0.99
     alpha: float = 0.01
-    lam: float = 0.65
+    lam: float = field(default=0.65, metadata={"key": "Lambda"})
     tau: float = 0.1
     top_k_actions: int | None = 5
     alpha_min: float = 1e-6
     soft_target: bool = True
     use_target_networks: bool = True
     acting_dropout: bool = True
-
-    @classmethod
-    def from_cfg(cls, hp: Any) -> Hyper:
-        """From ``algo.pqn.hyperparams`` (configs/learner/pqn.yaml holds every default)."""
-        k = hp.top_k_actions
-        return cls(
-            gamma=float(hp.gamma),
-            alpha=float(hp.alpha),
-            lam=float(hp.Lambda),
-            tau=float(hp.tau),
-            top_k_actions=None if k is None else int(k),
-            alpha_min=float(hp.alpha_min),
-            soft_target=bool(hp.soft_target),
-            use_target_networks=bool(hp.use_target_networks),
-            acting_dropout=bool(hp.acting_dropout),
-        )
 
 
 @dataclass
@@ -62,9 +48,13 @@ class Transition:
     done: bool = False
 
 
-class PQNLearner(LearnerBase):
+class PQNLearner(TwinHeadLearner):
     NAME = "pqn"
     LOSS = "qf_loss"
+    HYPER: type[Hyperparams] = Hyper  # the dataclass of algo.<NAME>.hyperparams
+    # legacy.* switches that reproduce defects of the reference's PQN; PQN's variants (SARSA,
+    # SAC-D) share its acting and loss but not those defects
+    LEGACY_SWITCHES = True
 
     @classmethod
     def check_config(cls, checker: Any, hp: str) -> None:
@@ -78,10 +68,11 @@ class PQNLearner(LearnerBase):
 
     def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
         super().__init__(agent, env, cfg, legacy)
-        self.hp = Hyper.from_cfg(self.hyperparams(cfg))
+        self.hp = self.HYPER.from_cfg(self.hyperparams(cfg))
         self.alpha = self.hp.alpha  # α = α₀ until the first optimiser step
         self.learning_start = int(cfg.learning_start)
         self.sort_by_index = env.sort_by_index
+        legacy = legacy if self.LEGACY_SWITCHES else None
         self.legacy_off_by_one = flag(legacy, "lambda_return_off_by_one")
         self.legacy_drop_last = flag(legacy, "drop_last_transition")
         self.legacy_topk = flag(legacy, "target_topk_before_mask")
@@ -186,29 +177,12 @@ class PQNLearner(LearnerBase):
         returns = lambda_returns(rewards, dones, v, boot, self.hp.gamma, self.hp.lam, self.legacy_off_by_one)
 
         # loss: re-encode states and chosen chunks with gradient, train mode (DESIGN §5.4)
-        s_emb = agent.embed(agent.state_enc, [tr.state for tr in flat], train=True, grad=True)
-        a_emb = agent.embed(
-            agent.action_enc, [agent.action_ids(tr.ep, tr.action) for tr in flat], train=True, grad=True
+        return self.regress(
+            [tr.state for tr in flat],
+            [agent.action_ids(tr.ep, tr.action) for tr in flat],
+            [tr.code for tr in flat],
+            returns.flatten(),
         )
-        if self.env.pos.processor != "none":
-            codes = torch.tensor([tr.code for tr in flat], device=agent.device)
-            a_emb = agent.rope(a_emb, codes)
-        q1, q2 = twin_heads(s_emb, a_emb)
-        g = returns.flatten()
-        loss = (0.5 * ((2 * q1 - g) ** 2).mean() + 0.5 * ((2 * q2 - g) ** 2).mean()) / self.k_accum
-        loss.backward()
-        self.counters.micro_steps += 1
-        with torch.no_grad():
-            q = (q1 + q2).detach()
-            scalars = {
-                "qf_loss": float(loss) * self.k_accum,
-                "q_mean": float(q.mean()),
-                "td_abs": float((q - g).abs().mean()),
-                "target_mean": float(g.mean()),
-            }
-        if self.counters.micro_steps % self.k_accum == 0:
-            scalars.update(self.optimizer_step())
-        return scalars
 
     def optimizer_step(self) -> dict[str, float]:
         """DESIGN §5.5, in order: clip, AdamW, scheduler, zero, α, EMA, (acting alias), stale caches."""

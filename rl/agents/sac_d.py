@@ -31,14 +31,14 @@ PQN's legacy switches reproduce defects of the reference's PQN and do not apply 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from envs.env import Episode, VecRetrievalEnv
 from rl.agent import QRAGAgent
-from rl.agents.base import LearnerBase
+from rl.agents.base import Hyperparams
 from rl.agents.pqn import PQNLearner
 from rl.agents.target_heads import target_head_groups
 
@@ -115,11 +115,11 @@ class Temperature:
 
 
 @dataclass
-class SacHyper:
+class SacHyper(Hyperparams):
     """``algo.sac_d.hyperparams`` (configs/learner/sac_d.yaml documents and defaults every key)."""
 
     gamma: float
-    lam: float
+    lam: float = field(metadata={"key": "Lambda"})
     alpha: float
     learn_alpha: bool
     alpha_lr: float
@@ -130,26 +130,11 @@ class SacHyper:
     use_target_networks: bool
     acting_dropout: bool
 
-    @classmethod
-    def from_cfg(cls, hp: Any) -> SacHyper:
-        k = hp.top_k_actions
-        return cls(
-            gamma=float(hp.gamma),
-            lam=float(hp.Lambda),
-            alpha=float(hp.alpha),
-            learn_alpha=bool(hp.learn_alpha),
-            alpha_lr=float(hp.alpha_lr),
-            target_entropy_ratio=float(hp.target_entropy_ratio),
-            alpha_min=float(hp.alpha_min),
-            tau=float(hp.tau),
-            top_k_actions=None if k is None else int(k),
-            use_target_networks=bool(hp.use_target_networks),
-            acting_dropout=bool(hp.acting_dropout),
-        )
-
 
 class SacDLearner(PQNLearner):
     NAME = "sac_d"
+    HYPER = SacHyper
+    LEGACY_SWITCHES = False
 
     @classmethod
     def check_config(cls, checker: Any, hp: str) -> None:
@@ -163,13 +148,7 @@ class SacDLearner(PQNLearner):
             checker.boolean(f"{hp}.{k}")
 
     def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
-        # PQN's own __init__ would read PQN's keys; SAC-D sets the attributes PQN's acting and
-        # micro-step use, from its own node
-        LearnerBase.__init__(self, agent, env, cfg, legacy)
-        self.hp = SacHyper.from_cfg(self.hyperparams(cfg))
-        self.learning_start = int(cfg.learning_start)
-        self.sort_by_index = env.sort_by_index
-        self.legacy_off_by_one = self.legacy_drop_last = self.legacy_topk = self.target_train_mode = False
+        super().__init__(agent, env, cfg, legacy)  # PQN's, with SAC-D's hyperparameters
         self.temperature = Temperature(self.hp.alpha, self.hp.alpha_lr, self.hp.alpha_min, self.hp.learn_alpha)
         self.alpha = self.temperature.alpha
         self._entropy: list[torch.Tensor] = []  # H(π′) of the target states since the last optimiser step

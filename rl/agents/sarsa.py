@@ -32,10 +32,10 @@ import torch
 
 from envs.env import Episode, VecRetrievalEnv
 from rl.agent import QRAGAgent
-from rl.agents.base import LearnerBase
+from rl.agents.base import Hyperparams
 from rl.agents.pqn import PQNLearner, Transition
 from rl.agents.target_heads import target_head_groups
-from rl.qfunc import masked_topk, q_all, twin_heads
+from rl.qfunc import masked_topk, q_all
 
 
 def sarsa_returns(
@@ -71,7 +71,7 @@ def policy_probs(q: torch.Tensor, available: torch.Tensor, k: int | None, alpha:
 
 
 @dataclass
-class SarsaHyper:
+class SarsaHyper(Hyperparams):
     """``algo.sarsa.hyperparams`` (configs/learner/sarsa.yaml documents and defaults every key);
     the acting, α-schedule and EMA keys mean what they mean for PQN."""
 
@@ -84,23 +84,11 @@ class SarsaHyper:
     use_target_networks: bool
     acting_dropout: bool
 
-    @classmethod
-    def from_cfg(cls, hp: Any) -> SarsaHyper:
-        k = hp.top_k_actions
-        return cls(
-            gamma=float(hp.gamma),
-            n_steps=int(hp.n_steps),
-            alpha=float(hp.alpha),
-            alpha_min=float(hp.alpha_min),
-            tau=float(hp.tau),
-            top_k_actions=None if k is None else int(k),
-            use_target_networks=bool(hp.use_target_networks),
-            acting_dropout=bool(hp.acting_dropout),
-        )
-
 
 class SarsaLearner(PQNLearner):
     NAME = "sarsa"
+    HYPER = SarsaHyper
+    LEGACY_SWITCHES = False
 
     @classmethod
     def check_config(cls, checker: Any, hp: str) -> None:
@@ -114,15 +102,8 @@ class SarsaLearner(PQNLearner):
             checker.boolean(f"{hp}.{k}")
 
     def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
-        # PQN's own __init__ would read PQN's keys; SARSA sets the attributes PQN's acting and
-        # optimiser step use, from its own node
-        LearnerBase.__init__(self, agent, env, cfg, legacy)
-        self.hp = SarsaHyper.from_cfg(self.hyperparams(cfg))
+        super().__init__(agent, env, cfg, legacy)  # PQN's, with SARSA's hyperparameters
         self.n_steps = self.hp.n_steps
-        self.alpha = self.hp.alpha  # α = α₀ until the first optimiser step, then tied to the lr
-        self.learning_start = int(cfg.learning_start)
-        self.sort_by_index = env.sort_by_index
-        self.legacy_off_by_one = self.legacy_drop_last = self.legacy_topk = self.target_train_mode = False
 
     # -- targets --------------------------------------------------------------------------
     @torch.no_grad()
@@ -182,30 +163,9 @@ class SarsaLearner(PQNLearner):
             boot[torch.tensor(live, device=agent.device)] = self._expected_next_q([self.env.episodes[e] for e in live])
         returns = sarsa_returns(rewards, dones, q_taken, boot, self.hp.gamma, n)
         flat = [tr for s in steps for tr in s]
-        return self._regress(flat, returns.flatten())
-
-    def _regress(self, flat: list[Transition], g: torch.Tensor) -> dict[str, float]:
-        """PQN's twin-head loss towards ``g`` with the online encoders in train mode, backward,
-        and the optimiser step every K micro-steps."""
-        agent = self.agent
-        s_emb = agent.embed(agent.state_enc, [tr.state for tr in flat], train=True, grad=True)
-        a_emb = agent.embed(
-            agent.action_enc, [agent.action_ids(tr.ep, tr.action) for tr in flat], train=True, grad=True
+        return self.regress(
+            [tr.state for tr in flat],
+            [agent.action_ids(tr.ep, tr.action) for tr in flat],
+            [tr.code for tr in flat],
+            returns.flatten(),
         )
-        if self.env.pos.processor != "none":
-            a_emb = agent.rope(a_emb, torch.tensor([tr.code for tr in flat], device=agent.device))
-        q1, q2 = twin_heads(s_emb, a_emb)
-        loss = (0.5 * ((2 * q1 - g) ** 2).mean() + 0.5 * ((2 * q2 - g) ** 2).mean()) / self.k_accum
-        loss.backward()
-        self.counters.micro_steps += 1
-        with torch.no_grad():
-            q = (q1 + q2).detach()
-            scalars = {
-                "qf_loss": float(loss) * self.k_accum,
-                "q_mean": float(q.mean()),
-                "td_abs": float((q - g).abs().mean()),
-                "target_mean": float(g.mean()),
-            }
-        if self.counters.micro_steps % self.k_accum == 0:
-            scalars.update(self.optimizer_step())
-        return scalars
