@@ -75,3 +75,17 @@ def tiny_cfg(tmp_path):
         return cfg
 
     return make
+
+
+def interrupt_after(monkeypatch: pytest.MonkeyPatch, cls: type, steps: int = 2):
+    """Make ``cls.micro_step`` raise KeyboardInterrupt once ``steps`` optimiser steps are done (an
+    interruption between checkpoints, in process). Returns the function that undoes it."""
+    original = cls.micro_step
+
+    def interrupted(self):
+        if self.counters.optimizer_steps >= steps:
+            raise KeyboardInterrupt
+        return original(self)
+
+    monkeypatch.setattr(cls, "micro_step", interrupted)
+    return lambda: monkeypatch.setattr(cls, "micro_step", original)

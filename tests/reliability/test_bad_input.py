@@ -198,18 +198,19 @@ def test_unknown_preset_name():
     assert e.value.lines == ["learner=foo: no configs/learner/foo.yaml; known: dqn, pqn, sac_d, sarsa, sft"]
 
 
+def _train(args: list[str]) -> subprocess.CompletedProcess:
+    """``train_q_rag.py`` with ``args`` in a fresh process (Hydra's own startup included)."""
+    return subprocess.run(
+        [sys.executable, "train_q_rag.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+
+
 def test_cli_refuses_before_writing(tmp_path):
     """Every bad value of the command line gets its error line, and no run folder is created
     (so no .hydra/overrides.yaml holds the key given by mistake)."""
     run_dir = tmp_path / "run"
     bad = ["batch_size=abc", "eval_interval=0", "envs.max_steps=0", "precision=bogus", "+feedback.api_key=sk-secret"]
-    out = subprocess.run(
-        [sys.executable, "train_q_rag.py", *TINY, *bad, f"hydra.run.dir={run_dir}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    out = _train([*TINY, *bad, f"hydra.run.dir={run_dir}"])
     assert out.returncode == 2, out.stderr[-2000:]
     lines = [line for line in out.stderr.splitlines() if line.startswith("error: ")]
     assert lines == [
@@ -221,13 +222,7 @@ def test_cli_refuses_before_writing(tmp_path):
     ]
     assert "Traceback" not in out.stderr
     assert not run_dir.exists()
-    out = subprocess.run(
-        [sys.executable, "train_q_rag.py", "experiment=demoo", f"hydra.run.dir={run_dir}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    out = _train(["experiment=demoo", f"hydra.run.dir={run_dir}"])
     assert out.returncode == 2 and out.stderr.startswith("error: experiment=demoo: no configs/experiment/demoo.yaml")
     assert not run_dir.exists()
     # a learner's own values and the shared schedule (these used to fail only once training began)
@@ -239,13 +234,7 @@ def test_cli_refuses_before_writing(tmp_path):
         "algo.scheduler.name=Linear",
         "envs.positions_processor=random",
     ]
-    out = subprocess.run(
-        [sys.executable, "train_q_rag.py", *TINY, *dqn, f"hydra.run.dir={run_dir}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    out = _train([*TINY, *dqn, f"hydra.run.dir={run_dir}"])
     assert out.returncode == 2, out.stderr[-2000:]
     assert [line for line in out.stderr.splitlines() if line.startswith("error: ")] == [
         "error: algo.optimizer.lr=-1e-05: expected a number > 0",

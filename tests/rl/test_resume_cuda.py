@@ -12,6 +12,7 @@ import torch
 
 from rl.agents import LEARNERS
 from rl.trainer import run
+from tests.conftest import interrupt_after
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -24,17 +25,10 @@ def test_resume_on_gpu(tiny_cfg, tmp_path, monkeypatch, learner):
     if learner == "dqn":
         extra += ("algo.dqn.hyperparams.learning_starts=4",)
     cls = LEARNERS[learner]
-    original = cls.micro_step
-
-    def interrupt_after_two(self):
-        if self.counters.optimizer_steps >= 2:
-            raise KeyboardInterrupt
-        return original(self)
-
-    monkeypatch.setattr(cls, "micro_step", interrupt_after_two)
+    restore = interrupt_after(monkeypatch, cls)
     with pytest.raises(KeyboardInterrupt):
         run(tiny_cfg(*extra))
-    monkeypatch.setattr(cls, "micro_step", original)
+    restore()
     summary = run(tiny_cfg(*extra, "resume=true"))
     assert summary["optimizer_steps"] == 4
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

@@ -10,7 +10,7 @@ from rl.agents.sac_d import SacDLearner
 from rl.agents.sarsa import SarsaLearner
 from rl.trainer import run
 from rl.validate import ConfigError, check_training
-from tests.conftest import DEMO_CUT, TINY, compose_cfg
+from tests.conftest import DEMO_CUT, TINY, compose_cfg, interrupt_after
 from tests.rl.test_train_run import read_metrics
 
 LEARNERS = {"sarsa": SarsaLearner, "sac_d": SacDLearner}
@@ -27,17 +27,10 @@ def test_resume_equals_uninterrupted(name, tiny_cfg, tmp_path, monkeypatch):
     cls = LEARNERS[name]
     full_dir, cut_dir = tmp_path / "full", tmp_path / "cut"
     run(tiny_cfg(*EXTRA[name], run_dir=full_dir))
-    original = cls.micro_step
-
-    def interrupt_after_two(self):
-        if self.counters.optimizer_steps >= 2:
-            raise KeyboardInterrupt
-        return original(self)
-
-    monkeypatch.setattr(cls, "micro_step", interrupt_after_two)
+    restore = interrupt_after(monkeypatch, cls)
     with pytest.raises(KeyboardInterrupt):
         run(tiny_cfg(*EXTRA[name], run_dir=cut_dir))
-    monkeypatch.setattr(cls, "micro_step", original)
+    restore()
     assert [r["step"] for r in read_metrics(cut_dir)] == [0, 2]
     run(tiny_cfg(*EXTRA[name], "resume=true", run_dir=cut_dir))
     assert read_metrics(cut_dir) == read_metrics(full_dir)  # rows hold lr and α

@@ -9,7 +9,7 @@ import torch
 
 from rl.agents.pqn import PQNLearner
 from rl.trainer import RunFolderError, run
-from tests.conftest import ROOT, TINY
+from tests.conftest import ROOT, TINY, interrupt_after
 
 
 def read_metrics(run_dir):
@@ -37,17 +37,10 @@ def test_resume_equals_uninterrupted(tiny_cfg, tmp_path, monkeypatch):
     full_dir, cut_dir = tmp_path / "full", tmp_path / "cut"
     run(tiny_cfg(run_dir=full_dir))
 
-    original = PQNLearner.micro_step
-
-    def interrupt_after_two(self):
-        if self.counters.optimizer_steps >= 2:
-            raise KeyboardInterrupt
-        return original(self)
-
-    monkeypatch.setattr(PQNLearner, "micro_step", interrupt_after_two)
+    restore = interrupt_after(monkeypatch, PQNLearner)
     with pytest.raises(KeyboardInterrupt):
         run(tiny_cfg(run_dir=cut_dir))
-    monkeypatch.setattr(PQNLearner, "micro_step", original)
+    restore()
     assert [r["step"] for r in read_metrics(cut_dir)] == [0, 2]
     run(tiny_cfg("resume=true", run_dir=cut_dir))
     assert read_metrics(cut_dir) == read_metrics(full_dir)
