@@ -152,7 +152,7 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
     records = log.records
     lbs = {record_key(r): _longbench_fields(r, f"{log.path}:{k + 1}") for k, r in enumerate(records)}
     prompts = load_prompts(args.prompt_file)
-    spec = FilterSpec(args.chunk_filter, args.stopping_threshold, args.qvalue_comparison, args.max_retrieval_budget)
+    spec = FilterSpec.from_args(args)
     out_path = (
         Path(args.output_file_path)
         if args.output_file_path

@@ -116,13 +116,7 @@ def score_line(line: dict[str, Any], benchmark: str, ignore_aliases: bool, legac
 def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
     log = read_retriever_log(args.retriever_logfile, args.limit)
     records = log.records
-    spec = FilterSpec(
-        args.chunk_filter,
-        args.stopping_threshold,
-        args.qvalue_comparison,
-        args.max_retrieval_budget,
-        args.empty_if_none,
-    )
+    spec = FilterSpec.from_args(args)
     out_path = (
         Path(args.output_file_path) if args.output_file_path else log.path.with_name(f"{log.path.stem}_eval_llm.jsonl")
     )

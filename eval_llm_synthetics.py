@@ -119,13 +119,7 @@ def run(args: argparse.Namespace, backend: Any | None = None) -> dict[str, Any]:
         for k, r in enumerate(records):
             if "q_values" not in r:
                 raise LogFormatError(f"{log.path}: record {k + 1} has no q_values (needed by --chunk_filter qvalue)")
-    spec = FilterSpec(
-        args.chunk_filter,
-        args.stopping_threshold,
-        args.qvalue_comparison,
-        args.max_retrieval_budget,
-        args.empty_if_none,
-    )
+    spec = FilterSpec.from_args(args)
     fkey = spec.key()
     logdir = Path(args.logdir) if args.logdir else log.path.parent
     logdir.mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,18 @@ class FilterSpec:
     budget: int | None = None
     empty_if_none: bool = False
 
+    @classmethod
+    def from_args(cls, args: Any) -> FilterSpec:
+        """The filter a reader script's flags name (``--chunk_filter`` and its parameters; a script
+        without ``--empty_if_none`` keeps the default)."""
+        return cls(
+            args.chunk_filter,
+            args.stopping_threshold,
+            args.qvalue_comparison,
+            args.max_retrieval_budget,
+            getattr(args, "empty_if_none", False),
+        )
+
     def key(self) -> str:
         """Summary key: the name plus the parameter that changes its result."""
         if self.name == "qvalue":

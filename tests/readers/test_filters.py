@@ -4,6 +4,8 @@ import pytest
 
 from prompts_and_metrics.filters import FilterSpec, apply_filter, filter_indices
 
+from .conftest import load_script
+
 REC = {
     "id": "r1",
     "question": "q",
@@ -68,3 +70,17 @@ def test_filter_keys():
     assert FilterSpec("qvalue", threshold=0.5).key() == "qvalue_le0.5"
     assert FilterSpec("retrieval_step", budget=3).key() == "retrieval_step3"
     assert FilterSpec("none").key() == "none"
+
+
+@pytest.mark.parametrize("script", ["eval_llm_synthetics", "eval_llm_openqa", "eval_llm_longbench"])
+def test_each_reader_builds_its_filter_from_its_flags(script):
+    """Every flag reaches its field; LongBench has no --empty_if_none and keeps the default."""
+    flags = ["--chunk_filter", "qvalue", "--stopping_threshold", "0.25", "--qvalue_comparison", "lt"]
+    flags += ["--max_retrieval_budget", "3"]
+    longbench = script == "eval_llm_longbench"
+    argv = (
+        ["log.jsonl", "--babi_task", "qa1"] if script == "eval_llm_synthetics" else ["--retriever_logfile", "log.jsonl"]
+    )
+    argv += flags + ([] if longbench else ["--empty_if_none"])
+    spec = FilterSpec.from_args(load_script(script).parse_args(argv))
+    assert spec == FilterSpec("qvalue", 0.25, "lt", 3, empty_if_none=not longbench)
