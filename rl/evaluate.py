@@ -33,6 +33,23 @@ class EvalSettings:
     group_size: int  # samples stepped together (state encodings batched across them)
 
 
+def eval_env(
+    agent: QRAGAgent, dataset: Any, feedback: Feedback, settings: EvalSettings, n_envs: int
+) -> VecRetrievalEnv:
+    """The environments evaluation runs its episodes in (greedy and beam), seeded alike (seed 0)."""
+    return VecRetrievalEnv(
+        dataset,
+        feedback,
+        n_envs,
+        settings.max_steps,
+        settings.positions,
+        settings.sort_by_index,
+        agent.device,
+        seed=0,
+        name="eval",
+    )
+
+
 @torch.no_grad()
 def greedy_episodes(
     agent: QRAGAgent,
@@ -43,17 +60,7 @@ def greedy_episodes(
 ) -> Iterator[dict[str, Any]]:
     """Yield one record per sample index, in order."""
     group = max(1, settings.group_size)
-    env = VecRetrievalEnv(
-        dataset,
-        feedback,
-        group,
-        settings.max_steps,
-        settings.positions,
-        settings.sort_by_index,
-        agent.device,
-        seed=0,
-        name="eval",
-    )
+    env = eval_env(agent, dataset, feedback, settings, group)
     n_special = 2 if agent.layout.bos is not None else 1
     for start in range(0, len(indices), group):
         t0 = time.perf_counter()

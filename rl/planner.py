@@ -17,11 +17,11 @@ from typing import Any
 
 import torch
 
-from envs.env import Episode, PositionSettings, VecRetrievalEnv
+from envs.env import Episode, PositionSettings
 from envs.feedback import Feedback
 from rl.agent import QRAGAgent
 from rl.encoders import state_ids, text_length
-from rl.evaluate import EvalSettings, _record
+from rl.evaluate import EvalSettings, _record, eval_env
 
 # q_fn(selections) -> [len(selections), N] Q-values of every chunk for each partial trajectory
 QFunction = Callable[[Sequence[Sequence[int]]], torch.Tensor]
@@ -106,17 +106,7 @@ def beam_episodes(
             "eval.stop_q_threshold is not supported with eval.planner=beam; use the "
             "post-hoc qvalue filter (scripts/stopping_analysis.py) on the beam's q_values"
         )
-    env = VecRetrievalEnv(
-        dataset,
-        feedback,
-        1,
-        settings.max_steps,
-        settings.positions,
-        settings.sort_by_index,
-        agent.device,
-        seed=0,
-        name="eval",
-    )
+    env = eval_env(agent, dataset, feedback, settings, 1)
     n_special = 2 if agent.layout.bos is not None else 1
     for index in indices:
         t0 = time.perf_counter()
