@@ -31,7 +31,12 @@ from envs.env import Episode, PositionSettings
 from rl.agents.dqn import DQNLearner
 from rl.build import agent_from_cfg, build_learner, train_env
 from tests.conftest import compose_cfg
-from tests.rl.test_learner_step import assert_close_fast, codes_of, head_scores, rotated
+from tests.rl.test_learner_step import (
+    assert_close_fast,
+    head_scores,
+    twin_heads_ref,
+    twin_loss_ref,
+)
 
 GAMMA, TAU, CLIP, LR0 = 0.9, 0.3, 0.05, 1e-3
 
@@ -198,20 +203,8 @@ def test_dqn_micro_step_matches_definition(case, monkeypatch):
     s_emb = ref.embed(
         ref.state_enc, [ref.state_ids(eps[tr.index], sort, selected=tr.selected) for tr in batch], train=True, grad=True
     )
-    a_emb = torch.cat(
-        [
-            rotated(
-                ref,
-                ref.embed(ref.action_enc, [ref.action_ids(eps[tr.index], tr.action)], train=True, grad=True),
-                codes_of(eps[tr.index], tr.selected, pos)[tr.action].view(1),
-            )
-            for tr in batch
-        ]
-    )
-    h = s_emb.shape[1] // 2
-    q1 = (s_emb[:, :h].double() * a_emb[:, :h].double()).sum(1)
-    q2 = (s_emb[:, h:].double() * a_emb[:, h:].double()).sum(1)
-    loss = 0.5 * ((2 * q1 - y_ref) ** 2).mean() + 0.5 * ((2 * q2 - y_ref) ** 2).mean()
+    q1, q2 = twin_heads_ref(ref, s_emb, [(eps[tr.index], tr.selected, tr.action) for tr in batch], pos, grad=True)
+    loss = twin_loss_ref(q1, q2, y_ref)
     loss.backward()
     assert scalars["qf_loss"] == pytest.approx(loss.item(), rel=1e-5)
     assert scalars["q_mean"] == pytest.approx((q1 + q2).mean().item(), rel=1e-4, abs=1e-6)

@@ -171,6 +171,30 @@ def head_scores(ref, state_enc, action_enc, ep, selected, cfg, train: bool) -> t
     return torch.stack((r[:, :h] @ s[:h], r[:, h:] @ s[h:]))
 
 
+def twin_heads_ref(ref, s_emb, chosen, pos: PositionSettings, grad: bool = False):
+    """float64 heads (q1, q2) of Q(s, a) for state embeddings ``s_emb`` and ``chosen`` =
+    [(episode, selection, action)], each action embedded alone and rotated by its code."""
+    a_emb = torch.cat(
+        [
+            rotated(
+                ref,
+                ref.embed(ref.action_enc, [ref.action_ids(ep, a)], train=True, grad=grad),
+                codes_of(ep, selected, pos)[a].view(1),
+            )
+            for ep, selected, a in chosen
+        ]
+    )
+    h = s_emb.shape[1] // 2
+    return (s_emb[:, :h].double() * a_emb[:, :h].double()).sum(1), (s_emb[:, h:].double() * a_emb[:, h:].double()).sum(
+        1
+    )
+
+
+def twin_loss_ref(q1, q2, g):
+    """½·mean((2q1 − g)²) + ½·mean((2q2 − g)²)."""
+    return 0.5 * ((2 * q1 - g) ** 2).mean() + 0.5 * ((2 * q2 - g) ** 2).mean()
+
+
 def soft_value(heads: torch.Tensor, available: list[int], k, alpha: float, soft=True, topk_first=False) -> float:
     if not available:
         return 0.0
@@ -376,21 +400,9 @@ def test_pqn_micro_step_matches_definition(case, monkeypatch):
     s_emb = ref.embed(
         ref.state_enc, [ref.state_ids(tr.ep, sort, selected=tr.selected) for tr in flat], train=True, grad=full
     )
-    a_emb = torch.cat(
-        [
-            rotated(
-                ref,
-                ref.embed(ref.action_enc, [ref.action_ids(tr.ep, tr.action)], train=True, grad=full),
-                codes_of(tr.ep, tr.selected, pos)[tr.action].view(1),
-            )
-            for tr in flat
-        ]
-    )
-    h = s_emb.shape[1] // 2
-    q1 = (s_emb[:, :h].double() * a_emb[:, :h].double()).sum(1)
-    q2 = (s_emb[:, h:].double() * a_emb[:, h:].double()).sum(1)
+    q1, q2 = twin_heads_ref(ref, s_emb, [(tr.ep, tr.selected, tr.action) for tr in flat], pos, grad=full)
     g = G.flatten()
-    loss = (0.5 * ((2 * q1 - g) ** 2).mean() + 0.5 * ((2 * q2 - g) ** 2).mean()) / int(cfg.accumulate_grads)
+    loss = twin_loss_ref(q1, q2, g) / int(cfg.accumulate_grads)
     if full:
         loss.backward()
     assert scalars["qf_loss"] == pytest.approx(loss.item(), rel=1e-5)

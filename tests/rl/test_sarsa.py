@@ -29,10 +29,10 @@ from tests.rl.test_learner_step import (
     Watch,
     build,
     check_optimiser_step,
-    codes_of,
     head_scores,
     lr_factor_after_first_step,
-    rotated,
+    twin_heads_ref,
+    twin_loss_ref,
 )
 
 GAMMA = 0.9
@@ -182,21 +182,9 @@ def test_sarsa_micro_step_matches_definition(case, monkeypatch):
     sort = bool(cfg.envs.sort_by_index)
     s_emb = ref.embed(ref.state_enc, [ref.state_ids(tr.ep, sort, selected=tr.selected) for tr in flat], train=True)
     pos = PositionSettings.from_cfg(cfg.envs)
-    a_emb = torch.cat(
-        [
-            rotated(
-                ref,
-                ref.embed(ref.action_enc, [ref.action_ids(tr.ep, tr.action)], train=True),
-                codes_of(tr.ep, tr.selected, pos)[tr.action].view(1),
-            )
-            for tr in flat
-        ]
-    )
-    h = s_emb.shape[1] // 2
-    q1 = (s_emb[:, :h].double() * a_emb[:, :h].double()).sum(1)
-    q2 = (s_emb[:, h:].double() * a_emb[:, h:].double()).sum(1)
+    q1, q2 = twin_heads_ref(ref, s_emb, [(tr.ep, tr.selected, tr.action) for tr in flat], pos)
     g = G.flatten()
-    loss = 0.5 * ((2 * q1 - g) ** 2).mean() + 0.5 * ((2 * q2 - g) ** 2).mean()
+    loss = twin_loss_ref(q1, q2, g)
     assert scalars["qf_loss"] == pytest.approx(loss.item(), rel=1e-5)
     assert scalars["target_mean"] == pytest.approx(float(g.mean()), rel=1e-5, abs=1e-7)
     factor = lr_factor_after_first_step()
