@@ -10,6 +10,7 @@ import re
 import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 # Version of the answer scoring written into every reader output line. Bump it whenever a metric
 # changes; the readers then rescore older lines from the model output they stored.
@@ -21,19 +22,33 @@ SCORING_VERSION = 2
 # --------------------------------------------------------------------------------------------
 
 
-def fact_metrics(pred_idx: Iterable[int], sf_idx: Iterable[int]) -> dict[str, float]:
+def fact_metrics(pred_idx: Iterable[int], sf_idx: Iterable[int], missing: int = 0) -> dict[str, float]:
     """Fact EM (all gold retrieved, extras allowed), precision, recall and F1 over index sets.
 
-    Both sets empty -> everything 1.0 (nothing to find, nothing wrongly found).
+    ``missing``: gold paragraphs that the context lacks (HotpotQA fullwiki). They count in the
+    gold, as in the official supporting-fact evaluation, so recall is found / (present + missing)
+    and EM is 0 whenever one is missing. Both sets empty (and nothing missing) -> everything 1.0
+    (nothing to find, nothing wrongly found).
     """
     p, g = set(pred_idx), set(sf_idx)
-    if not p and not g:
+    if not p and not g and not missing:
         return {"em": 1.0, "precision": 1.0, "recall": 1.0, "f1": 1.0}
     hit = len(p & g)
     precision = hit / len(p) if p else 0.0
-    recall = hit / len(g) if g else 0.0
+    recall = hit / (len(g) + missing) if g or missing else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-    return {"em": 1.0 if g <= p else 0.0, "precision": precision, "recall": recall, "f1": f1}
+    em = 1.0 if g <= p and not missing else 0.0
+    return {"em": em, "precision": precision, "recall": recall, "f1": f1}
+
+
+def sample_fact_metrics(pred_idx: Iterable[int], sample: Any) -> dict[str, float] | None:
+    """Fact metrics of one retrieval of ``sample``; None when its gold is unknown (``sf_known``
+    false, or no gold at all), never EM 1.0 against an empty gold set. ``sf_missing`` (gold that
+    the context lacks, HotpotQA fullwiki under the official rule) counts as gold not found."""
+    missing = int(sample.get("sf_missing", 0))
+    if not sample.get("sf_known", True) or not (sample["sf_idx"] or missing):
+        return None
+    return fact_metrics(pred_idx, sample["sf_idx"], missing)
 
 
 # --------------------------------------------------------------------------------------------

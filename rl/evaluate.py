@@ -18,8 +18,7 @@ import torch
 
 from envs.env import Episode, PositionSettings, VecRetrievalEnv
 from envs.feedback import Feedback
-from envs.types import sf_known
-from prompts_and_metrics.metrics import fact_metrics
+from prompts_and_metrics.metrics import sample_fact_metrics
 from rl.agent import QRAGAgent
 from rl.encoders import text_length
 
@@ -105,9 +104,8 @@ def _prefetch(agent: QRAGAgent, eps: list[Episode]) -> None:
 
 def _record(ep: Episode, q_values: list[float], text_len: int, seconds: float) -> dict[str, Any]:
     s = ep.sample
-    known = sf_known(s) and bool(s["sf_idx"])  # empty gold is unknown gold: null, never EM 1.0
     chunks = s["chunks"]
-    scores = fact_metrics(ep.selected, s["sf_idx"]) if known else None
+    scores = sample_fact_metrics(ep.selected, s)  # null for unknown gold, never EM 1.0
     rec: dict[str, Any] = {
         "id": s["id"],
         "question": s["question"],
@@ -127,7 +125,7 @@ def _record(ep: Episode, q_values: list[float], text_len: int, seconds: float) -
         "episode_s": seconds,
     }
     # num_tokens: the haystack's length under the loader's length tokenizer (BabiLong, NIAH);
-    # sf_partial: only part of the gold paragraphs are in the context (HotpotQA fullwiki)
+    # sf_partial / sf_missing: gold paragraphs missing from the context (HotpotQA fullwiki)
     for key in (
         "answer_aliases",
         "source",
@@ -135,6 +133,7 @@ def _record(ep: Episode, q_values: list[float], text_len: int, seconds: float) -
         "num_tokens",
         "split",
         "sf_partial",
+        "sf_missing",
         "answerable",
         "ruler_index",
         "longbench",

@@ -11,16 +11,21 @@ lies in the data folder, a record's ``answer_id`` selects its aliases and demony
 ``answer_aliases`` (the readers score against the answer and all of them). Its ``test`` split has
 no answers: loading it says so.
 
-Gold that the context lacks (docs/DATA_OTHER.md): in the fullwiki setting the context is what a
-retriever found, and it may miss supporting paragraphs. When none of the supporting titles is
-in the context (or a record names no supporting fact) the gold is unknown: ``sf_idx`` = [],
-``sf_known`` = False, so fact metrics are null (an empty gold set would otherwise score EM 1.0).
-When only some are there, ``sf_idx`` holds those, ``sf_partial`` = True flags the sample and
-``sf_missing_titles`` names the others. Distractor files always hold every gold paragraph.
+Gold that the context lacks (docs/DATA_OTHER.md, docs/SCORING.md): in the fullwiki setting the
+context is what a retriever found, and it may miss supporting paragraphs. ``sf_idx`` holds the
+gold paragraphs that are there, ``sf_partial`` = True flags a sample missing some and
+``sf_missing_titles`` names those. ``envs.fullwiki_gold`` says how they score:
+``official`` (default), as HotpotQA's evaluation does, the missing ones stay gold
+(``sf_missing`` = their number: recall counts them, EM is 0) and a sample with none present
+scores 0 and is counted; ``in_context`` (the project's earlier rule) scores against the present
+ones only, and a sample with none present has unknown gold (``sf_known`` = False, null fact
+metrics, left out of the means). A record naming no supporting fact has unknown gold either way.
+Distractor files always hold every gold paragraph.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,9 +41,11 @@ from envs.data.common import (
     require_file,
     resolve_split,
 )
-from envs.data.registry import register
+from envs.data.registry import DatasetSpec, register
 from envs.errors import DatasetFormatError
 from envs.types import Sample
+
+log = logging.getLogger(__name__)
 
 HOTPOTQA_FILES = {
     "train": ["hotpot_train_v1.1.json"],
@@ -47,6 +54,7 @@ HOTPOTQA_FILES = {
     "fullwiki_eval": ["hotpot_dev_fullwiki_v1.json"],  # retrieved context: gold may be missing
 }
 TWOWIKI_SPLITS = ("train", "dev", "test")
+FULLWIKI_GOLD = ("official", "in_context")  # envs.fullwiki_gold
 HOTPOTQA_HOW = (
     "download from https://hotpotqa.github.io (distractor/fullwiki JSON), or generate the "
     "offline synthetic set: python scripts/generate_multihop.py"
@@ -57,8 +65,9 @@ TWOWIKI_HOW = (
 )
 
 
-def hotpot_record_to_sample(rec: Any, path: Path, i: int) -> Sample:
-    """One HotpotQA/2Wiki-format record -> Sample (record i of ``path``, 0-based)."""
+def hotpot_record_to_sample(rec: Any, path: Path, i: int, fullwiki_gold: str = "official") -> Sample:
+    """One HotpotQA/2Wiki-format record -> Sample (record i of ``path``, 0-based); gold missing
+    from the context is scored by ``fullwiki_gold`` (module docstring)."""
     rid = rec.get("_id", "?") if isinstance(rec, dict) else "?"
     where = f"record {i}, _id={rid}"
     sid = need(rec, "_id", (str, int), path, where)
@@ -94,18 +103,23 @@ def hotpot_record_to_sample(rec: Any, path: Path, i: int) -> Sample:
         "sf_idx": sf_idx,
     }
     missing = sorted(titles - {para[0] for para in context})
-    if not sf_idx:
-        sample["sf_known"] = False
-    elif missing:
+    if missing:
         sample["sf_partial"] = True
         sample["sf_missing_titles"] = missing
+    if fullwiki_gold == "official" and missing:
+        sample["sf_missing"] = len(missing)
+    elif not sf_idx:
+        sample["sf_known"] = False
     return checked(sample, path, where)
 
 
-def load_hotpot_format(files: Sequence[Path]) -> list[Sample]:
+def load_hotpot_format(files: Sequence[Path], fullwiki_gold: str = "official") -> list[Sample]:
+    if fullwiki_gold not in FULLWIKI_GOLD:
+        raise ValueError(f"envs.fullwiki_gold must be one of {FULLWIKI_GOLD}, got {fullwiki_gold!r}")
     out: list[Sample] = []
     for path in files:
-        out.extend(hotpot_record_to_sample(rec, path, i) for i, rec in enumerate(read_json_array(path)))
+        records = enumerate(read_json_array(path))
+        out.extend(hotpot_record_to_sample(rec, path, i, fullwiki_gold) for i, rec in records)
     return out
 
 
@@ -130,17 +144,17 @@ def twowiki_files(data_path: str | Path, split: str) -> list[Path]:
     ]
 
 
-def load_hotpotqa(data_path: str | Path, split: str) -> list[Sample]:
+def load_hotpotqa(data_path: str | Path, split: str, fullwiki_gold: str = "official") -> list[Sample]:
     """All samples of a HotpotQA split in file order."""
-    return load_hotpot_format(hotpotqa_files(data_path, split))
+    return load_hotpot_format(hotpotqa_files(data_path, split), fullwiki_gold)
 
 
-def read_id_aliases(data_path: str | Path) -> dict[str, list[str]]:
-    """``Q_id`` -> aliases + demonyms from ``<data_path>/id_aliases.json`` (or ``.gz``); empty when
+def read_id_aliases(data_path: str | Path) -> dict[str, list[str]] | None:
+    """``Q_id`` -> aliases + demonyms from ``<data_path>/id_aliases.json`` (or ``.gz``); None when
     the file is absent."""
     path = Path(data_path) / "id_aliases.json"
     if not path.is_file() and not path.with_name(path.name + ".gz").is_file():
-        return {}
+        return None
     path = require_file(path, "", "")
     table: dict[str, list[str]] = {}
     for lineno, rec in iter_jsonl(path):
@@ -153,8 +167,16 @@ def read_id_aliases(data_path: str | Path) -> dict[str, list[str]]:
 
 
 def load_2wiki(data_path: str | Path, split: str) -> list[Sample]:
-    """All samples of a 2Wiki split in file order, with ``answer_aliases`` from id_aliases.json."""
+    """All samples of a 2Wiki split in file order, with ``answer_aliases`` from id_aliases.json
+    (without that file a warning says that answers are scored against the answer alone)."""
     aliases = read_id_aliases(data_path)
+    if aliases is None:
+        log.warning(
+            "2WikiMultihopQA: no id_aliases.json in %s, so answers are scored without their aliases and "
+            "demonyms (EM/F1 can be lower than the official v1.1 evaluation's). Get the answer_id version "
+            "of the dataset (python scripts/get_data.py 2wikimultihopqa) and keep id_aliases.json there",
+            data_path,
+        )
     out: list[Sample] = []
     for path in twowiki_files(data_path, split):
         for i, rec in enumerate(read_json_array(path)):
@@ -166,18 +188,34 @@ def load_2wiki(data_path: str | Path, split: str) -> list[Sample]:
                     "test predictions on request); train and evaluate on train/dev",
                 )
             sample = hotpot_record_to_sample(rec, path, i)
-            names = aliases.get(str(rec.get("answer_id")), [])
+            names = (aliases or {}).get(str(rec.get("answer_id")), [])
             if names:
                 sample["answer_aliases"] = sorted(set(names) - {sample["answer"]})
             out.append(sample)
     return out
 
 
-@register("hotpotqa")
+class HotpotQASpec(DatasetSpec):
+    """The fullwiki scoring rule is part of an evaluation file's settings: the project's earlier
+    rule writes ``eval_seed<seed>_in_context.jsonl``, never mixed with official scores."""
+
+    added_keys = {"fullwiki_gold": "official"}  # runs saved before the switch: fullwiki is eval-only
+
+    def eval_suffix(self, envs: Any) -> str:
+        return "_in_context" if envs.fullwiki_gold == "in_context" else ""
+
+    def config_errors(self, envs: Any) -> list[str]:
+        value = envs.get("fullwiki_gold")
+        if value in FULLWIKI_GOLD:
+            return []
+        return [f"envs.fullwiki_gold={value}: expected one of {', '.join(FULLWIKI_GOLD)}"]
+
+
+@register("hotpotqa", HotpotQASpec())
 def build_hotpotqa(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> ListDataset:
-    """Reads ``data_path``, ``test_split`` (its configs/envs yaml: ``eval``), ``length``."""
+    """Reads ``data_path``, ``test_split`` (its configs/envs yaml: ``eval``), ``fullwiki_gold``, ``length``."""
     split = resolve_split(envs_cfg, split)
-    samples = load_hotpotqa(cfg_get(envs_cfg, "data_path"), split)
+    samples = load_hotpotqa(cfg_get(envs_cfg, "data_path"), split, str(cfg_get(envs_cfg, "fullwiki_gold")))
     return ListDataset(
         order_and_cap(samples, seed, cfg_get(envs_cfg, "length"), "hotpotqa", split), f"hotpotqa/{split}"
     )

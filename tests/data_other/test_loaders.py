@@ -14,6 +14,7 @@ from envs.data.registry import build_dataset
 from envs.data.ruler_qa import build_ruler_qa, load_ruler_qa
 from envs.errors import DatasetFormatError, DatasetNotFoundError
 from envs.types import validate_sample
+from prompts_and_metrics.metrics import sample_fact_metrics
 
 
 def test_hotpotqa(fix):
@@ -88,14 +89,49 @@ def test_musique_answerable_record_without_supporting_paragraph_is_an_error(tmp_
         load_musique(tmp_path, "eval")
 
 
-def test_hotpotqa_fullwiki_missing_gold_is_unknown_or_flagged(fix):
+def test_hotpotqa_fullwiki_missing_gold_scores_as_the_official_evaluation(fix):
+    """Official rule (default): gold paragraphs that the retrieved context lacks stay gold, so
+    they cost recall and EM, and a sample with none of them present scores 0 and is counted."""
     full, partial, none = load_hotpotqa(fix / "hotpotqa", "fullwiki_eval")
-    assert full["sf_idx"] == [0, 1] and "sf_partial" not in full and "sf_known" not in full
-    # one of the two gold paragraphs was not retrieved: the found one is gold, the sample flagged
-    assert partial["sf_idx"] == [0] and partial["sf_partial"] is True
+    assert full["sf_idx"] == [0, 1] and "sf_partial" not in full and "sf_missing" not in full
+    assert sample_fact_metrics([0, 1], full) == {"em": 1.0, "precision": 1.0, "recall": 1.0, "f1": 1.0}
+    # one of the two gold paragraphs was not retrieved into the context
+    assert partial["sf_idx"] == [0] and partial["sf_partial"] is True and partial["sf_missing"] == 1
     assert partial["sf_missing_titles"] == ["Steven Spielberg"]
-    # no gold paragraph in the context: gold unknown (null fact metrics), not an empty gold set
-    assert none["sf_idx"] == [] and none["sf_known"] is False
+    got = sample_fact_metrics([0, 1], partial)  # the present gold found: half the gold
+    assert got["em"] == 0.0 and got["recall"] == 0.5 and got["precision"] == 0.5 and got["f1"] == 0.5
+    # no gold paragraph in the context: zero, and counted in the means
+    assert none["sf_idx"] == [] and none.get("sf_known", True) and none["sf_missing"] >= 1
+    assert sample_fact_metrics([0], none) == {"em": 0.0, "precision": 0.0, "recall": 0.0, "f1": 0.0}
+
+
+def test_hotpotqa_fullwiki_in_context_switch_keeps_the_earlier_rule(fix):
+    full, partial, none = load_hotpotqa(fix / "hotpotqa", "fullwiki_eval", fullwiki_gold="in_context")
+    assert "sf_missing" not in partial and partial["sf_partial"] is True
+    assert sample_fact_metrics([0, 1], partial)["em"] == 1.0  # scored against the present gold only
+    assert none["sf_known"] is False and sample_fact_metrics([0], none) is None  # left out of the means
+    cfg = OmegaConf.create(
+        {
+            "name": "hotpotqa",
+            "data_path": str(fix / "hotpotqa"),
+            "test_split": "fullwiki_eval",
+            "fullwiki_gold": "in_context",
+            "length": -1,
+        }
+    )
+    assert all("sf_missing" not in x for x in build_hotpotqa(cfg, "test", 0).samples)
+    with pytest.raises(ValueError, match="fullwiki_gold must be one of"):
+        load_hotpotqa(fix / "hotpotqa", "fullwiki_eval", fullwiki_gold="present")
+
+
+def test_2wiki_without_alias_file_warns(fix, caplog):
+    with caplog.at_level("WARNING"):
+        load_2wiki(fix / "2wiki", "dev")
+    assert "no id_aliases.json" in caplog.text and "without their aliases" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        load_2wiki(fix / "2wiki_ids", "dev")
+    assert "id_aliases" not in caplog.text
 
 
 def test_niah_gold_and_question(fix):
@@ -215,7 +251,15 @@ def test_missing_file_names_path_and_how(tmp_path):
 
 
 def test_seeded_permutation_and_length(fix):
-    cfg = OmegaConf.create({"name": "hotpotqa", "data_path": str(fix / "hotpotqa"), "test_split": "eval", "length": -1})
+    cfg = OmegaConf.create(
+        {
+            "name": "hotpotqa",
+            "data_path": str(fix / "hotpotqa"),
+            "test_split": "eval",
+            "fullwiki_gold": "official",
+            "length": -1,
+        }
+    )
     a = [x["id"] for x in build_hotpotqa(cfg, "train", 1)]
     assert sorted(a) == sorted(x["id"] for x in load_hotpotqa(fix / "hotpotqa", "train"))
     assert a == [x["id"] for x in build_hotpotqa(cfg, "train", 1)]
