@@ -1,10 +1,14 @@
 """Collect retriever-evaluation summaries into a task × context-length table and a plot.
 
-    python scripts/collect_results.py runs/<run> [runs/<run2> ...] [--out results] [--by task|run]
-        [--paper] [--metric fact_f1]
+    python scripts/collect_results.py runs/<run> [runs/<run2> ...] --out DIR [--by task|run]
+        [--paper] [--split-mixed]
 
 Reads every ``eval_seed*.summary.json`` written by eval_retriever.py in the given run folders
-(or summary files given directly). Writes into ``--out`` (default ``results/``):
+(or summary files given directly). A table cell averages only files whose evaluation settings
+are identical apart from the seed and the checkpoint (a mean over seeds, or over the runs of a
+seed sweep); a cell whose files differ in anything else (T, split, data, stopping, ...) is
+refused, naming the files and the settings, unless ``--split-mixed`` gives each setting its own
+row. Writes into ``--out`` (required: nothing lands in the current folder unasked):
 * ``results_long.csv``: one row per summary (run, task, length, seed, planner, n, fact EM/F1, return);
 * ``results.csv`` and ``results.md``: rows = task (or run, ``--by run``), columns = context length,
   cells = mean ± std over seeds of fact F1 and fact EM;
@@ -38,6 +42,8 @@ TOKENS_PER_SENTENCE = 20  # off-grid BabiLong sizes: rough token estimate for th
 # DESIGN §10.2, Table 3: BabiLong QA3 fact F1 (×100) of Q-RAG, mean over 3 seeds
 PAPER_QA3_F1 = {"1K": 97.8, "4K": 97.4, "32K": 97.1, "128K": 96.8, "1M": 96.5}
 UNITS = {"k": 1e3, "m": 1e6}
+# Settings (an eval file's meta) that may differ within one cell: what a mean over seeds averages.
+SEED_KEYS = ("seed", "checkpoint_hash")
 
 
 def find_summaries(paths: Sequence[Path]) -> list[Path]:
@@ -98,7 +104,35 @@ def row_of(path: Path) -> dict[str, Any]:
         "fact_f1": s.get("fact_f1"),
         "return": s.get("return"),
         "file": str(path),
+        "settings": {k: v for k, v in st.items() if k not in SEED_KEYS},
     }
+
+
+def _differing(rows: list[dict[str, Any]]) -> list[str]:
+    keys = sorted({k for r in rows for k in r["settings"]})
+    return [k for k in keys if len({json.dumps(r["settings"].get(k), sort_keys=True) for r in rows}) > 1]
+
+
+def check_groups(rows: list[dict[str, Any]], by: str, split_mixed: bool) -> None:
+    """Cells must average like with like. With ``split_mixed`` the settings that differ within a
+    cell are appended to the row label (``[max_steps=2]``); otherwise a mixed cell is an error."""
+    cells: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        cells[(r[by], r["variant"], r["length"])].append(r)
+    for (name, variant, length), rs in cells.items():
+        keys = _differing(rs)
+        if not keys:
+            continue
+        if not split_mixed:
+            lines = [f"{r['file']}: " + ", ".join(f"{k}={json.dumps(r['settings'].get(k))}" for k in keys) for r in rs]
+            raise SystemExit(
+                f"error: the cell {name} [{variant or 'default'}] at {length} would average evaluations with "
+                f"different settings ({', '.join(keys)}):\n  " + "\n  ".join(lines) + "\nCollect them "
+                "separately, or pass --split-mixed to give each setting its own row"
+            )
+        for r in rs:
+            extra = ",".join(f"{k}={json.dumps(r['settings'].get(k))}" for k in keys)
+            r["variant"] = "+".join(x for x in (r["variant"], extra) if x)
 
 
 def _mean_std(xs: list[float]) -> tuple[float, float]:
@@ -134,9 +168,9 @@ def _fmt(ms: tuple[float, float] | None, seeds: int) -> str:
 def write_tables(rows: list[dict[str, Any]], by: str, out: Path) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     long_path = out / "results_long.csv"
-    fields = list(rows[0].keys())
+    fields = [k for k in rows[0] if k != "settings"]
     with open(long_path, "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
     names, cols, cells = pivot(rows, by)
@@ -216,21 +250,30 @@ def plot(rows: list[dict[str, Any]], by: str, out: Path, paper: bool) -> Path | 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("paths", nargs="+", type=Path, help="run folders or .summary.json files")
-    ap.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
+    ap.add_argument("--out", type=Path, required=True, help="output folder for the tables and the plot")
     ap.add_argument("--by", choices=("task", "run"), default="task", help="one table row / plot line per task or run")
     ap.add_argument("--paper", action="store_true", help="overlay the paper's Table 3 QA3 fact F1 points")
     ap.add_argument("--no-plot", action="store_true", help="tables only")
+    ap.add_argument(
+        "--split-mixed",
+        action="store_true",
+        help="a cell whose files differ in settings other than the seed: one row per setting instead of an error",
+    )
     args = ap.parse_args(argv)
     summaries = find_summaries(args.paths)
     if not summaries:
         raise SystemExit("no eval_seed*.summary.json found in " + ", ".join(map(str, args.paths)))
     rows = [row_of(p) for p in summaries]
+    check_groups(rows, args.by, args.split_mixed)
     files = write_tables(rows, args.by, args.out)
     if not args.no_plot:
         files["png"] = plot(rows, args.by, args.out, args.paper)
     print(Path(files["md"]).read_text(encoding="utf-8"))
     print("wrote " + ", ".join(str(p) for p in files.values()))
-    return {"rows": rows, **{k: str(v) for k, v in files.items()}}
+    return {
+        "rows": [{k: v for k, v in r.items() if k != "settings"} for r in rows],
+        **{k: str(v) for k, v in files.items()},
+    }
 
 
 if __name__ == "__main__":

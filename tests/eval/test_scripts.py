@@ -19,9 +19,10 @@ def write_summary(
     em: float,
     task: str = "qa3_three-supporting-facts",
     planner: str = "greedy",
+    max_steps: int = 6,
 ) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    stem = f"eval_seed{seed}_ns{n_sent}" + ("_beam4x3" if planner == "beam" else "")
+    stem = f"eval_seed{seed}_ns{n_sent}" + ("_beam4x3" if planner == "beam" else "") + f"_T{max_steps}"
     settings = {
         "dataset": "babilong",
         "task": task,
@@ -34,6 +35,8 @@ def write_summary(
         "stop_q_threshold": None,
         "checkpoint": "model_best.pt",
         "oracle_stop": False,
+        "max_steps": max_steps,
+        "checkpoint_hash": f"{folder.name}-{seed}",
     }
     (folder / f"{stem}.summary.json").write_text(
         json.dumps(
@@ -77,7 +80,32 @@ def test_collect_results_table(tmp_path: Path) -> None:
 
 def test_collect_results_needs_summaries(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="no eval_seed"):
-        load_script("collect_results").main([str(tmp_path)])
+        load_script("collect_results").main([str(tmp_path), "--out", str(tmp_path / "r")])
+
+
+def test_collect_results_refuses_to_average_other_settings(tmp_path: Path, capsys) -> None:
+    """A seed-42 T=1 file and a seed-7 T=2 file of one run are not two seeds of one result."""
+    run = tmp_path / "run"
+    write_summary(run, 42, 50, 0.95, 0.95, max_steps=1)
+    write_summary(run, 7, 50, 0.65, 0.65, max_steps=2)
+    collect = load_script("collect_results")
+    with pytest.raises(SystemExit, match=r"different settings \(max_steps\)") as e:
+        collect.main([str(run), "--out", str(tmp_path / "r"), "--no-plot"])
+    assert "eval_seed42_ns50_T1.summary.json: max_steps=1" in str(e.value)
+    assert not (tmp_path / "r").exists()
+    res = collect.main([str(run), "--out", str(tmp_path / "r"), "--no-plot", "--split-mixed"])
+    md = (tmp_path / "r" / "results.md").read_text()
+    assert "| qa3_three-supporting-facts [max_steps=1] | 0.950 |" in md
+    assert "| qa3_three-supporting-facts [max_steps=2] | 0.650 |" in md and "0.800" not in md
+    assert len(res["rows"]) == 2
+
+
+def test_collect_results_writes_only_where_told(tmp_path: Path, monkeypatch) -> None:
+    write_summary(tmp_path / "run", 1, 50, 0.9, 0.8)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit):  # argparse: --out is required
+        load_script("collect_results").main([str(tmp_path / "run"), "--no-plot"])
+    assert not (tmp_path / "results").exists()
 
 
 def test_stopping_analysis(tmp_path: Path) -> None:
