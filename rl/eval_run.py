@@ -36,6 +36,7 @@ from envs.feedback import build_feedback
 from envs.legacy import flag
 from rl import distributed as dist
 from rl.build import agent_from_cfg, eval_settings
+from rl.checkpoints import load_eval_weights
 from rl.config import PROJECT_ROOT, pick_device, seed_everything, upgrade_run_config, without_hydra
 from rl.evaluate import greedy_episodes, summarize
 from rl.haystack_cache import CachedDataset, maybe_cached
@@ -322,7 +323,10 @@ def checkpoint_path(cfg: DictConfig) -> Path:
 def load_agent(cfg: DictConfig, ckpt: Path, device: torch.device) -> Any:
     agent = agent_from_cfg(cfg, device)
     state = load_checkpoint(ckpt, map_location=device)
-    agent.load_state_dict(state["learner"]["agent"])
+    try:
+        load_eval_weights(agent, state["learner"]["agent"], ckpt)
+    except ValueError as e:
+        raise EvalError(str(e)) from None
     agent.eval()
     return agent
 

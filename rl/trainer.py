@@ -26,6 +26,7 @@ from envs.legacy import flag
 from envs.seeding import derive_rng
 from rl import distributed as dist
 from rl.build import agent_from_cfg, build_learner, eval_settings, train_env
+from rl.checkpoints import eval_weights, load_eval_weights, prune_sweep_checkpoints
 from rl.config import (
     code_version,
     config_differences,
@@ -91,6 +92,11 @@ def open_run_dir(cfg: DictConfig) -> tuple[Path, FolderLock, bool]:
             [] if has_ckpt else [p for p in (*(run_dir / f for f in RUN_FILES), run_dir / "tb_logs") if p.exists()]
         )
         if leftovers and any(int(r.get("step", 0)) > 0 for r in read_jsonl_rows(run_dir / METRICS)):
+            if (run_dir / "summary.json").exists():  # a finished sweep job pruned by keep_last_checkpoints
+                raise RunFolderError(
+                    f"{run_dir} holds a finished run without model_last.pt (removed by keep_last_checkpoints): "
+                    f"it cannot be continued; evaluate its model_best.pt, or train again in another folder"
+                )
             raise RunFolderError(  # trained past step 0, then model_last.pt went missing: not ours to delete
                 f"{run_dir} holds a run trained past step 0 ({METRICS}) but no model_last.pt to continue it from. "
                 f"Restore model_last.pt, or delete {', '.join(p.name for p in leftovers)} to start again"
@@ -226,10 +232,10 @@ class Trainer:
         }
 
     def best_checkpoint(self) -> dict[str, Any]:
-        """What evaluation reads: the agent's weights and the config, without the optimiser, the
-        environments and the metric rows (a quarter of model_last.pt's size)."""
+        """What evaluation reads (rl/checkpoints.py): the online encoders' weights and the config,
+        without the target encoders, the optimiser, the environments and the metric rows."""
         return {
-            "learner": {"agent": self.learner.agent.state_dict()},
+            "learner": {"agent": eval_weights(self.learner.agent)},
             "best": self.best,
             "step": self.learner.counters.optimizer_steps,
             "config": OmegaConf.to_container(without_hydra(self.cfg), resolve=True),
@@ -492,7 +498,7 @@ class Trainer:
             )
         if self.untrained_test is not None:
             best = load_checkpoint(self.run_dir / "model_best.pt", map_location="cpu")
-            self.agent.load_state_dict(best["learner"]["agent"])
+            load_eval_weights(self.agent, best["learner"]["agent"], self.run_dir / "model_best.pt")
             self.agent.weights_version += 1
             trained, _ = self.evaluate(self.test_ds, self.test_indices(), "test")
             summary.update(
@@ -512,6 +518,10 @@ class Trainer:
                 f"{_fmt(self.untrained_test['fact_em'])} -> {_fmt(trained['fact_em'])}"
             )
         atomic_write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2))
+        keep = self.cfg.get("keep_last_checkpoints")
+        if keep is not None and sweep_job_num() is not None:
+            for p in prune_sweep_checkpoints(self.run_dir.parent, int(keep), self.run_dir):
+                log.info("keep_last_checkpoints=%d: removed %s (a finished job's resume state)", int(keep), p)
         return summary
 
 

@@ -178,6 +178,7 @@ def check_training(cfg: DictConfig) -> None:
     c.integer("envs_parallel", 1)
     c.integer("final_eval_episodes", -1)
     c.integer("jobs_per_gpu", 1)
+    c.integer("keep_last_checkpoints", 0, nullable=True)
     c.boolean("resume")
     c.choice("eval_split", EVAL_SPLITS)
     c.check("validation_fraction", lambda v: _is_num(v) and 0 <= v < 1, "a number >= 0 and < 1")

@@ -29,6 +29,14 @@ def test_run_folder_contract(tiny_cfg, tmp_path):
     for k in ("untrained/fact_em", "untrained/fact_f1", "trained/fact_em", "trained/fact_f1"):
         assert 0.0 <= summary[k] <= 1.0
     assert json.loads((rd / "summary.json").read_text())["optimizer_steps"] == 4
+    # model_best.pt: only what evaluation reads, the online encoders (targets and AdamW are resume state)
+    best = torch.load(rd / "model_best.pt", weights_only=True)
+    last = torch.load(rd / "model_last.pt", weights_only=True)
+    assert set(best) == {"learner", "best", "step", "config", "code_version"} and set(best["learner"]) == {"agent"}
+    assert not [k for k in best["learner"]["agent"] if k.startswith(("target_state.", "target_action."))]
+    assert {k.split(".")[0] for k in best["learner"]["agent"]} >= {"state_enc", "action_enc"}
+    assert any(k.startswith("target_state.") for k in last["learner"]["agent"])
+    assert (rd / "model_best.pt").stat().st_size < 0.3 * (rd / "model_last.pt").stat().st_size
     with pytest.raises(RunFolderError, match="resume=true"):
         run(tiny_cfg())  # a finished run is never silently overwritten
 
