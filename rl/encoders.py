@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import torch
 from torch import nn
@@ -47,16 +49,43 @@ class ModelLoadError(RuntimeError):
     """A model name that is neither a local folder nor reachable: says what to pass instead."""
 
 
+def hub_unreachable() -> str | None:
+    """Why the Hugging Face Hub cannot be reached from here (None: it may be). One TCP connect
+    with a short timeout, so that an offline machine fails at once instead of after the hub
+    client's retries (about 50 s). Behind a proxy the client's own answer is awaited instead."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return "HF_HUB_OFFLINE is set"
+    if any(os.environ.get(k) for k in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return None
+    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host, port = url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
+    try:
+        socket.create_connection((host, port), timeout=HUB_PROBE_TIMEOUT_S).close()
+    except OSError as e:
+        return f"{host}:{port} cannot be reached ({e.__class__.__name__}: {e})"
+    return None
+
+
+HUB_PROBE_TIMEOUT_S = 5.0
+
+
 def _load(loader: Any, name: str, **kwargs: Any) -> Any:
     path = resolve_model_path(name)
+    if Path(path).exists():
+        return loader.from_pretrained(path, **kwargs)
+    try:  # a hub name already in the local cache needs no network
+        return loader.from_pretrained(path, local_files_only=True, **kwargs)
+    except (OSError, ValueError):
+        pass
+    why = hub_unreachable()
     try:
+        if why is not None:
+            raise OSError(why)
         return loader.from_pretrained(path, **kwargs)
     except (OSError, ValueError) as e:
-        if Path(path).exists():
-            raise
         raise ModelLoadError(
-            f"could not load model {name!r}: it is not a local folder and the Hugging Face Hub is "
-            f"unreachable from here ({type(e).__name__}). Download it elsewhere and pass the folder, "
+            f"could not load model {name!r}: it is neither a local folder nor in the Hugging Face cache, and "
+            f"downloading it failed ({e}). Download it elsewhere and pass the folder, "
             f"e.g. algo.model.name=/path/to/contriever, or use the offline default "
             f"algo=minilm (algo.model.name=offline:minilm)."
         ) from e

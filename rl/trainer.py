@@ -63,6 +63,28 @@ class RunFolderError(RuntimeError):
     pass
 
 
+# What a start writes before its first checkpoint besides the run files: Hydra's records and log,
+# the lock. A folder holding nothing else held no run, and is removed again if the start fails.
+START_FILES = (".hydra", ".lock", "train_q_rag.log")
+
+
+def holds_no_run(run_dir: Path) -> bool:
+    """True for a folder that does not exist yet or holds only what a start writes first."""
+    if not run_dir.is_dir():
+        return True
+    return all(p.name in START_FILES for p in run_dir.iterdir())
+
+
+def discard_failed_start(run_dir: Path) -> None:
+    """Remove a folder made by a start that failed before its first checkpoint: Hydra's records,
+    its log (the error was printed), then the folder if nothing else is in it."""
+    if not holds_no_run(run_dir):
+        return
+    for p in run_dir.iterdir():
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    run_dir.rmdir()
+
+
 def open_run_dir(cfg: DictConfig) -> tuple[Path, FolderLock, bool]:
     """(run folder, its lock, whether to resume). One training per folder; a folder whose run was
     killed before its first checkpoint holds nothing to resume and starts again from step 0."""
@@ -122,16 +144,30 @@ class Trainer:
         dist.setup()
         self.lock: FolderLock | None = None
         self.writer: Any = None
+        self.fresh = False  # rank 0: the folder held no run before this start
+        self.started = False  # a checkpoint was (being) written: the folder is a run's from then on
         self.run_dir, self.resuming = dist.run_on_main(self._open_run_dir, cfg)  # rank 0's folder for all ranks
+        log.info("run folder: %s", self.run_dir)
         try:
             self._build(cfg)
         except BaseException:
-            self.close()
+            self.abandon()
             raise
 
     def _open_run_dir(self, cfg: DictConfig) -> tuple[Path, bool]:
+        fresh = holds_no_run(hydra_output_dir() or Path(cfg.get("run_dir") or "runs/unnamed"))
         run_dir, self.lock, resuming = open_run_dir(cfg)
+        self.fresh = fresh and not resuming
         return run_dir, resuming
+
+    def abandon(self) -> None:
+        """A start failed: release the folder and, if it failed before the first checkpoint of a
+        new run, remove the folder, so failed attempts leave nothing behind (item of README,
+        "Failure and recovery")."""
+        self.close()
+        if self.fresh and not self.started and dist.is_main():
+            discard_failed_start(self.run_dir)
+            log.warning("the start failed before its first checkpoint: removed %s", self.run_dir)
 
     def _build(self, cfg: DictConfig) -> None:
         seed = int(cfg.seed)
@@ -351,6 +387,7 @@ class Trainer:
         }
         self.metrics_rows.append(row)
         improved = summary["return"] > self.best
+        self.started = True
         if improved:
             self.best = summary["return"]
             self.save("model_best.pt")
@@ -375,6 +412,9 @@ class Trainer:
         """The run to its end; the run folder is released however it ends."""
         try:
             return self._train()
+        except BaseException:
+            self.abandon()
+            raise
         finally:
             self.close()
 

@@ -85,3 +85,32 @@ def test_text_len_counts_uncut_tokens(tok):
     st = tokenize_sample(tok, "Where?", [long, "short"], layout)
     full = len(tok(long)["input_ids"]) + len(tok("short")["input_ids"]) + len(tok("Where?")["input_ids"])
     assert st.text_len == full and len(st.chunks[0]) == 6
+
+
+def test_unreachable_hub_fails_at_once_without_the_clients_retries(monkeypatch, tmp_path):
+    """A hub name that is not cached, with the hub unreachable: one quick probe, then a clear
+    error; the networked load (about 50 s of retries offline) is never tried."""
+    import socket
+
+    from rl import encoders
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for k in ("HF_HUB_OFFLINE", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    assert f"127.0.0.1:{port} cannot be reached" in encoders.hub_unreachable()
+    calls = []
+
+    class Loader:
+        @staticmethod
+        def from_pretrained(name, **kw):
+            calls.append(kw.get("local_files_only", False))
+            raise OSError("not cached" if kw.get("local_files_only") else "network")
+
+    with pytest.raises(encoders.ModelLoadError, match="cannot be reached") as e:
+        encoders._load(Loader, "some-org/not-cached")
+    assert calls == [True] and "algo=minilm" in str(e.value)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert encoders.hub_unreachable() == "HF_HUB_OFFLINE is set"

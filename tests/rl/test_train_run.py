@@ -143,3 +143,5 @@ def test_cli_user_errors_are_one_line(tmp_path):
     )
     assert offline.returncode != 0 and "error: could not load model" in offline.stderr
     assert "Traceback" not in offline.stderr
+    # failed starts leave no run folder behind (each used to leave .hydra/ and a log)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
