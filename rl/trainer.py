@@ -218,9 +218,23 @@ class Trainer:
             self.lock = None
 
     # -- evaluation -----------------------------------------------------------------------
-    def evaluate(self, dataset: Any, indices: list[int], phase: str) -> tuple[dict[str, Any], list[dict]]:
+    def evaluate(
+        self, dataset: Any, indices: list[int], phase: str, what: str = "evaluation"
+    ) -> tuple[dict[str, Any], list[dict]]:
+        """Greedy episodes on ``indices``, with a bar (or, without one, a line) saying how many."""
         fb = build_feedback(self.cfg.feedback, self.cfg.envs, "test", self.legacy, str(self.cfg.envs.task))
-        records = list(greedy_episodes(self.agent, dataset, indices, fb, self.settings))
+        show = bool(self.cfg.logger.progress_bar) and dist.is_main()
+        log.info("%s: %d %s samples", what, len(indices), phase)
+        bar = tqdm(
+            greedy_episodes(self.agent, dataset, indices, fb, self.settings),
+            total=len(indices),
+            desc=f"{what} ({phase})",
+            unit="sample",
+            leave=False,
+            dynamic_ncols=True,
+            disable=not show,
+        )
+        records = list(bar)
         summary = summarize(records)
         summary["split"] = phase
         return summary, records
@@ -229,7 +243,7 @@ class Trainer:
         indices = self.eval_indices
         if flag(self.legacy, "eval_resample"):  # ref: fresh indices with replacement each time
             indices = [int(i) for i in self.eval_rng.integers(len(self.eval_ds), size=len(self.eval_indices))]
-        summary, _ = self.evaluate(self.eval_ds, indices, self.eval_split)
+        summary, _ = self.evaluate(self.eval_ds, indices, self.eval_split, "eval")
         return summary
 
     def test_indices(self) -> list[int]:
@@ -430,7 +444,7 @@ class Trainer:
             if dist.is_main():
                 self.write_config()
             if self.test_indices() and dist.is_main():
-                self.untrained_test, _ = self.evaluate(self.test_ds, self.test_indices(), "test")
+                self.untrained_test, _ = self.evaluate(self.test_ds, self.test_indices(), "test", "untrained retriever")
                 log.info(
                     "untrained retriever on %d test samples: fact_em %s fact_f1 %s",
                     self.untrained_test["n"],
@@ -440,6 +454,18 @@ class Trainer:
             learner.env.reset_all()
             self.eval_and_record({})
         log_every = int(cfg.logger.log_interval)
+        # After a resume the first log window starts at the resume step, so its means cover fewer
+        # steps than an uninterrupted run's line there; the line says so.
+        resumed_from = learner.counters.optimizer_steps if self.resuming else None
+        if resumed_from is not None and resumed_from < total:
+            nxt = min(total, (resumed_from // log_every + 1) * log_every)
+            log.info(
+                "resumed at optimiser step %d: the log line at step %d averages steps %d-%d only (a fresh window)",
+                resumed_from,
+                nxt,
+                resumed_from + 1,
+                nxt,
+            )
         acc: dict[str, float] = {}
         n_acc = 0
         t_last, env_last = time.perf_counter(), learner.counters.env_steps
@@ -475,8 +501,12 @@ class Trainer:
                     ret=f"{means.get('train r_sum', float('nan')):.3f}", loss=f"{loss:.4f}", sps=f"{means['sps']:.1f}"
                 )
                 shown = {k: means[k] for k in ("q_mean", "alpha", "lr") if k in means}
+                window = ""
+                if resumed_from is not None:
+                    window = f" [window since resume: steps {resumed_from + 1}-{step}]"
+                    resumed_from = None
                 log.info(
-                    "step %d/%d env_steps %d %s %.4f train_return %s %s sps %.1f",
+                    "step %d/%d env_steps %d %s %.4f train_return %s %s sps %.1f%s",
                     step,
                     total,
                     self.env_steps(),
@@ -485,6 +515,7 @@ class Trainer:
                     _fmt(means.get("train r_sum")),
                     " ".join(f"{k} {v:.3g}" for k, v in shown.items()),
                     means["sps"],
+                    window,
                 )
                 acc, n_acc = {}, 0
                 t_last, env_last = now, learner.counters.env_steps
@@ -506,6 +537,10 @@ class Trainer:
         summary = self.finish() if dist.is_main() else None
         dist.barrier()
         return dist.broadcast_object(summary)
+
+    def tag(self) -> str:
+        """``[Q-RAG]``, or in a -m sweep ``[Q-RAG job <subdir>]``: result lines name their job."""
+        return "[Q-RAG]" if sweep_job_num() is None else f"[Q-RAG job {self.run_dir.name}]"
 
     def log_batch(self) -> None:
         """Transitions per optimiser step: world × (L × E ≥ batch_size) × accumulate_grads."""
@@ -540,7 +575,7 @@ class Trainer:
             best = load_checkpoint(self.run_dir / "model_best.pt", map_location="cpu")
             load_eval_weights(self.agent, best["learner"]["agent"], self.run_dir / "model_best.pt")
             self.agent.weights_version += 1
-            trained, _ = self.evaluate(self.test_ds, self.test_indices(), "test")
+            trained, _ = self.evaluate(self.test_ds, self.test_indices(), "test", "trained retriever")
             summary.update(
                 {
                     "untrained/fact_em": self.untrained_test["fact_em"],
@@ -552,12 +587,15 @@ class Trainer:
                     "test_samples": trained["n"],
                 }
             )
-            print(
-                f"[Q-RAG] held-out test ({trained['n']} samples): fact F1 untrained "
+            result = (
+                f"held-out test ({trained['n']} samples): fact F1 untrained "
                 f"{_fmt(self.untrained_test['fact_f1'])} -> trained {_fmt(trained['fact_f1'])}; fact EM "
                 f"{_fmt(self.untrained_test['fact_em'])} -> {_fmt(trained['fact_em'])}"
             )
+        else:
+            result = f"best {self.eval_split} return {self.best:.3f}"
         atomic_write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2))
+        print(f"{self.tag()} {result}; summary: {self.run_dir / 'summary.json'}", flush=True)
         keep = self.cfg.get("keep_last_checkpoints")
         if keep is not None and sweep_job_num() is not None:
             for p in prune_sweep_checkpoints(self.run_dir.parent, int(keep), self.run_dir):

@@ -16,9 +16,20 @@ def read_metrics(run_dir):
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_run_folder_contract(tiny_cfg, tmp_path):
-    summary = run(tiny_cfg())
+def test_run_folder_contract(tiny_cfg, tmp_path, caplog, capsys):
+    with caplog.at_level("INFO", logger="qrag.train"):
+        summary = run(tiny_cfg())
     rd = tmp_path / "run"
+    # every phase says what it does and how much; the run folder is named at the start and the end
+    assert f"run folder: {rd}" in caplog.text
+    for line in (
+        "untrained retriever: 4 test samples",
+        "eval: 4 validation samples",
+        "trained retriever: 4 test samples",
+    ):
+        assert line in caplog.text, line
+    out = capsys.readouterr().out
+    assert "[Q-RAG] held-out test (4 samples): fact F1 untrained" in out and f"; summary: {rd / 'summary.json'}" in out
     for f in ("config.yaml", "config_resolved.yaml", "model_last.pt", "model_best.pt", "metrics.jsonl", "summary.json"):
         assert (rd / f).exists(), f
     assert list((rd / "tb_logs").iterdir())
@@ -41,7 +52,7 @@ def test_run_folder_contract(tiny_cfg, tmp_path):
         run(tiny_cfg())  # a finished run is never silently overwritten
 
 
-def test_resume_equals_uninterrupted(tiny_cfg, tmp_path, monkeypatch):
+def test_resume_equals_uninterrupted(tiny_cfg, tmp_path, monkeypatch, caplog):
     full_dir, cut_dir = tmp_path / "full", tmp_path / "cut"
     run(tiny_cfg(run_dir=full_dir))
 
@@ -50,8 +61,12 @@ def test_resume_equals_uninterrupted(tiny_cfg, tmp_path, monkeypatch):
         run(tiny_cfg(run_dir=cut_dir))
     restore()
     assert [r["step"] for r in read_metrics(cut_dir)] == [0, 2]
-    run(tiny_cfg("resume=true", run_dir=cut_dir))
+    with caplog.at_level("INFO", logger="qrag.train"):
+        run(tiny_cfg("resume=true", run_dir=cut_dir))
     assert read_metrics(cut_dir) == read_metrics(full_dir)
+    # the first log line after the resume averages a window that starts there, and says so
+    assert "resumed at optimiser step 2: the log line at step 4 averages steps 3-4 only" in caplog.text
+    assert "[window since resume: steps 3-4]" in caplog.text
     a = torch.load(full_dir / "model_last.pt", weights_only=False)["learner"]["agent"]
     b = torch.load(cut_dir / "model_last.pt", weights_only=False)["learner"]["agent"]
     for k in a:
@@ -114,6 +129,9 @@ def test_cli_two_steps_and_multirun(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     runs = sorted(p.name for p in (tmp_path / "sweep").iterdir() if (p / "summary.json").exists())
     assert len(runs) == 2 and runs == ["0_qa2_two-supporting-facts_seed1", "1_qa2_two-supporting-facts_seed2"]
+    for job in runs:  # each job's result line names its job and its summary
+        assert f"[Q-RAG job {job}] best validation return" in out.stdout
+        assert f"{tmp_path}/sweep/{job}/summary.json" in out.stdout
 
 
 def test_cli_user_errors_are_one_line(tmp_path):
