@@ -162,8 +162,8 @@ class Trainer:
 
     def abandon(self) -> None:
         """A start failed: release the folder and, if it failed before the first checkpoint of a
-        new run, remove the folder, so failed attempts leave nothing behind (item of README,
-        "Failure and recovery")."""
+        new run, remove the folder, so failed attempts leave nothing behind (README, "The run
+        folder")."""
         self.close()
         if self.fresh and not self.started and dist.is_main():
             discard_failed_start(self.run_dir)
@@ -221,7 +221,7 @@ class Trainer:
     def evaluate(
         self, dataset: Any, indices: list[int], phase: str, what: str = "evaluation"
     ) -> tuple[dict[str, Any], list[dict]]:
-        """Greedy episodes on ``indices``, with a bar (or, without one, a line) saying how many."""
+        """Greedy episodes on ``indices``; a log line says how many, and a bar shows the progress."""
         fb = build_feedback(self.cfg.feedback, self.cfg.envs, "test", self.legacy, str(self.cfg.envs.task))
         show = bool(self.cfg.logger.progress_bar) and dist.is_main()
         log.info("%s: %d %s samples", what, len(indices), phase)
