@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gzip
 import hashlib
 import http.server
 import json
@@ -15,6 +16,7 @@ import zipfile
 import pytest
 
 from envs.data.hotpotqa import load_2wiki, load_hotpotqa
+from envs.data.ruler_qa import load_ruler_qa
 from tests.conftest import ROOT, load_script
 
 FIX = ROOT / "tests" / "fixtures" / "other"
@@ -129,3 +131,47 @@ def test_default_roots_are_the_presets(monkeypatch):
     roots = gd.default_roots()
     assert roots["data_root"] == (ROOT / ".." / "datasets").resolve()
     assert roots["ruler_root"] == (ROOT / ".." / "RULER").resolve()
+
+
+def test_ruler_qa_from_the_real_dev_set_format(served, tmp_path, monkeypatch):
+    gd = load_script("get_data")
+    folder, url = served
+    # real-format records, renamed apart so that there are distractor paragraphs to borrow
+    base = json.loads((FIX / "hotpotqa" / "hotpot_train_v1.1.json").read_text())
+    recs = []
+    for k in range(4):
+        for r in base:
+            ren = {t: f"{t} ({k})" for t, _ in r["context"]}
+            recs.append(
+                {
+                    **r,
+                    "_id": f"{r['_id']}-{k}",
+                    "context": [[ren[t], s] for t, s in r["context"]],
+                    "supporting_facts": [[ren.get(t, t), i] for t, i in r["supporting_facts"]],
+                }
+            )
+    (folder / "hotpot_dev_distractor_v1.json").write_text(json.dumps(recs))
+    _counts_of_fixtures(monkeypatch, gd, {"sources/hotpot_dev_distractor_v1.json": len(recs)})
+    root, ruler = tmp_path / "datasets", tmp_path / "RULER"
+    args = ["ruler", "--data-root", str(root), "--ruler-root", str(ruler), "--mirror", url]
+    gd.main([*args, "--niah-train", "", "--niah-test", ""])
+    samples = load_ruler_qa(root / "ruler_qa" / "qa_2.jsonl")
+    assert len(samples) == 12 and all(s["sf_known"] and len(s["sf_idx"]) == 2 for s in samples)
+    assert json.loads((ruler / "SOURCES.json").read_text())["records"] == {"sources/hotpot_dev_distractor_v1.json": 12}
+
+
+def test_pg19_books_become_the_noise_corpus(served, tmp_path):
+    gd = load_script("get_data")
+    folder, url = served
+    book = "*** START OF THIS PROJECT GUTENBERG EBOOK X ***\nIt was a dark night. The rain fell.\n\nMr. Smith left.\n"
+    (folder / "test__101.txt").write_text(book)
+    (folder / "validation__202.txt").write_text(book.replace("dark", "bright"))
+    root = tmp_path / "datasets"
+    gd.main(["pg19", "--data-root", str(root), "--mirror", url, "--pg19-books", "test/101,validation/202"])
+    out = root / "babilong" / "pg19-with-sentences"
+    with gzip.open(out / "test.jsonl.gz", "rt") as f:
+        test = [json.loads(line) for line in f]
+    with gzip.open(out / "train.jsonl.gz", "rt") as f:
+        train = [json.loads(line) for line in f]
+    assert test == [{"title": "PG19 101", "sentences": ["It was a dark night.", "The rain fell.", "Mr. Smith left."]}]
+    assert train[0]["sentences"][0] == "It was a bright night."
