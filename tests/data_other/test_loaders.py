@@ -10,7 +10,7 @@ from envs.data.combined import build_combined
 from envs.data.hotpotqa import build_2wiki, build_hotpotqa, load_2wiki, load_hotpotqa
 from envs.data.musique import build_musique, load_musique
 from envs.data.niah import build_niah, load_niah
-from envs.data.registry import build_dataset
+from envs.data.registry import build_dataset, dataset_spec
 from envs.data.ruler_qa import build_ruler_qa, load_ruler_qa
 from envs.errors import DatasetFormatError, DatasetNotFoundError
 from envs.types import validate_sample
@@ -122,6 +122,11 @@ def test_hotpotqa_fullwiki_in_context_switch_keeps_the_earlier_rule(fix):
     assert all("sf_missing" not in x for x in build_hotpotqa(cfg, "test", 0).samples)
     with pytest.raises(ValueError, match="fullwiki_gold must be one of"):
         load_hotpotqa(fix / "hotpotqa", "fullwiki_eval", fullwiki_gold="present")
+    spec = dataset_spec("hotpotqa")  # checked with the config; the earlier rule names its own eval files
+    assert spec.config_errors(OmegaConf.create({"fullwiki_gold": "present"})) == [
+        "envs.fullwiki_gold=present: expected one of official, in_context"
+    ]
+    assert spec.eval_suffix(cfg) == "_in_context" and spec.added_keys == {"fullwiki_gold": "official"}
 
 
 def test_2wiki_without_alias_file_warns(fix, caplog):
