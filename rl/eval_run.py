@@ -31,6 +31,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
+from envs.data.common import content_sha256
 from envs.data.registry import ACTING_KEYS, build_dataset, dataset_spec
 from envs.feedback import build_feedback
 from envs.legacy import flag
@@ -173,7 +174,8 @@ def eval_meta(cfg: DictConfig, ckpt: Path, fingerprint: str) -> dict[str, Any]:
         "model": str(cfg.algo.model.name),
         "dataset": str(envs.name),
         "task": str(envs.task),
-        **dataset_spec(str(envs.name)).eval_meta(envs),  # num_sentences, length, context_length, data_path
+        **(spec := dataset_spec(str(envs.name)).eval_meta(envs)),  # num_sentences, length, context_length, data_path
+        "data_sha256": content_sha256(spec["data_path"]),  # which data the numbers came from
         "split": str(envs.test_split),
         "seed": int(cfg.seed),
         "max_steps": int(envs.max_steps),

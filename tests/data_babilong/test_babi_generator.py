@@ -77,7 +77,7 @@ def test_checker_accepts_hand_written_files():
 
 
 def test_embedded_test_files_are_reproducible():
-    root = EMBEDDED / "babilong/babi/en-10k"
+    root = EMBEDDED / "babilong/babi-generated/en-10k"
     for key, task in GEN_TASKS.items():
         text = gzip.decompress((root / f"{task}_test.txt.gz").read_bytes()).decode()
         assert text == "".join(ln + "\n" for ln in generate_task(key, 1000, seed=0, split="test"))

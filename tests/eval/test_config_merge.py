@@ -123,3 +123,25 @@ def test_old_run_folder_is_upgraded_once(tmp_path: Path) -> None:
     assert meta["data_path"].endswith("qa1_single-supporting-fact_test.txt")
     tokens = merge_eval_config(eval_cfg(run, "envs.length_unit=tokens", "envs.num_tokens=8000"))
     assert eval_stem(tokens) == "eval_seed42_nt8000" and tokens.envs.prompt_reserve_tokens == 300
+
+
+def test_eval_meta_names_the_data_it_read(tmp_path: Path) -> None:
+    """settings.data_sha256 is the uncompressed content's sha256, as data/babilong/babi/MANIFEST.json records it."""
+    import json
+
+    from rl.eval_run import eval_meta
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(OLD_RUN.read_text())
+    data = OLD_RUN.parents[4] / "data/babilong"
+    manifest = json.loads((data / "babi/MANIFEST.json").read_text())
+    want = {e["file"]: e["sha256"] for e in manifest["files"]}
+    name = "qa1_single-supporting-fact_test.txt"
+    real = merge_eval_config(eval_cfg(run, f"+envs.facts_test_path={data}/babi/en-10k/{name}"))
+    assert eval_meta(real, run / "model_best.pt", "sha256:x")["data_sha256"] == want[f"en-10k/{name}.gz"]
+    generated = merge_eval_config(eval_cfg(run, f"+envs.facts_test_path={data}/babi-generated/en-10k/{name}"))
+    got = eval_meta(generated, run / "model_best.pt", "sha256:x")["data_sha256"]
+    assert len(got) == 64 and got not in want.values()
+    missing = merge_eval_config(eval_cfg(run, f"+envs.facts_test_path={tmp_path}/{name}"))
+    assert eval_meta(missing, run / "model_best.pt", "sha256:x")["data_sha256"] is None
