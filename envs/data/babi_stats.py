@@ -13,8 +13,11 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+
+from envs.data.common import open_text
 
 _NAME = r"([A-Z][a-z]+)"
 _STATEMENTS = (
@@ -43,6 +46,7 @@ class Question:
     answer: str
     support: list[int]  # line numbers in file order
     n_before: int  # statements of the story before the question
+    spaced: bool  # a space before the tab, as in every real task but qa4
 
 
 @dataclass
@@ -68,7 +72,9 @@ def read_stories(lines: list[str], where: str = "<lines>") -> list[Story]:
         st = stories[-1]
         if "\t" in text:
             q, ans, sup = text.split("\t")
-            item: Stmt | Question = Question(n, q.strip(), ans, [int(s) for s in sup.split()], len(st.stmts))
+            item: Stmt | Question = Question(
+                n, q.strip(), ans, [int(s) for s in sup.split()], len(st.stmts), q.endswith(" ")
+            )
             st.questions.append(item)
         else:
             for kind, rx in _STATEMENTS:
@@ -80,6 +86,22 @@ def read_stories(lines: list[str], where: str = "<lines>") -> list[Story]:
                 raise ValueError(f"{where}:{ln}: unknown statement {text!r}")
         st.items.append(item)
     return stories
+
+
+def read_lines(path: Path) -> list[str]:
+    """Lines of a bAbI file (``.txt`` or ``.txt.gz``) without their newlines."""
+    with open_text(Path(path)) as f:
+        return f.read().splitlines()
+
+
+def first_questions(lines: list[str], n: int) -> list[str]:
+    """The whole stories at the start of a file that hold its first ``n`` questions."""
+    asked = 0
+    for i, line in enumerate(lines):
+        if asked >= n and line.partition(" ")[0] == "1":
+            return lines[:i]
+        asked += "\t" in line
+    return lines
 
 
 def question_form(text: str) -> str:
@@ -130,9 +152,15 @@ def story_stats(task: str, lines: list[str], where: str = "<lines>") -> FileStat
     total = sum(kinds.values())
     for k in ("move", "get", "drop", "give", "rel"):
         v[f"share of {k} statements"] = kinds[k] / total
+    follows = Counter((a.kind, b.kind) for s in stories for a, b in zip(s.stmts, s.stmts[1:]))
+    for a, b in (("drop", "get"), ("give", "give")):
+        after_a = sum(n for (x, _), n in follows.items() if x == a)
+        v[f"a {a} is followed by a {b}"] = follows[(a, b)] / after_a if after_a else float("nan")
     for k in ("get", "drop"):
         v[f"{k}s ending in 'there'"] = _share(bool(x.args[2]) for s in stories for x in s.stmts if x.kind == k)
     t["question forms"] = Counter(question_form(q.text) for _, q in qs)
+    v["questions with a space before the tab"] = _share(q.spaced for _, q in qs)
+    t["vocabulary"] = Counter(w for line in lines for w in re.findall(r"[A-Za-z]+", line.split("\t")[0]))
     t["answers"] = Counter(q.answer for _, q in qs)
     v["most common answer share"] = t["answers"].most_common(1)[0][1] / len(qs)
     repeats = []
@@ -232,7 +260,7 @@ def _qa3(stories: list[Story], v: dict) -> None:
 
 
 def _qa4(stories: list[Story], v: dict) -> None:
-    line_up, word_elsewhere = [], []
+    line_up, word_elsewhere, names_middle = [], [], []
     for s in stories:
         pos = {s.stmts[0].args[2]: (0, 0)}
         for x in s.stmts:  # place the rooms on a grid from the relations
@@ -244,11 +272,14 @@ def _qa4(stories: list[Story], v: dict) -> None:
                 pos[b] = (pos[a][0] - dx, pos[a][1] - dy)
         xs, ys = {p[0] for p in pos.values()}, {p[1] for p in pos.values()}
         line_up.append(len(xs) == 1 or len(ys) == 1)
+        middle = ({s.stmts[0].args[0], s.stmts[0].args[2]} & {s.stmts[1].args[0], s.stmts[1].args[2]}).pop()
         for q in s.questions:
             d = next(w for w in DIRECTIONS if w in q.text.split())
             other = [x for x in s.stmts if x.line not in q.support]
             word_elsewhere.append(any(x.args[1] == d for x in other))
+            names_middle.append(middle in re.findall(r"\w+", q.text))
     v["the three rooms lie on one line"] = _share(line_up)
+    v["the question names the middle room"] = _share(names_middle)
     v["question's direction word in the non-gold statement"] = _share(word_elsewhere)
 
 
@@ -266,31 +297,33 @@ TASK_STATS = {"qa1": _qa1, "qa2": _qa2, "qa3": _qa3, "qa4": _qa4, "qa5": _qa5}
 @dataclass(frozen=True)
 class Check:
     name: str
-    tol: float  # |generated - real| allowed; for count tables, the total-variation distance allowed
-    table: bool = False
+    tol: float  # |generated - real| allowed (relative for names in RELATIVE); see compare()
+    kind: str = "value"  # "value", "table" (total-variation distance) or "new" (words real never uses)
 
 
-def _common(mix: tuple[str, ...], gold: int) -> list[Check]:
-    out = [
+def _common(mix: tuple[str, ...], gold: int, per_story: bool = True) -> list[Check]:
+    return [
+        Check("vocabulary", 0, kind="new"),
+        Check("questions with a space before the tab", 0.0),
         Check("questions per story", 0.05),
-        Check("statements per story", 0.15),  # relative: see compare()
-        Check("statements between questions", 0.15),
-        Check("90th percentile gap", 0.25),
+        Check("statements per story", 0.15),
+        Check("statements before a question", 0.15),
+        *([Check("statements between questions", 0.15), Check("90th percentile gap", 0.25)] if per_story else []),
         *[Check(f"share of {k} statements", 0.03) for k in mix],
-        Check("question forms", 0.05, table=True),
-        Check("answers", 0.08, table=True),
-        Check("question repeats the previous one", 0.05),
+        Check("question forms", 0.05, kind="table"),
+        Check("answers", 0.08, kind="table"),
+        *([Check("question repeats the previous one", 0.05)] if per_story else []),
         Check("supporting facts per question", 0.0),
-        Check("gold-fact kinds in listed order", 0.05, table=True),
+        Check("gold-fact kinds in listed order", 0.05, kind="table"),
         *[Check(f"distance of gold fact {j + 1} (mean)", 0.2) for j in range(gold)],
         Check("latest gold fact at most 5 back", 0.03),
         Check("distance of the earliest gold fact (90th pct)", 0.25),
     ]
-    return out
 
 
 RELATIVE = {
     "statements per story",
+    "statements before a question",
     "statements between questions",
     "90th percentile gap",
     "distance of the earliest gold fact (90th pct)",
@@ -301,6 +334,7 @@ STATS: dict[str, list[Check]] = {
     "qa2": [
         *_common(("move", "get", "drop"), 2),
         Check("share of gaps of 2 statements", 0.05),
+        Check("a drop is followed by a get", 0.04),
         Check("gets ending in 'there'", 0.03),
         Check("drops ending in 'there'", 0.03),
         Check("asks about a dropped object", 0.04),
@@ -309,6 +343,7 @@ STATS: dict[str, list[Check]] = {
     "qa3": [
         *_common(("move", "get", "drop"), 3),
         Check("share of gaps of 2 statements", 0.05),
+        Check("a drop is followed by a get", 0.04),
         Check("gets ending in 'there'", 0.03),
         Check("drops ending in 'there'", 0.03),
         Check("gold event is the object's latest get/drop", 0.0),
@@ -317,13 +352,15 @@ STATS: dict[str, list[Check]] = {
         Check("asked room occurs twice in the spell", 0.04),
     ],
     "qa4": [
-        *_common(("rel",), 1),
+        *_common(("rel",), 1, per_story=False),
         Check("the three rooms lie on one line", 0.03),
+        Check("the question names the middle room", 0.04),
         Check("question's direction word in the non-gold statement", 0.04),
     ],
     "qa5": [
         *_common(("move", "get", "drop", "give"), 1),
         Check("share of gaps of 2 statements", 0.05),
+        Check("a give is followed by a give", 0.04),
         Check("gets ending in 'there'", 0.03),
         Check("drops ending in 'there'", 0.03),
         Check("asks about the same hand-over as the previous question", 0.05),
@@ -344,9 +381,13 @@ def compare(task: str, real: FileStats, gen: FileStats) -> list[Row]:
     """One row per statistic of ``STATS[task]``: real and generated value, tolerance, pass."""
     rows = []
     for c in STATS[task]:
-        if c.table:
+        if c.kind == "table":
             d = _tv(real.tables[c.name], gen.tables[c.name])
-            rows.append(Row(f"{c.name} (TV distance)", 0.0, d, f"≤ {c.tol:g}", d <= c.tol + 1e-12))
+            rows.append(Row(f"{c.name} (TV distance)", float("nan"), d, f"≤ {c.tol:g}", d <= c.tol + 1e-12))
+            continue
+        if c.kind == "new":
+            new = len(set(gen.tables[c.name]) - set(real.tables[c.name]))
+            rows.append(Row("words the real file never uses", float("nan"), new, f"≤ {c.tol:g}", new <= c.tol))
             continue
         r, g = real.values[c.name], gen.values[c.name]
         if c.name in RELATIVE:
