@@ -2,10 +2,10 @@
 
     python scripts/generate_babi.py --out data/babilong/babi-generated-v2/en-10k --seed 0 --gzip
 
-The generator follows rules measured on the real files (docs/DATA_BABILONG.md; compare with
-scripts/babi_fidelity.py).
-Files are named like the real en-10k ones ({task}_{split}.txt); with --gzip (how the embedded
-copy is shipped) they are written as {task}_{split}.txt.gz, which the loader reads directly.
+That command (the default --out) writes the shipped data/babilong/babi-generated-v2/en-10k byte for
+byte. The generator follows rules measured on the real files (docs/DATA_BABILONG.md; compare with
+scripts/babi_fidelity.py). Files are named like the real en-10k ones ({task}_{split}.txt); with
+--gzip they are written as {task}_{split}.txt.gz (deterministic bytes), which the loader reads.
 Every file is re-checked by an independent simulation (envs.data.babi_generator.check_babi_lines)
 before it is written.
 """
