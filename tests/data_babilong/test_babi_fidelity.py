@@ -52,3 +52,8 @@ def test_a_generator_off_the_real_rules_is_caught(monkeypatch, task, constant, v
     monkeypatch.setattr(gen, constant, value)
     bad = _out_of_tolerance(task, _real_stats(task))
     assert any(caught in b for b in bad), bad
+
+
+def test_an_unknown_statement_names_its_file_and_line():
+    with pytest.raises(ValueError, match=r"^f\.txt:2: unknown statement 'Mary flew away\.'$"):
+        story_stats("qa1", ["1 Mary went to the kitchen.", "2 Mary flew away."], "f.txt")
