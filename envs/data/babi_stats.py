@@ -162,7 +162,6 @@ def story_stats(task: str, lines: list[str], where: str = "<lines>") -> FileStat
     v["questions with a space before the tab"] = _share(q.spaced for _, q in qs)
     t["vocabulary"] = Counter(w for line in lines for w in re.findall(r"[A-Za-z]+", line.split("\t")[0]))
     t["answers"] = Counter(q.answer for _, q in qs)
-    v["most common answer share"] = t["answers"].most_common(1)[0][1] / len(qs)
     repeats = []
     for s in stories:
         repeats += [(a.text, a.answer) == (b.text, b.answer) for a, b in zip(s.questions, s.questions[1:])]
@@ -177,7 +176,6 @@ def story_stats(task: str, lines: list[str], where: str = "<lines>") -> FileStat
         v[f"distance of gold fact {j + 1} (mean)"] = float(np.mean(dist[j]))
     v["distance of the latest gold fact (mean)"] = float(np.mean(dist["latest"]))
     v["latest gold fact at most 5 back"] = _share(d <= 5 for d in dist["latest"])
-    v["distance of the earliest gold fact (mean)"] = float(np.mean(dist["earliest"]))
     v["distance of the earliest gold fact (90th pct)"] = float(np.percentile(dist["earliest"], 90))
     TASK_STATS[task](stories, v)
     return FileStats(v, t)
@@ -316,12 +314,14 @@ def _common(mix: tuple[str, ...], gold: int, per_story: bool = True) -> list[Che
         Check("supporting facts per question", 0.0),
         Check("gold-fact kinds in listed order", 0.05, kind="table"),
         *[Check(f"distance of gold fact {j + 1} (mean)", 0.2) for j in range(gold)],
+        Check("distance of the latest gold fact (mean)", 0.2),
         Check("latest gold fact at most 5 back", 0.03),
         Check("distance of the earliest gold fact (90th pct)", 0.25),
     ]
 
 
 RELATIVE = {
+    "distance of the latest gold fact (mean)",
     "statements per story",
     "statements before a question",
     "statements between questions",
