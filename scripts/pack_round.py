@@ -105,7 +105,8 @@ def pack(runs: Path, dest: Path) -> dict[str, Any]:
         else:
             shutil.copyfile(content, target)
     size = sum(t.stat().st_size for t, _ in prepared)
-    return {"runs": len(todo), "files": len(prepared), "bytes": size, "dropped": dropped}
+    per_run = {run: sum(1 for src, _ in files if RECORDS.match(src.name)) for run, files in todo.items()}
+    return {"runs": len(todo), "files": len(prepared), "bytes": size, "dropped": dropped, "evals": per_run}
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -117,6 +118,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         res = pack(args.runs, args.dest)
     except PackError as e:
         raise SystemExit(f"error: {e}") from None
+    for run, n in res["evals"].items():
+        print(f"  {run}: {n} evaluation file(s)" + ("  <- none: not evaluated yet?" if n == 0 else ""))
     for line in res["dropped"]:
         print(f"warning: {line}", file=sys.stderr)
     print(f"packed {res['files']} files of {res['runs']} runs into {args.dest} ({res['bytes'] / 1e6:.1f} MB)")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from prompts_and_metrics.metrics import fact_metrics
-from tests.conftest import load_script
+from tests.conftest import ROOT, load_script
 
 
 @pytest.mark.parametrize(
@@ -57,7 +57,11 @@ def _row(md: str, start: str) -> list[str]:
 
 FULL = [_rec(0, [1, 2, 3, 7, 8, 9], [1, 2, 3], 900), _rec(1, [5, 1, 2, 3, 8, 9], [1, 2, 3], 1100)]
 MISS = _rec(0, [1, 2, 7, 8, 9, 10], [1, 2, 3])  # EM 0, F1 2·(1/3)(2/3)/(1/3 + 2/3) = 4/9, never complete
-REAL_QA3_TEST = "17795c977100baf8188f386522ae301b62d6c1a13efc01b3aea781e588b4d57f"  # data/babilong/babi/MANIFEST.json
+REAL_QA3_TEST = next(  # the shipped real qa3 test file, as data/babilong/babi/MANIFEST.json lists it
+    f["sha256"]
+    for f in json.loads((ROOT / "data" / "babilong" / "babi" / "MANIFEST.json").read_text())["files"]
+    if f["file"] == "en-10k/qa3_three-supporting-facts_test.txt.gz"
+)
 
 
 def test_partial_token_round(tmp_path: Path):
@@ -136,6 +140,23 @@ def test_partial_token_round(tmp_path: Path):
         assert (out / png).stat().st_size > 1000
 
 
+def test_targets(tmp_path: Path):
+    """The target lines of lengths.md: qa2 evaluated at 1K-1M (one miss at 1M), qa3 at 1K only."""
+    runs = tmp_path / "runs"
+    hit, half = [FULL[0], {**FULL[0], "index": 1}], [FULL[0], {**MISS, "index": 1}]
+    files = {f"eval_seed42_nt{n}.jsonl": hit for n in (1000, 4000, 32000, 128000)}
+    _run(runs / "f_qa2", [1.0], {**files, "eval_seed42_nt1000000.jsonl": half})
+    _run(runs / "f_qa1", [1.0], {f"eval_seed42_nt{n}.jsonl": hit for n in (1000, 4000, 32000, 128000, 1000000)})
+    _run(runs / "t_qrag_s1", [1.0], {"eval_seed42_nt1000.jsonl": hit})
+    out = tmp_path / "out"
+    load_script("report_round").main([str(runs), "--out", str(out)])
+    md = (out / "lengths.md").read_text()
+    assert _row(md, "| qa1 | yes") == ["qa1", "yes (min 1.000 at 1K)", "yes (+0.000)", ""]
+    assert _row(md, "| qa2 | NO") == ["qa2", "NO (min 0.500 at 1M)", "NO (+0.500)", ""]
+    assert _row(md, "| qa3 | –") == ["qa3", "– (no 4K, 32K, 128K, 1M)", "– (no 1M)", "– (no 32K, 1M)"]
+    assert _row(md, "| qa4 | –")[1] == "– (no 1K, 4K, 32K, 128K, 1M)"
+
+
 def test_sentence_mode_round_and_oracle_check(tmp_path: Path):
     """Files of the reference's sentence unit (_ns<N>) keep working, labelled with their sentence
     count; an oracle-stopped evaluation file checks the post-hoc rule."""
@@ -210,8 +231,6 @@ def test_pack_round_then_make_results(tmp_path: Path):
     import os
     import subprocess
     import sys
-
-    from tests.conftest import ROOT
 
     raw = tmp_path / "raw"
     _run(raw / "t_qrag_s1", [0.2, 0.6], {"eval_seed42_nt1000.jsonl": FULL}, {"eval_seed42_nt1000.summary.json": {}})

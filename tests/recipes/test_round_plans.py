@@ -180,4 +180,9 @@ def test_repro_offline_end_to_end(tmp_path: Path):
     lengths = (out / "report" / "lengths.md").read_text()
     assert "| qa1 | samples | 3 | – |" in lengths  # 1K tokens evaluated, 4K not
     assert "official token budgets" in lengths
+    # the evaluation's settings.data_sha256 names the real qa1 test file it read
+    manifest = json.loads((ROOT / "data" / "babilong" / "babi" / "MANIFEST.json").read_text())
+    sha = next(f["sha256"] for f in manifest["files"] if f["file"] == "en-10k/qa1_single-supporting-fact_test.txt.gz")
+    assert f"| qa1 | test data sha256 | {sha[:12]} | – |" in lengths
+    assert "data/babilong/babi/en-10k/qa1_single-supporting-fact_test.txt.gz" in lengths
     assert not (out / "pids").exists()
