@@ -121,6 +121,9 @@ def merge_eval_config(eval_cfg: DictConfig) -> DictConfig:
     ev: dict[str, Any] = OmegaConf.to_container(without_hydra(eval_cfg), resolve=False)  # type: ignore
     if ev["eval_env"]:
         saved["envs"] = replace_env(saved["envs"], load_env_node(str(ev["eval_env"])))
+    if saved["envs"].get("name") == "babilong" and ev["envs"].get("length_unit") is None:
+        # BabiLong is evaluated at the official token budgets unless a sentence count is asked for
+        ev["envs"]["length_unit"] = "sentences" if ev["envs"].get("num_sentences") is not None else "tokens"
     ev = _prune_nulls(ev, saved)
     merged = OmegaConf.merge(OmegaConf.create(saved), OmegaConf.create(ev))
     OmegaConf.resolve(merged)

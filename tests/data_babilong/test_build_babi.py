@@ -62,3 +62,15 @@ def test_missing_release_file_is_one_clear_error(tmp_path):
     (root / "en-valid-10k" / "qa3_valid.txt").unlink()
     proc = _run("--snapshot", str(root), "--out", str(tmp_path / "out"))
     assert proc.returncode == 2 and "qa3_valid.txt not found" in proc.stderr
+
+
+def test_paths_presets_choose_real_or_generated_files():
+    from tests.conftest import compose_cfg
+
+    real = compose_cfg(["paths=embedded", "envs.task=qa3_three-supporting-facts"]).envs
+    generated = compose_cfg(["paths=generated", "envs.task=qa3_three-supporting-facts"]).envs
+    assert Path(real.facts_train_path).parent == SHIPPED
+    assert Path(generated.facts_test_path).parent == REPO / "data/babilong/babi-generated/en-10k"
+    for path in (real.facts_train_path, generated.facts_train_path, generated.facts_test_path):
+        assert Path(path + ".gz").is_file()
+    assert real.noise_train_path == generated.noise_train_path  # only the bAbI files differ

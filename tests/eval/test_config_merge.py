@@ -15,13 +15,17 @@ from .conftest import compose_cfg, eval_cfg
 
 def test_priority_cli_over_testing_over_saved(config_run: Path) -> None:
     cfg = merge_eval_config(eval_cfg(config_run))
-    assert cfg.envs.num_sentences == 50  # testing.yaml (50) beats the run's 10
+    # BabiLong default: the official token budget of testing.yaml ("1K"), whatever unit the run trained in
+    assert (cfg.envs.length_unit, cfg.envs.num_tokens, cfg.envs.num_sentences) == ("tokens", 1000, 10)
     assert cfg.seed == 42  # testing.yaml beats the run's seed 7
     assert cfg.envs.max_steps == 2  # testing.yaml null = keep the run's value
     assert cfg.envs.task == "qa1_single-supporting-fact"
     assert cfg.algo.model.predictor.num_layers == 1  # untouched training keys survive
     cli = merge_eval_config(eval_cfg(config_run, "envs.num_sentences=1200", "envs.max_steps=4", "seed=3"))
     assert (cli.envs.num_sentences, cli.envs.max_steps, cli.seed) == (1200, 4, 3)
+    assert cli.envs.length_unit == "sentences"  # a sentence count asks for the reference's sizing
+    both = merge_eval_config(eval_cfg(config_run, "envs.num_sentences=1200", "envs.length_unit=tokens"))
+    assert (both.envs.length_unit, both.envs.num_tokens) == ("tokens", 1000)  # an explicit unit wins
 
 
 def test_overrides_reach_the_dataset(config_run: Path) -> None:
@@ -61,11 +65,11 @@ def test_file_names_follow_settings(config_run: Path) -> None:
     beam = merge_eval_config(
         eval_cfg(config_run, "eval.planner=beam", "eval.beam_width=2", "eval.beam_expand=2", "use_last=true")
     )
-    assert eval_stem(beam) == "eval_seed42_ns50_last_beam2x2"
+    assert eval_stem(beam) == "eval_seed42_nt1000_last_beam2x2"
     tokens = merge_eval_config(eval_cfg(config_run, "envs.length_unit=tokens", "envs.num_tokens=32000"))
     assert eval_stem(tokens) == "eval_seed42_nt32000"  # BabiLong's official token sizing
     stop = merge_eval_config(eval_cfg(config_run, "eval.stop_q_threshold=0.5", "+legacy.oracle_stop=true"))
-    assert eval_stem(stop) == "eval_seed42_ns50_qstop0.5_oracle"
+    assert eval_stem(stop) == "eval_seed42_nt1000_qstop0.5_oracle"
 
 
 def test_eval_file_names_of_the_other_datasets(config_run: Path) -> None:
