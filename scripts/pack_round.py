@@ -10,7 +10,8 @@ records twice gives the same bytes, so git sees no change). Checkpoints, logs, T
 and sharded part files (``*.rank<r>.jsonl``, an interrupted distributed evaluation) are left out.
 A half-written last record (a run killed mid-write) is dropped, as the evaluation itself drops it on
 resuming; a malformed record elsewhere stops the packing before anything is written, naming the
-file and line. Then ``scripts/make_results.sh`` (or scripts/report_round.py) makes the tables.
+file and line. A packed file that a .gitignore pattern would keep out of git is an error (the raw
+files are there to be committed). Then ``scripts/make_results.sh`` (or scripts/report_round.py) makes the tables.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import io
 import json
 import re
 import shutil
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -106,7 +108,31 @@ def pack(runs: Path, dest: Path) -> dict[str, Any]:
             shutil.copyfile(content, target)
     size = sum(t.stat().st_size for t, _ in prepared)
     per_run = {run: sum(1 for src, _ in files if RECORDS.match(src.name)) for run, files in todo.items()}
-    return {"runs": len(todo), "files": len(prepared), "bytes": size, "dropped": dropped, "evals": per_run}
+    return {
+        "runs": len(todo),
+        "files": len(prepared),
+        "bytes": size,
+        "dropped": dropped,
+        "evals": per_run,
+        "written": [t for t, _ in prepared],
+    }
+
+
+def ignored_by_git(paths: list[Path]) -> list[str]:
+    """Those of ``paths`` that git would not commit because a .gitignore pattern matches them (empty
+    outside a git work tree or without git)."""
+    if not paths:
+        return []
+    try:
+        res = subprocess.run(
+            ["git", "-C", str(paths[0].parent), "check-ignore", "--stdin"],
+            input="\n".join(str(p.resolve()) for p in paths),
+            capture_output=True,
+            text=True,
+        )
+    except FileNotFoundError:
+        return []
+    return res.stdout.split() if res.returncode == 0 else []  # 1: nothing ignored; 128: not a work tree
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -123,6 +149,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     for line in res["dropped"]:
         print(f"warning: {line}", file=sys.stderr)
     print(f"packed {res['files']} files of {res['runs']} runs into {args.dest} ({res['bytes'] / 1e6:.1f} MB)")
+    if ignored := ignored_by_git(res["written"]):
+        raise SystemExit(
+            f"error: .gitignore keeps {len(ignored)} packed file(s) out of git, e.g. {ignored[0]} "
+            "(`git check-ignore -v <file>` names the pattern)"
+        )
     return res
 
 

@@ -284,3 +284,20 @@ def test_pack_round_refuses_a_malformed_record(tmp_path: Path):
     with pytest.raises(SystemExit, match=r"eval_seed42_nt1000.jsonl:2: not valid JSON"):
         load_script("pack_round").main([str(raw), str(tmp_path / "dest")])
     assert not (tmp_path / "dest").exists()  # nothing half-packed
+
+
+def test_pack_round_refuses_files_git_ignores(tmp_path: Path):
+    """Raw files are packed to be committed: a .gitignore that swallows them (the old `runs/`) is an error."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / ".gitignore").write_text("runs/\n")
+    raw = tmp_path / "raw"
+    _run(raw / "f_qa1", [1.0], {"eval_seed42_nt1000.jsonl": FULL})
+    pack = load_script("pack_round")
+    with pytest.raises(SystemExit, match=r"\.gitignore keeps 2 packed file\(s\) out of git"):
+        pack.main([str(raw), str(repo / "docs" / "results" / "r" / "runs")])
+    (repo / ".gitignore").write_text("/runs/\n")  # root-anchored: docs/results/*/runs/ is committed
+    assert pack.main([str(raw), str(repo / "docs" / "results" / "r" / "runs")])["files"] == 2
