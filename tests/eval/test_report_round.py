@@ -84,7 +84,7 @@ def test_partial_token_round(tmp_path: Path):
     _run(
         runs / "f_qa1",
         [1.0],
-        {"eval_seed42_nt1000.jsonl": [_rec(0, [4, 5], [4], 700)]},
+        {"eval_seed42_nt1000.jsonl": [_rec(0, [4, 5], [4], 700), _rec(1, [4], [], 5000)]},  # 1: no gold
         {"eval_seed42_nt1000.jsonl.meta.json": {"data_sha256": "ab" * 32}},
     )
     out = tmp_path / "out"
@@ -100,10 +100,12 @@ def test_partial_token_round(tmp_path: Path):
     assert _row(lengths, "| qa3 | fact F1 (fixed T)")[2:4] == ["0.667", "–"]
     assert _row(lengths, "| qa3 | fact F1 (oracle stop)")[2:5] == ["0.929", "–", "0.444"]
     assert _row(lengths, "| qa3 | samples")[2:5] == ["2", "–", "1"]
-    assert _row(lengths, "| qa3 | measured tokens")[2] == "1.0K"
+    assert _row(lengths, "| qa3 | measured encoder tokens")[2] == "1.0K"
     assert _row(lengths, "| qa3 | test data sha256")[2:5] == [REAL_QA3_TEST[:12], "–", "–"]
     assert "en-10k/qa3_three-supporting-facts_test.txt.gz" in lengths  # named from the shipped manifest
     assert _row(lengths, "| qa1 | fact F1 (oracle stop)")[2] == "1.000"  # [4, 5] stops after [4]
+    # a record without gold facts is unscored (the evaluation's own rule), not EM 1
+    assert _row(lengths, "| qa1 | samples")[2] == "1" and _row(lengths, "| qa1 | measured encoder tokens")[2] == "0.7K"
     assert _row(lengths, "| qa1 | fact F1 (fixed T)")[2] == "0.667"
     assert _row(lengths, "| qa1 | test data sha256")[2] == "ab" * 6  # from the .meta.json
     assert set(_row(lengths, "| qa2 | fact EM")[2:]) == {"–"}  # no f_qa2 run
@@ -178,7 +180,9 @@ def test_sentence_mode_round_and_oracle_check(tmp_path: Path):
     assert res["oracle_check"][0]["post_hoc"] == pytest.approx((1.0 + 6 / 7) / 2)
     lengths = (out / "lengths.md").read_text()
     assert _row(lengths, "| task | metric |")[2:] == ["1K≈ (50 sent.)"]
-    assert _row(lengths, "| qa1 | fact EM")[2] == "1.000" and _row(lengths, "| qa1 | measured tokens")[2] == "1.6K"
+    assert (
+        _row(lengths, "| qa1 | fact EM")[2] == "1.000" and _row(lengths, "| qa1 | measured encoder tokens")[2] == "1.6K"
+    )
     assert "sentences as the reference did" in lengths
     q = _row((out / "table3.md").read_text(), "| Q-RAG |")
     assert q[1] == "s_D, t_qrag_s2" and q[2] == "68.7 ± 24.2 [92.9, 44.4] (2)"  # (13/14 + 4/9) / 2
