@@ -3,7 +3,8 @@
     python scripts/pack_round.py <runs dir> docs/results/round4/runs
 
 For every run folder (one holding config.yaml or metrics.jsonl) copies exactly what the tables are
-made from: ``config.yaml``, ``metrics.jsonl``, the training ``summary.json``, the evaluation
+made from: ``config.yaml`` and ``config_resolved.yaml`` (the run's settings as written and as
+they resolved on the machine), ``metrics.jsonl``, the training ``summary.json``, the evaluation
 summaries ``*.summary.json`` and settings ``*.meta.json``, and the per-sample records
 ``eval_*.jsonl``, gzipped deterministically (no name, time stamp 0, level 9: packing the same
 records twice gives the same bytes, so git sees no change). Checkpoints, logs, TensorBoard files
@@ -28,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-PLAIN = ("config.yaml", "metrics.jsonl", "summary.json")
+PLAIN = ("config.yaml", "config_resolved.yaml", "metrics.jsonl", "summary.json")
 SIDECARS = ("*.summary.json", "*.meta.json")
 RECORDS = re.compile(r"^eval_.*\.jsonl(\.gz)?$")
 PART = re.compile(r"\.rank\d+\.jsonl(\.gz)?$")

@@ -3,7 +3,7 @@
     python scripts/report_round.py docs/results/round4/runs --out docs/results/round4
     scripts/make_results.sh            # every round under docs/results/ with committed raw files
 
-Reads each run's ``config.yaml``, ``metrics.jsonl`` (in-training validation curve) and its
+Reads each run's ``config_resolved.yaml`` / ``config.yaml``, ``metrics.jsonl`` (in-training validation curve) and its
 evaluation records ``eval_seed<seed>_nt<N>.jsonl`` (BabiLong's official token budget, N GPT-2
 tokens: ``envs.length_unit=tokens``) or ``eval_seed<seed>_ns<N>.jsonl`` (N haystack sentences, the
 reference's unit), plain or gzipped (``.jsonl.gz``, as committed by scripts/pack_round.py), with the
@@ -152,11 +152,11 @@ def eval_files(run: Path, seed: int = 42) -> dict[tuple[Length, bool], Path]:
     return out
 
 
-def data_sha256(path: Path) -> str | None:
-    """``settings.data_sha256`` of an evaluation file, from its .summary.json or .jsonl.meta.json
-    (the sha256 of the uncompressed bAbI facts file it read); "conflict" when the two disagree."""
+def eval_settings(path: Path) -> list[dict[str, Any]]:
+    """The settings an evaluation file was made with: its .summary.json's ``settings`` and its
+    .jsonl.meta.json (the same dict, written at the start and at the end), those that exist."""
     stem = path.name.split(".jsonl")[0]
-    found = set()
+    found = []
     for side, key in ((f"{stem}.summary.json", "settings"), (f"{stem}.jsonl.meta.json", None)):
         p = path.with_name(side)
         if p.is_file():
@@ -164,10 +164,21 @@ def data_sha256(path: Path) -> str | None:
                 doc = json.loads(p.read_text())
             except json.JSONDecodeError as e:
                 raise ReportError(f"{p}: not valid JSON ({e})") from e
-            doc = doc.get(key) or {} if key else doc
-            if doc.get("data_sha256"):
-                found.add(str(doc["data_sha256"]))
+            found.append((doc.get(key) or {}) if key else doc)
+    return found
+
+
+def data_sha256(path: Path) -> str | None:
+    """``settings.data_sha256`` of an evaluation file (the sha256 of the uncompressed bAbI facts
+    file it read); "conflict" when its .summary.json and .jsonl.meta.json disagree."""
+    found = {str(d["data_sha256"]) for d in eval_settings(path) if d.get("data_sha256")}
     return None if not found else found.pop() if len(found) == 1 else "conflict"
+
+
+def eval_task(path: Path) -> str | None:
+    """The bAbI task an evaluation file is of (``qa3``), from its settings."""
+    tasks = {str(d["task"]).split("_")[0] for d in eval_settings(path) if d.get("task")}
+    return tasks.pop() if len(tasks) == 1 else None
 
 
 @functools.cache
@@ -306,19 +317,27 @@ def curve(run: Path) -> list[tuple[int, float]]:
 
 
 def training_facts(run: Path) -> str:
-    """The bAbI training file a run read, from its config.yaml (best effort: '?' when the saved
-    config cannot be resolved outside its machine)."""
+    """The bAbI training file a run read: from config_resolved.yaml, else from config.yaml resolved
+    here ('?' when neither says; a config of another version still gets its curve reported)."""
     from omegaconf import OmegaConf
 
-    try:
-        cfg = OmegaConf.load(run / "config.yaml")
-        if OmegaConf.select(cfg, "paths.root_dir") is not None:
-            cfg.paths.root_dir = str(ROOT)
-        path = str(OmegaConf.select(cfg, "envs.facts_train_path", throw_on_resolution_failure=True))
-    except Exception:  # a config from another version / machine: the curve is still reported
+    path = None
+    for name in ("config_resolved.yaml", "config.yaml"):
+        if not (run / name).is_file():
+            continue
+        try:
+            cfg = OmegaConf.load(run / name)
+            if OmegaConf.select(cfg, "paths.root_dir") is not None:
+                cfg.paths.root_dir = str(ROOT)
+            path = OmegaConf.select(cfg, "envs.facts_train_path", throw_on_resolution_failure=True)
+        except Exception:  # unresolvable outside its machine: try the next file
+            continue
+        if path is not None:
+            break
+    if path is None:
         return "?"
-    parts = Path(path).parts
-    return "/".join(parts[parts.index("data") + 1 :]) if "data" in parts else path
+    parts = Path(str(path)).parts
+    return "/".join(parts[parts.index("data") + 1 :]) if "data" in parts else str(path)
 
 
 def curves_section(runs: dict[str, Path], out: Path) -> list[str]:
@@ -332,7 +351,7 @@ def curves_section(runs: dict[str, Path], out: Path) -> list[str]:
     ]
     for n in names:
         c = curves[n]
-        facts = training_facts(runs[n]) if (runs[n] / "config.yaml").exists() else "?"
+        facts = training_facts(runs[n])
         if not c:
             lines.append(f"| {n} | {facts} | {DASH} | {DASH} | {DASH} | {DASH} |")
             continue
@@ -403,12 +422,16 @@ def lengths_section(
     tasks = task_runs(runs, qa3)
     table: dict[str, dict[Length, dict[str, Any]]] = {}
     checks = []
+    warnings: list[str] = []
     for task, hit in tasks.items():
         if hit is None:
             table[task] = {}
             continue
         files = eval_files(hit[1], seed)
         table[task] = {ln: score_file(p) for (ln, oracle), p in files.items() if not oracle}
+        other = sorted({t for p in files.values() if (t := eval_task(p)) and t != task})
+        if other:
+            warnings.append(f"**warning**: {task} = `{hit[0]}` holds evaluations of {', '.join(other)}")
         checks += [
             (task, files[(ln, False)], p) for (ln, oracle), p in files.items() if oracle and (ln, False) in files
         ]
@@ -421,6 +444,8 @@ def lengths_section(
         "| task | metric | " + " | ".join(c.header for c in cols) + " |",
         "|---|---|" + "---|" * len(cols),
     ]
+    if warnings:
+        lines[1:1] = ["", *warnings]
     for task, row in table.items():
         for key, label in ROWS:
             cells = [fmt(row[c][key], key) if c in row else DASH for c in cols]

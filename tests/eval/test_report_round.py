@@ -68,7 +68,8 @@ def test_partial_token_round(tmp_path: Path):
     """A round 4 layout in token mode (files _nt<N>) with runs and lengths missing: every number
     checked against a hand computation, the missing ones are dashes."""
     runs = tmp_path / "runs"
-    sha = {"eval_seed42_nt1000.summary.json": {"settings": {"data_sha256": REAL_QA3_TEST}}}
+    settings = {"data_sha256": REAL_QA3_TEST, "task": "qa3_three-supporting-facts"}
+    sha = {"eval_seed42_nt1000.summary.json": {"settings": settings}}
     _run(
         runs / "t_qrag_s1",
         [0.2, 0.5, 0.7],
@@ -85,7 +86,7 @@ def test_partial_token_round(tmp_path: Path):
         runs / "f_qa1",
         [1.0],
         {"eval_seed42_nt1000.jsonl": [_rec(0, [4, 5], [4], 700), _rec(1, [4], [], 5000)]},  # 1: no gold
-        {"eval_seed42_nt1000.jsonl.meta.json": {"data_sha256": "ab" * 32}},
+        {"eval_seed42_nt1000.jsonl.meta.json": {"data_sha256": "ab" * 32, "task": "qa2_two-supporting-facts"}},
     )
     out = tmp_path / "out"
     res = load_script("report_round").main([str(runs), "--out", str(out)])
@@ -93,6 +94,10 @@ def test_partial_token_round(tmp_path: Path):
 
     lengths = (out / "lengths.md").read_text()
     assert "official token budgets" in lengths
+    # a run whose evaluations are of another task than its name says is flagged (only that one)
+    assert [x for x in lengths.splitlines() if "warning" in x] == [
+        "**warning**: qa1 = `f_qa1` holds evaluations of qa2"
+    ]
     assert _row(lengths, "| task | metric |") == ["task", "metric", "1K", "4K", "32K", "128K", "1M", "10M"]
     # qa3 = t_qrag_s1: 1K both records complete the gold set (EM 1), fixed-T F1 2·(1/2)·1/(3/2) = 2/3;
     # oracle stop after 3 and 4 steps: F1 1 and 2·(3/4)/(7/4) = 6/7, mean 13/14 = 0.929
