@@ -446,6 +446,20 @@ def lengths_section(
     ]
     if warnings:
         lines[1:1] = ["", *warnings]
+    glance = [
+        "**At a glance**: fact EM / fact F1 with oracle stopping (samples)",
+        "",
+        "| task | run | " + " | ".join(c.header for c in cols) + " |",
+        "|---|---|" + "---|" * len(cols),
+    ]
+    for task, row in table.items():
+        cells = [
+            f"{row[c]['fact_em']:.3f} / {row[c]['oracle_f1']:.3f} ({row[c]['n']})" if c in row and row[c]["n"] else DASH
+            for c in cols
+        ]
+        run = f"`{tasks[task][0]}`" if tasks[task] else DASH
+        glance.append(f"| {task} | {run} | " + " | ".join(cells) + " |")
+    lines[-2:-2] = [*glance, "", "**Every metric**", ""]
     for task, row in table.items():
         for key, label in ROWS:
             cells = [fmt(row[c][key], key) if c in row else DASH for c in cols]

@@ -101,6 +101,8 @@ def test_partial_token_round(tmp_path: Path):
     assert _row(lengths, "| task | metric |") == ["task", "metric", "1K", "4K", "32K", "128K", "1M", "10M"]
     # qa3 = t_qrag_s1: 1K both records complete the gold set (EM 1), fixed-T F1 2·(1/2)·1/(3/2) = 2/3;
     # oracle stop after 3 and 4 steps: F1 1 and 2·(3/4)/(7/4) = 6/7, mean 13/14 = 0.929
+    assert _row(lengths, "| qa3 | `t_qrag_s1` |")[2:5] == ["1.000 / 0.929 (2)", "–", "0.000 / 0.444 (1)"]
+    assert _row(lengths, "| qa2 | – |")[2:] == ["–"] * 6
     assert _row(lengths, "| qa3 | fact EM")[2:] == ["1.000", "–", "0.000", "–", "–", "–"]
     assert _row(lengths, "| qa3 | fact F1 (fixed T)")[2:4] == ["0.667", "–"]
     assert _row(lengths, "| qa3 | fact F1 (oracle stop)")[2:5] == ["0.929", "–", "0.444"]
@@ -157,7 +159,7 @@ def test_targets(tmp_path: Path):
     _run(runs / "t_qrag_s1", [1.0], {"eval_seed42_nt1000.jsonl": hit})
     out = tmp_path / "out"
     load_script("report_round").main([str(runs), "--out", str(out)])
-    md = (out / "lengths.md").read_text()
+    md = (out / "lengths.md").read_text().split("Targets (issue 22")[1]
     assert _row(md, "| qa1 | yes") == ["qa1", "yes (min 1.000 at 1K)", "yes (+0.000)", ""]
     assert _row(md, "| qa2 | NO") == ["qa2", "NO (min 0.500 at 1M)", "NO (+0.500)", ""]
     assert _row(md, "| qa3 | –") == ["qa3", "– (no 4K, 32K, 128K, 1M)", "– (no 1M)", "– (no 32K, 1M)"]
