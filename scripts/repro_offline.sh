@@ -11,15 +11,17 @@
 #            (about 1 000-1 200 optimiser steps per run); with fewer cards raise TIME_LIMIT in
 #            proportion to reach the same steps (the runs' own logs show the steps reached).
 # 2. eval:   the chains of docs/results/round2/plan_eval.txt (scripts/launch_evals.sh): qa1-qa5 from
-#            1K to 1M tokens (10M for qa1-qa3), Table 3 at 1K, 32K and 1M.
-# 3. report: scripts/report_round.py -> $OUT/report/{sweep,lengths,table3}.{md,png}.
+#            1K to 1M (10M for qa1-qa3), Table 3 at 1K, 32K and 1M. Rounds 2-3 sized haystacks in
+#            sentences (their plans say `#@length_unit sentences`); a plan without that line is read
+#            in BabiLong's official token budgets (N = 1000 is 1K GPT-2 tokens).
+# 3. report: scripts/report_round.py -> $OUT/report/{curves,lengths,table3,generated}.{md,png}.
 #
 # Interrupted? Run it again: finished runs are skipped, stopped ones resume from model_last.pt (and
 # get TIME_LIMIT more seconds), evaluation files resume by sample id.
 # Env (defaults): OUT (runs/repro_offline), GPUS (every GPU nvidia-smi lists, else "0" on CPU),
 # TIME_LIMIT (840), THREADS (2), PYTHON (python), ROUND (the folder holding plan_train.txt and
-# plan_eval.txt: docs/results/round2), QA3 (the run reported as the qa3 retriever and Q-RAG seed 1:
-# s_D as in round 2; round 3: t_qrag_s1), TRAIN_EXTRA / EVAL_EXTRA (extra overrides,
+# plan_eval.txt: docs/results/round2), QA3 (the run reported as the qa3 retriever of the length table:
+# default t_qrag_s1 when the round has it, else s_D as in round 2), TRAIN_EXTRA / EVAL_EXTRA (extra overrides,
 # e.g. TRAIN_EXTRA="algo.model.name=/models/minilm" when the PyPI package is not installed).
 set -euo pipefail
 
@@ -62,7 +64,7 @@ else
   status=0
 fi
 mkdir -p "$OUT/report"
-"$PYTHON" scripts/report_round.py "$OUT" --out "$OUT/report" --qa3 "${QA3:-s_D}" > "$OUT/report/summary.txt" 2>&1 \
+"$PYTHON" scripts/report_round.py "$OUT" --out "$OUT/report" ${QA3:+--qa3 "$QA3"} > "$OUT/report/summary.txt" 2>&1 \
   || { note "report failed: $OUT/report/summary.txt"; exit 1; }
 note "done: tables and plots in $OUT/report/ (compare with $ROUND/)"
 exit "$status"
