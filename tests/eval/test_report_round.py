@@ -159,7 +159,7 @@ def test_targets(tmp_path: Path):
     _run(runs / "t_qrag_s1", [1.0], {"eval_seed42_nt1000.jsonl": hit})
     out = tmp_path / "out"
     load_script("report_round").main([str(runs), "--out", str(out)])
-    md = (out / "lengths.md").read_text().split("Targets (issue 22")[1]
+    md = (out / "lengths.md").read_text().split("Targets of the real-bAbI reproduction")[1]
     assert _row(md, "| qa1 | yes") == ["qa1", "yes (min 1.000 at 1K)", "yes (+0.000)", ""]
     assert _row(md, "| qa2 | NO") == ["qa2", "NO (min 0.500 at 1M)", "NO (+0.500)", ""]
     assert _row(md, "| qa3 | –") == ["qa3", "– (no 4K, 32K, 128K, 1M)", "– (no 1M)", "– (no 32K, 1M)"]
