@@ -186,3 +186,32 @@ def test_repro_offline_end_to_end(tmp_path: Path):
     assert f"| qa1 | test data sha256 | {sha[:12]} | – |" in lengths
     assert "data/babilong/babi/en-10k/qa1_single-supporting-fact_test.txt.gz" in lengths
     assert not (out / "pids").exists()
+
+
+def test_round4_plan_lines_compose_and_pass_the_checks():
+    """Every training line of the committed round 4 plan still composes and passes the config checks,
+    and each ablation differs from Q-RAG's qa3 line only in its ablated key."""
+    from rl.validate import check_training
+
+    plan = ROOT / "docs" / "results" / "round4" / "plan_train.txt"
+    common, runs = [], {}
+    for line in plan.read_text().splitlines():
+        if line.startswith("#@common "):
+            common += line.split()[1:]
+        elif line.strip() and not line.startswith("#"):
+            name, _gpu, *ov = line.split()
+            runs[name] = ov
+    assert len(runs) == 18
+    cfgs = {}
+    for name, ov in runs.items():
+        cfg = compose_cfg(common + ov)
+        check_training(cfg)
+        cfgs[name] = OmegaConf.to_container(cfg, resolve=True)
+    assert Path(cfgs["g_qa3"]["envs"]["facts_train_path"] + ".gz").is_file()  # the shipped generated file
+    base = cfgs["t_qrag_s1"]
+    for name, key in (("t_nosoftq_s1", "soft_target"), ("t_notarget_s1", "use_target_networks")):
+        ablated = cfgs[name]
+        assert ablated["algo"]["pqn"]["hyperparams"][key] is False
+        ablated["algo"]["pqn"]["hyperparams"][key] = True
+        ablated["steps_count"] = ablated["algo"]["scheduler"]["total"] = base["steps_count"]
+        assert ablated == base
