@@ -78,7 +78,7 @@ BAD_VALUES = {
     "envs.name=nope": "unknown dataset name 'nope' (envs.name); known: ['2WikiMultihopQA', 'babilong', "
     "'babilong_hf', 'combined', 'hotpotqa', 'longbench', 'musique', 'niah', 'ruler_qa']",
     "eval_split=bogus": "eval_split='bogus': expected one of validation, test",
-    "algo.optimizer.lr=-1e-5": "algo.optimizer.lr=-1e-05: expected a number > 0",
+    "algo.optimizer.lr=-1e-5": "algo.optimizer.lr=-1e-05: expected a number > 0 and <= 1",
     "precision=bogus": "precision='bogus': expected one of auto, tf32, fp32, bf16",
     "envs.num_sentences=/../../escaped/x": "envs.num_sentences='/../../escaped/x': expected an integer >= 1 or a list of them",
     "envs.task=../../escaped": "envs.task='../../escaped': expected a plain name (letters, digits, _ . + = , -; "
@@ -123,7 +123,7 @@ LEARNER_BAD_VALUES = {
         "learner=sac_d",
         "algo.sac_d.hyperparams.alpha_lr=-1",
     ): "algo.sac_d.hyperparams.alpha_lr=-1: expected a number >= 0",
-    ("learner=sft", "algo.optimizer.lr=0"): "algo.optimizer.lr=0: expected a number > 0",
+    ("learner=sft", "algo.optimizer.lr=0"): "algo.optimizer.lr=0: expected a number > 0 and <= 1",
     ("algo.objective=dqn",): "algo.objective='dqn' without algo.dqn.hyperparams: choose the learner with learner=dqn "
     "(configs/learner/dqn.yaml), not algo.objective alone",
 }
@@ -237,7 +237,7 @@ def test_cli_refuses_before_writing(tmp_path):
     out = _train([*TINY, *dqn, f"hydra.run.dir={run_dir}"])
     assert out.returncode == 2, out.stderr[-2000:]
     assert [line for line in out.stderr.splitlines() if line.startswith("error: ")] == [
-        "error: algo.optimizer.lr=-1e-05: expected a number > 0",
+        "error: algo.optimizer.lr=-1e-05: expected a number > 0 and <= 1",
         "error: " + BAD_VALUES["algo.scheduler.name=Linear"],
         "error: " + LEARNER_BAD_VALUES[("learner=dqn", "algo.dqn.hyperparams.epsilon_start=1.5")],
         "error: " + LEARNER_BAD_VALUES[("learner=dqn", "algo.dqn.hyperparams.buffer_size=0")],
