@@ -181,8 +181,9 @@ def append_line(path: Path, line: str, then: str = "rerun the same command") -> 
         raise
     with f:
         start = f.seek(0, os.SEEK_END)
-        if start and os.pread(f.fileno(), 1, start - 1) != b"\n":
-            whole = path.read_bytes()[:start].rfind(b"\n") + 1
+        data = path.read_bytes()[:start] if start else b""
+        if data and not data.endswith(b"\n"):
+            whole = data.rfind(b"\n") + 1
             log.warning("%s: cut off a torn last line (%d bytes) left by an interrupted write", path, start - whole)
             f.truncate(whole)
             start = f.seek(whole)

@@ -179,9 +179,11 @@ def _check_secrets(c: Checker) -> None:
                 f"would be saved in config.yaml, the logs and the checkpoint); remove it"
             )
         elif v not in (None, "") and not _is_num(v) and SECRET_KEY.search(name) and not SPECIAL_TOKEN.search(name):
+            api = re.search(r"api[_-]?key", name, re.IGNORECASE)
             c.errors.append(
-                f"{key}: keys are not taken from the config (it is saved in config.yaml, the logs and the "
-                f"checkpoint); remove it and export {KEY_ENV}=<key> instead"
+                f"{key}: {'keys' if api else 'credentials'} are not taken from the config (it is saved in config.yaml, "
+                f"the logs and the checkpoint); remove it and "
+                + (f"export {KEY_ENV}=<key> instead" if api else "pass it through an environment variable instead")
             )
         elif isinstance(v, str) and SECRET_VALUE.search(v):
             c.errors.append(f"{key}: holds what looks like a credential (it would be saved to files); remove it")
