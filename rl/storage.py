@@ -168,6 +168,12 @@ def remove_stale_tmp(folder: Path, names: Iterable[str]) -> list[Path]:
     return stale
 
 
+def _last_byte(path: Path, size: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(size - 1)
+        return f.read(1)
+
+
 def append_line(path: Path, line: str, then: str = "rerun the same command") -> None:
     """One JSON line appended whole or, on a full disk, cut back to where the file was. A torn
     last line (a kill mid-write: no closing newline) is cut off first, so the new line is not
@@ -181,9 +187,8 @@ def append_line(path: Path, line: str, then: str = "rerun the same command") -> 
         raise
     with f:
         start = f.seek(0, os.SEEK_END)
-        data = path.read_bytes()[:start] if start else b""
-        if data and not data.endswith(b"\n"):
-            whole = data.rfind(b"\n") + 1
+        if start and _last_byte(path, start) != b"\n":
+            whole = path.read_bytes()[:start].rfind(b"\n") + 1
             log.warning("%s: cut off a torn last line (%d bytes) left by an interrupted write", path, start - whole)
             f.truncate(whole)
             start = f.seek(whole)

@@ -345,6 +345,8 @@ def check_output_folder(config: DictConfig, kind: str) -> None:
     have rewritten that run's .hydra/config.yaml and overrides.yaml with the refused values)."""
     from rl import storage
 
+    if int(os.environ.get("RANK", "0") or 0) > 0:  # ranks > 0 of torchrun write nothing (rl/distributed.py)
+        return
     try:
         folder = Path(str(OmegaConf.select(config, "hydra.run.dir")))
     except Exception:  # no hydra node (a config composed outside Hydra)
