@@ -53,6 +53,7 @@ from rl.storage import (
     disk_full_message,
     load_checkpoint,
     remove_stale_tmp,
+    require_keys,
 )
 from rl.validate import check_eval
 
@@ -444,7 +445,14 @@ def checkpoint_path(cfg: DictConfig) -> Path:
 def load_agent(cfg: DictConfig, ckpt: Path, device: torch.device) -> Any:
     agent = agent_from_cfg(cfg, device)
     state = load_checkpoint(ckpt, map_location=device)
-    agent.load_state_dict(state["learner"]["agent"])
+    require_keys(state, ckpt, ("learner.agent",), "restore it from a copy")
+    try:
+        agent.load_state_dict(state["learner"]["agent"])
+    except RuntimeError as e:  # weights of another model or another shape
+        raise EvalError(
+            f"{ckpt}: its weights do not fit the model its config.yaml describes ({_first(e)}); restore the "
+            f"run folder's checkpoint and config.yaml from the same run"
+        ) from None
     agent.eval()
     return agent
 

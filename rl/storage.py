@@ -361,11 +361,12 @@ def load_checkpoint(path: Path, map_location: Any = None) -> dict[str, Any]:
         with torch.serialization.safe_globals(_numpy_globals()):
             state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:
-        detail = _first_line(str(exc).split("WeightsUnpickler error:")[-1])
-        if "Unsupported global" not in detail:  # damaged bytes, not a forbidden object
-            raise CheckpointLoadError(unreadable.format(detail)) from None
+        lines = [x.strip() for x in str(exc).split("WeightsUnpickler error:")[-1].splitlines() if x.strip()]
+        code = [x for x in lines if "GLOBAL" in x.upper()]  # a forbidden class or function named in the file
+        if not code:  # damaged bytes (e.g. "Unsupported operand 182"), not a forbidden object
+            raise CheckpointLoadError(unreadable.format(lines[0] if lines else "not a pickle")) from None
         raise CheckpointLoadError(
-            f"{path} holds objects other than tensors and plain values ({detail}), so it is not loaded: "
+            f"{path} holds objects other than tensors and plain values ({code[0]}), so it is not loaded: "
             f"loading it could run code from the file. It was not written by this version of Q-RAG; "
             f"retrain, or load it yourself with torch.load(weights_only=False) only if you trust its source"
         ) from None

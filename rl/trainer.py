@@ -520,6 +520,7 @@ class Trainer:
             )
         if self.untrained_test is not None:
             best = load_checkpoint(self.run_dir / "model_best.pt", map_location="cpu")
+            require_keys(best, self.run_dir / "model_best.pt", ("learner.agent",), DAMAGED)
             self.agent.load_state_dict(best["learner"]["agent"])
             self.agent.weights_version += 1
             trained, _ = self.evaluate(self.test_ds, self.test_indices(), "test")

@@ -190,3 +190,19 @@ def test_an_unreachable_feedback_server_is_one_line():
         fb.step([0], [[0]])
     assert "\n" not in str(e.value) and "127.0.0.1:9" in str(e.value)
     assert FeedbackError in eval_retriever.USER_ERRORS and FeedbackError in train_q_rag.USER_ERRORS
+
+
+def test_a_checkpoint_without_weights_is_one_line(tmp_path):
+    import torch
+
+    from rl.eval_run import load_agent
+    from rl.storage import CheckpointLoadError, save_checkpoint
+
+    write_run_config(tmp_path)
+    save_checkpoint({"config": {}, "best": 0.0}, tmp_path / "model_best.pt")
+    with pytest.raises(CheckpointLoadError) as e:
+        load_agent(merge_eval_config(eval_cfg(tmp_path)), tmp_path / "model_best.pt", torch.device("cpu"))
+    assert str(e.value) == (
+        f"{tmp_path}/model_best.pt lacks learner.agent (it was not written whole by this version of Q-RAG); "
+        f"restore it from a copy"
+    )
