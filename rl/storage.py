@@ -313,7 +313,8 @@ def _feed(h: Any, x: Any) -> None:
     if isinstance(x, torch.Tensor):
         t = x.detach().cpu().contiguous()
         h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy())
+        if t.numel():  # (an empty tensor has no bytes to view)
+            h.update(t.reshape(-1).view(torch.uint8).numpy())
     elif isinstance(x, np.ndarray):
         h.update(f"A{x.dtype}{x.shape}".encode())
         h.update(np.ascontiguousarray(x).tobytes())

@@ -105,6 +105,27 @@ def test_an_empty_model_last_is_one_line(reference_run, tmp_path):
     )
 
 
+def test_every_kind_of_entry_passes_its_checksum(tmp_path):
+    """Empty, 0-d, bool and bf16 tensors, numpy arrays, nested tuples: saved and loaded, the
+    checksum holds; any one value changed, it does not."""
+    import numpy as np
+
+    state = {
+        "empty": torch.zeros(0, dtype=torch.long),
+        "scalar": torch.tensor(3.5),
+        "mask": torch.tensor([True, False]),
+        "half": torch.ones(3, dtype=torch.bfloat16),
+        "view": torch.arange(6).reshape(2, 3).t(),
+        "numpy": np.arange(4, dtype=np.uint32),
+        "plain": {"python": (3, (1, 2), None), "f": 0.1, "s": "x", 7: [1.5, float("inf")]},
+    }
+    save_checkpoint(state, tmp_path / "c.pt")
+    loaded = load_checkpoint(tmp_path / "c.pt")
+    assert loaded["checksum"] == storage.state_checksum(state) == storage.state_checksum(loaded)
+    loaded["plain"]["f"] = 0.2
+    assert storage.state_checksum(loaded) != storage.state_checksum(state)
+
+
 def test_random_bytes_are_not_called_pickled_code(tmp_path):
     path = tmp_path / "model_last.pt"
     path.write_bytes(bytes(range(256)) * 40)
