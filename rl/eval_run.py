@@ -175,8 +175,8 @@ def fill_missing(taken: dict[str, Any], source: Path) -> dict[str, Any]:
     cfg_dir = PROJECT_ROOT / "configs"
     defaults: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(cfg_dir / "training.yaml"), resolve=False)  # type: ignore
     filled: list[str] = []
-    for k in RUN_KEYS:
-        if k not in taken and k in defaults:
+    for k in RUN_KEYS:  # (speed: SpeedSwitches.from_cfg defaults its own keys, reading an old compile_encoders)
+        if k not in taken and k in defaults and k != "speed":
             taken[k] = copy.deepcopy(defaults[k])
             filled.append(f"{k}={taken[k]!r}")
     for group, option in (("legacy", "none"), ("paths", "default")):  # training.yaml's group defaults

@@ -318,9 +318,9 @@ def _feed(h: Any, x: Any) -> None:
     elif isinstance(x, np.ndarray):
         h.update(f"A{x.dtype}{x.shape}".encode())
         h.update(np.ascontiguousarray(x).tobytes())
-    elif isinstance(x, dict):
+    elif isinstance(x, dict):  # in key order: a resumed run may rebuild a dict in another order
         h.update(f"D{len(x)}".encode())
-        for k, v in x.items():
+        for k, v in sorted(x.items(), key=lambda kv: (type(kv[0]).__name__, repr(kv[0]))):
             _feed(h, k)
             _feed(h, v)
     elif isinstance(x, (list, tuple)):
