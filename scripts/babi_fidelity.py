@@ -4,7 +4,7 @@
 
 For every task it reads the real training file (``--real``, default the shipped real files
 data/babilong/babi/en-10k) and the generated training file (``--generated``, default
-data/babilong/babi-generated-v2/en-10k; ``--seed N`` generates afresh instead), computes the
+data/babilong/babi-generated/en-10k; ``--seed N`` generates afresh instead), computes the
 statistics of envs/data/babi_stats.py and writes a markdown table: real value, generated value,
 the tolerance tests/data_babilong/test_babi_fidelity.py holds the generator to, and whether the
 generated value is inside it. The real test file's value is shown too, as a measure of how much
@@ -75,7 +75,7 @@ def report(real_root: Path, gen_root: Path | None, seed: int | None, tasks: list
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--real", type=Path, default=REPO / "data/babilong/babi/en-10k")
-    ap.add_argument("--generated", type=Path, default=REPO / "data/babilong/babi-generated-v2/en-10k")
+    ap.add_argument("--generated", type=Path, default=REPO / "data/babilong/babi-generated/en-10k")
     ap.add_argument("--seed", type=int, default=None, help="generate 10 000 questions per task instead of reading")
     ap.add_argument("--tasks", nargs="+", default=list(STATS), choices=list(STATS))
     ap.add_argument("--out", type=Path, default=None, help="write the markdown here (default: print it)")

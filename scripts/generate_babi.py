@@ -1,8 +1,8 @@
 """Write seeded, generated bAbI v1.2-format task files for qa1-qa5 (not the real bAbI data).
 
-    python scripts/generate_babi.py --out data/babilong/babi-generated-v2/en-10k --seed 0 --gzip
+    python scripts/generate_babi.py --out data/babilong/babi-generated/en-10k --seed 0 --gzip
 
-That command (the default --out) writes the shipped data/babilong/babi-generated-v2/en-10k byte for
+That command (the default --out) writes the shipped data/babilong/babi-generated/en-10k byte for
 byte. The generator follows rules measured on the real files (docs/DATA_BABILONG.md; compare with
 scripts/babi_fidelity.py). Files are named like the real en-10k ones ({task}_{split}.txt); with
 --gzip they are written as {task}_{split}.txt.gz (deterministic bytes), which the loader reads.
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=REPO / "data/babilong/babi-generated-v2/en-10k")
+    ap.add_argument("--out", type=Path, default=REPO / "data/babilong/babi-generated/en-10k")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tasks", nargs="+", default=list(GEN_TASKS), choices=list(GEN_TASKS))
     ap.add_argument("--train-questions", type=int, default=10_000)

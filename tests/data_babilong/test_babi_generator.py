@@ -103,7 +103,7 @@ def test_checker_knows_the_qa3_rules():
 
 
 def test_shipped_generated_test_files_are_reproducible():
-    root = EMBEDDED / "babilong/babi-generated-v2/en-10k"
+    root = EMBEDDED / "babilong/babi-generated/en-10k"
     for key, task in GEN_TASKS.items():
         text = gzip.decompress((root / f"{task}_test.txt.gz").read_bytes()).decode()
         assert text == "".join(ln + "\n" for ln in generate_task(key, 1000, seed=0, split="test"))

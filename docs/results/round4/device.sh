@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../../.."
 ROUND=docs/results/round4
 RUNS=runs/round4
-export GPUS="0 1" THREADS=2 PYTHONUNBUFFERED=1 TIME_LIMIT="${TIME_LIMIT:-1080}"
+export GPUS="0 1" THREADS=2 PYTHONUNBUFFERED=1 TIME_LIMIT="${TIME_LIMIT:-1020}"
 if [ ! -d /tmp/site ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .device/whl/*.whl || exit 1
 fi
