@@ -15,7 +15,7 @@ import hydra
 from omegaconf import DictConfig
 
 import rl.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
-from envs.errors import DatasetFormatError, DatasetNotFoundError
+from envs.errors import DatasetFormatError, DatasetNotFoundError, FeedbackError
 from envs.types import SampleError
 from rl.config import PROJECT_ROOT
 from rl.distributed import hydra_worker_argv
@@ -24,7 +24,15 @@ from rl.eval_run import EvalError, run
 from rl.storage import StorageError
 from rl.validate import ConfigError, check_group_choices, report_and_exit
 
-USER_ERRORS = (EvalError, StorageError, DatasetNotFoundError, DatasetFormatError, SampleError, ModelLoadError)
+USER_ERRORS = (
+    EvalError,
+    StorageError,
+    DatasetNotFoundError,
+    DatasetFormatError,
+    SampleError,
+    ModelLoadError,
+    FeedbackError,
+)
 
 
 @hydra.main(config_path="configs", config_name="testing", version_base="1.3")

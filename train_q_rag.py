@@ -11,7 +11,7 @@ import hydra
 from omegaconf import DictConfig
 
 import rl.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
-from envs.errors import DatasetFormatError, DatasetNotFoundError
+from envs.errors import DatasetFormatError, DatasetNotFoundError, FeedbackError
 from envs.types import SampleError
 from rl.config import PROJECT_ROOT
 from rl.distributed import hydra_worker_argv
@@ -21,7 +21,15 @@ from rl.trainer import RunFolderError, run
 from rl.validate import ConfigError, check_group_choices, report_and_exit
 
 # Mistakes in the command line or the data: one "error: ..." line saying what to do, no traceback.
-USER_ERRORS = (DatasetNotFoundError, DatasetFormatError, SampleError, ModelLoadError, RunFolderError, StorageError)
+USER_ERRORS = (
+    DatasetNotFoundError,
+    DatasetFormatError,
+    SampleError,
+    ModelLoadError,
+    RunFolderError,
+    StorageError,
+    FeedbackError,
+)
 
 
 @hydra.main(config_path="configs", config_name="training", version_base="1.3")

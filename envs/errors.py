@@ -23,3 +23,8 @@ class DatasetNotFoundError(FileNotFoundError):
         path = os.path.normpath(str(path))  # show ".../datasets", not "<repo>/../datasets"
         super().__init__(f"Dataset not found: {path}\n  expected: {what}\n  how to get it: {how_to_get}")
         self.path = path
+
+
+class FeedbackError(RuntimeError):
+    """The reward could not be computed (e.g. the LLM-feedback server is unreachable): one line
+    naming the server and what to do."""

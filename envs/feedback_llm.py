@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from envs.errors import FeedbackError
 from envs.legacy import flag
 from envs.types import Sample
 from prompts_and_metrics.metrics import NIAH_TASKS, babilong_acc, babilong_em, babilong_f1, task_key
@@ -150,10 +151,10 @@ class LLMFeedback:
             if self.silent_failures:
                 return [o if o is not None else "" for o in outs]
             if self.on_failure == "raise":
-                raise RuntimeError(
+                raise FeedbackError(
                     f"LLM feedback: {len(failed)} request(s) to {self.server if self.use_api else self.model} "
                     f"failed for sample ids {ids}: {err or 'no output'}. Set feedback.on_failure=zero to "
-                    "score failures as 0 instead."
+                    "score failures as 0 instead, or start the server / pass feedback.api_base_url=<its URL>."
                 )
             log.warning("LLM feedback: %d request(s) failed (samples %s), scored 0: %s", len(failed), ids, err)
         return outs

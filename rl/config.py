@@ -20,11 +20,14 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 def register_resolvers() -> None:
     """``${qrag_root:}`` = the project folder, so data paths don't depend on the shell's cwd;
-    ``${qrag_sweep_jobs:N}`` = concurrent sweep jobs for N per visible GPU (:func:`sweep_jobs`)."""
+    ``${qrag_sweep_jobs:N}`` = concurrent sweep jobs for N per visible GPU (:func:`sweep_jobs`);
+    ``${qrag_first:a,b}`` = a unless it is null or empty, else b."""
     if not OmegaConf.has_resolver("qrag_root"):
         OmegaConf.register_new_resolver("qrag_root", lambda: str(PROJECT_ROOT))
     if not OmegaConf.has_resolver("qrag_sweep_jobs"):
         OmegaConf.register_new_resolver("qrag_sweep_jobs", sweep_jobs)
+    if not OmegaConf.has_resolver("qrag_first"):  # the first argument that is set (null and "" are not)
+        OmegaConf.register_new_resolver("qrag_first", lambda *xs: next((x for x in xs if x not in (None, "")), None))
 
 
 def sweep_jobs(jobs_per_gpu: Any) -> int:

@@ -19,6 +19,8 @@ world size, are merged in before anything else, so no record is lost or duplicat
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import hashlib
 import json
 import logging
@@ -29,6 +31,7 @@ from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 from tqdm.auto import tqdm
 
 from envs.data.common import content_sha256
@@ -51,6 +54,7 @@ from rl.storage import (
     disk_full_message,
     load_checkpoint,
     remove_stale_tmp,
+    require_keys,
 )
 from rl.validate import check_eval
 
@@ -104,8 +108,108 @@ def replace_env(saved_envs: dict[str, Any], node: dict[str, Any]) -> dict[str, A
     return new
 
 
+# What evaluation takes from a run folder's config.yaml: what describes the trained model and the
+# environment it acts in. A run folder may come from anyone, so nothing else is taken: not where
+# to write (output_dir), not the reward or its server (feedback), not the device or the seed.
+RUN_KEYS = (
+    "algo",
+    "envs",
+    "legacy",
+    "paths",
+    "precision",
+    "speed",
+    "compile_encoders",
+    "max_action_length",
+    "max_action_length_in_memory",
+    "eval_max_action_length_in_memory",
+    "max_state_length",
+    "embed_batch_size",
+    "eval_group_size",
+)
+# ${...} in a saved value: only references to the keys above and ${qrag_root:} are resolved (any
+# other resolver, e.g. oc.env, would read the evaluating machine's environment into the files).
+SAFE_RESOLVERS = ("qrag_root",)
+INTERPOLATION = re.compile(r"\$\{\s*([^:${}]*?)\s*(:|\})")
+
+
+def taken_from_run(saved: dict[str, Any], source: Path) -> dict[str, Any]:
+    """The allow-listed part of a saved run config. A value that is exactly a reference to
+    another saved key holding a plain value (``total: ${steps_count}``) gets that value; any other
+    interpolation reaching outside the part, or calling a resolver that could read this machine
+    (``${oc.env:...}``), is refused with one line naming the key."""
+
+    def outside(name: str) -> bool:
+        return not name.startswith(".") and name.split(".")[0].split("[")[0] not in RUN_KEYS
+
+    def refuse(key: str, node: str, what: str) -> EvalError:
+        return EvalError(
+            f"{source}: {key} = {node!r} reads {what}, which a run folder's config may not (it would be "
+            f"resolved on the evaluating machine); replace it with the plain value the run used"
+        )
+
+    def clean(node: Any, key: str) -> Any:
+        if isinstance(node, dict):
+            return {k: clean(v, f"{key}.{k}" if key else str(k)) for k, v in node.items()}
+        if isinstance(node, list):
+            return [clean(v, f"{key}[{i}]") for i, v in enumerate(node)]
+        if not isinstance(node, str):
+            return node
+        for name, kind in INTERPOLATION.findall(node):
+            if kind == ":" and name not in SAFE_RESOLVERS:
+                raise refuse(key, node, f"the resolver {name}:")
+            if kind == "}" and outside(name):
+                value: Any = saved
+                for part in name.split("."):
+                    value = value.get(part) if isinstance(value, dict) else None
+                plain = value is not None and not isinstance(value, (dict, list)) and "${" not in str(value)
+                if node.strip() != f"${{{name}}}" or not plain:
+                    raise refuse(key, node, f"the key {name}")
+                return value
+        return node
+
+    return clean({k: copy.deepcopy(saved[k]) for k in RUN_KEYS if k in saved}, "")
+
+
+def fill_missing(taken: dict[str, Any], source: Path) -> dict[str, Any]:
+    """Keys a run config of another version lacks, filled with today's defaults (one warning);
+    speed switches this version does not know are dropped (warning)."""
+    cfg_dir = PROJECT_ROOT / "configs"
+    defaults: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(cfg_dir / "training.yaml"), resolve=False)  # type: ignore
+    filled: list[str] = []
+    for k in RUN_KEYS:  # (speed: SpeedSwitches.from_cfg defaults its own keys, reading an old compile_encoders)
+        if k not in taken and k in defaults and k != "speed":
+            taken[k] = copy.deepcopy(defaults[k])
+            filled.append(f"{k}={taken[k]!r}")
+    for group, option in (("legacy", "none"), ("paths", "default")):  # training.yaml's group defaults
+        if group not in taken:
+            taken[group] = OmegaConf.to_container(OmegaConf.load(cfg_dir / group / f"{option}.yaml"), resolve=False)
+            filled.append(f"{group}={option}")
+    envs = taken.get("envs")
+    env_yaml = cfg_dir / "envs" / f"{envs.get('name')}.yaml" if isinstance(envs, dict) else None
+    if env_yaml is not None and env_yaml.is_file():
+        for k, v in OmegaConf.to_container(OmegaConf.load(env_yaml), resolve=False).items():  # type: ignore
+            if k not in envs:
+                envs[k] = v
+                filled.append(f"envs.{k}={v!r}")
+    from rl.fast.switches import REMOVED, SpeedSwitches
+
+    speed = taken.get("speed")
+    known = {f.name for f in dataclasses.fields(SpeedSwitches)} | set(REMOVED)
+    unknown = sorted(k for k in speed if k not in known) if isinstance(speed, dict) else []
+    for k in unknown:
+        del speed[k]
+    if filled:
+        log.warning(
+            "%s lacks %s (another version of Q-RAG): evaluating with today's defaults", source, ", ".join(filled)
+        )
+    if unknown:
+        log.warning("%s: speed switch(es) %s unknown to this version, ignored", source, ", ".join(unknown))
+    return taken
+
+
 def merge_eval_config(eval_cfg: DictConfig) -> DictConfig:
-    """DESIGN §8.6: (eval config + CLI) over the run's unresolved config.yaml, resolved at the end."""
+    """DESIGN §8.6: (eval config + CLI) over the allow-listed part of the run's unresolved
+    config.yaml (:data:`RUN_KEYS`), resolved at the end."""
     if OmegaConf.is_missing(eval_cfg, "pretrained_path") or not eval_cfg.get("pretrained_path"):
         raise EvalError(
             "pretrained_path is required: pass the run folder of a trained model, e.g. "
@@ -115,10 +219,16 @@ def merge_eval_config(eval_cfg: DictConfig) -> DictConfig:
     saved_path = run_dir / "config.yaml"
     if not saved_path.is_file():
         raise EvalError(
-            f"pretrained_path={run_dir}: no config.yaml there (expected the folder of a "
-            f"training run, holding config.yaml and model_best.pt)"
+            f"pretrained_path={run_dir}: no config.yaml there (expected the folder of a training run, holding "
+            f"config.yaml and model_best.pt)"
         )
-    saved = upgrade_run_config(OmegaConf.to_container(OmegaConf.load(saved_path), resolve=False))  # type: ignore
+    try:
+        raw = OmegaConf.to_container(OmegaConf.load(saved_path), resolve=False)
+    except Exception as e:  # not YAML, or YAML that is not a mapping
+        raise EvalError(f"{saved_path}: not a readable run config ({_first(e)}); restore it from a copy") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("algo"), dict) or not isinstance(raw.get("envs"), dict):
+        raise EvalError(f"{saved_path}: expected a training run's config with algo and envs sections; restore it")
+    saved = fill_missing(taken_from_run(upgrade_run_config(raw), saved_path), saved_path)
     ev: dict[str, Any] = OmegaConf.to_container(without_hydra(eval_cfg), resolve=False)  # type: ignore
     if ev["eval_env"]:
         saved["envs"] = replace_env(saved["envs"], load_env_node(str(ev["eval_env"])))
@@ -126,12 +236,20 @@ def merge_eval_config(eval_cfg: DictConfig) -> DictConfig:
         # BabiLong is evaluated at the official token budgets unless a sentence count is asked for
         ev["envs"]["length_unit"] = "sentences" if ev["envs"].get("num_sentences") is not None else "tokens"
     ev = _prune_nulls(ev, saved)
-    merged = OmegaConf.merge(OmegaConf.create(saved), OmegaConf.create(ev))
-    OmegaConf.resolve(merged)
+    try:
+        merged = OmegaConf.merge(OmegaConf.create(saved), OmegaConf.create(ev))
+        OmegaConf.resolve(merged)
+    except OmegaConfBaseException as e:
+        raise EvalError(f"{saved_path}: cannot be combined with the evaluation config ({_first(e)})") from None
     merged.pretrained_path = str(run_dir)
     # a run folder may come from anyone: its config never decides whether model code runs here
     OmegaConf.update(merged, "algo.model.trust_remote_code", ev["trust_remote_code"] is True, force_add=True)
     return merged
+
+
+def _first(exc: BaseException) -> str:
+    lines = [x.strip() for x in str(exc).splitlines() if x.strip()]
+    return lines[0] if lines else type(exc).__name__
 
 
 # -- output files -----------------------------------------------------------------------------
@@ -328,10 +446,14 @@ def checkpoint_path(cfg: DictConfig) -> Path:
 def load_agent(cfg: DictConfig, ckpt: Path, device: torch.device) -> Any:
     agent = agent_from_cfg(cfg, device)
     state = load_checkpoint(ckpt, map_location=device)
+    require_keys(state, ckpt, ("learner.agent",), "restore it from a copy")
     try:
         load_eval_weights(agent, state["learner"]["agent"], ckpt)
-    except ValueError as e:
-        raise EvalError(str(e)) from None
+    except (RuntimeError, ValueError) as e:  # weights of another model or another shape
+        raise EvalError(
+            f"{ckpt}: its weights do not fit the model its config.yaml describes ({_first(e)}); restore the "
+            f"run folder's checkpoint and config.yaml from the same run"
+        ) from None
     agent.eval()
     return agent
 

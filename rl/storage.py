@@ -5,7 +5,12 @@
   A full disk removes the temporary file, keeps the old checkpoint and raises :class:`DiskFullError`.
 * :class:`FolderLock` is one writer per run folder / evaluation output (``flock``: the kernel drops
   it when its process dies, even by ``kill -9``, so a lock is never left stale).
+* :func:`save_checkpoint` stores a sha256 of the checkpoint's contents (every tensor's bytes and
+  every plain value) inside it; :func:`load_checkpoint` recomputes it, so bytes changed on disk
+  after writing are an error instead of a silently different model. Checkpoints of older
+  versions carry none and load unchecked.
 * :func:`load_checkpoint` never runs code from a file: ``torch.load(weights_only=True)``.
+* A folder that is (or becomes) read-only gives :class:`NotWritableError`, one line saying what to do.
 
 Durability covers process kills (the page cache outlives the process); power loss is not covered
 (no fsync: it would double the time of every checkpoint on a slow disk).
@@ -15,7 +20,9 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import json
+import logging
 import os
 import pickle
 import socket
@@ -24,7 +31,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+log = logging.getLogger(__name__)
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+CHECKSUM_KEY = "checksum"
 
 
 class StorageError(RuntimeError):
@@ -41,6 +51,30 @@ class FolderInUseError(StorageError):
 
 class CheckpointLoadError(StorageError):
     pass
+
+
+class NotWritableError(StorageError):
+    pass
+
+
+def not_writable_cause(exc: BaseException) -> OSError | None:
+    """The EACCES/EPERM/EROFS OSError behind ``exc`` (torch.save wraps it in a RuntimeError)."""
+    seen = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in NOT_WRITABLE:
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def not_writable_message(path: Path, cause: OSError, then: str = "rerun the same command") -> str:
+    folder = Path(path).parent
+    return (
+        f"cannot write {path} ({os.strerror(cause.errno or 0).lower()}); make {folder} writable "
+        f"(e.g. chmod u+w {folder}), then {then}"
+    )
 
 
 def disk_full_cause(exc: BaseException) -> OSError | None:
@@ -66,6 +100,21 @@ def disk_full_message(path: Path, kept: str, then: str = "rerun the same command
     return f"disk full while writing {path} ({free}){kept}. Free space on that disk, then {then}"
 
 
+def probe_writable(folder: Path) -> OSError | None:
+    """Why nothing can be written in ``folder`` (or, if it does not exist yet, in the first
+    existing folder above it), else None: a temporary file is created and removed."""
+    p = Path(folder).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        fd = os.open(p / f".qrag_write_test{os.getpid()}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        return exc
+    os.close(fd)
+    os.unlink(p / f".qrag_write_test{os.getpid()}")
+    return None
+
+
 def _open_for_write(path: Path):
     """The file object every run file is written through (one place to inject a full disk in tests)."""
     return open(path, "wb")
@@ -83,10 +132,16 @@ def _write_atomically(path: Path, write: Any, then: str) -> None:
             write(f)
         os.replace(tmp, path)
     except BaseException as exc:
-        tmp.unlink(missing_ok=True)
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:  # a folder that became read-only: nothing was written there either
+            pass
         if disk_full_cause(exc) is not None:
             kept = f"the previous {path.name} is kept" if path.exists() else ""
             raise DiskFullError(disk_full_message(path, kept, then)) from None
+        cause = not_writable_cause(exc)
+        if cause is not None:
+            raise NotWritableError(not_writable_message(path, cause, then)) from None
         raise
 
 
@@ -113,11 +168,30 @@ def remove_stale_tmp(folder: Path, names: Iterable[str]) -> list[Path]:
     return stale
 
 
+def _last_byte(path: Path, size: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(size - 1)
+        return f.read(1)
+
+
 def append_line(path: Path, line: str, then: str = "rerun the same command") -> None:
-    """One JSON line appended whole or, on a full disk, cut back to where the file was."""
+    """One JSON line appended whole or, on a full disk, cut back to where the file was. A torn
+    last line (a kill mid-write: no closing newline) is cut off first, so the new line is not
+    glued onto it and lost to every reader."""
     path = Path(path)
-    with _open_for_append(path) as f:
+    try:
+        f = _open_for_append(path)
+    except OSError as exc:
+        if exc.errno in NOT_WRITABLE:
+            raise NotWritableError(not_writable_message(path, exc, then)) from None
+        raise
+    with f:
         start = f.seek(0, os.SEEK_END)
+        if start and _last_byte(path, start) != b"\n":
+            whole = path.read_bytes()[:start].rfind(b"\n") + 1
+            log.warning("%s: cut off a torn last line (%d bytes) left by an interrupted write", path, start - whole)
+            f.truncate(whole)
+            start = f.seek(whole)
         try:
             data = memoryview(line.encode("utf-8") + b"\n")
             while data:
@@ -126,6 +200,8 @@ def append_line(path: Path, line: str, then: str = "rerun the same command") -> 
             if exc.errno in DISK_FULL:
                 f.truncate(start)
                 raise DiskFullError(disk_full_message(path, "the lines before it are kept", then)) from None
+            if exc.errno in NOT_WRITABLE:
+                raise NotWritableError(not_writable_message(path, exc, then)) from None
             raise
 
 
@@ -161,6 +237,14 @@ class FolderLock:
         self._fd: int | None = None
 
     def acquire(self) -> FolderLock:
+        try:
+            return self._acquire()
+        except OSError as exc:
+            if exc.errno in NOT_WRITABLE:
+                raise NotWritableError(not_writable_message(self.path, exc)) from None
+            raise
+
+    def _acquire(self) -> FolderLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -182,6 +266,20 @@ class FolderLock:
         )
         self._fd = fd
         return self
+
+    def holder(self) -> str | None:
+        """Who holds the lock now, or None (taking nothing): lets a refusal come before any write."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "unknown process"
+        finally:
+            os.close(fd)  # closing drops a lock taken here
+        return None
 
     def release(self) -> None:
         if self._fd is not None:
@@ -206,29 +304,100 @@ def _numpy_globals() -> list[Any]:
     return [core.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
 
 
+def _feed(h: Any, x: Any) -> None:
+    """Hash ``x`` (nested dicts / lists of tensors, arrays and plain values) into ``h``, tagging
+    every value with its type and shape so that no two different contents hash alike."""
+    import numpy as np
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        t = x.detach().cpu().contiguous()
+        h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+        if t.numel():  # (an empty tensor has no bytes to view)
+            h.update(t.reshape(-1).view(torch.uint8).numpy())
+    elif isinstance(x, np.ndarray):
+        h.update(f"A{x.dtype}{x.shape}".encode())
+        h.update(np.ascontiguousarray(x).tobytes())
+    elif isinstance(x, dict):  # in key order: a resumed run may rebuild a dict in another order
+        h.update(f"D{len(x)}".encode())
+        for k, v in sorted(x.items(), key=lambda kv: (type(kv[0]).__name__, repr(kv[0]))):
+            _feed(h, k)
+            _feed(h, v)
+    elif isinstance(x, (list, tuple)):
+        h.update(f"L{len(x)}".encode())
+        for v in x:
+            _feed(h, v)
+    else:
+        text = repr(x).encode()
+        h.update(f"V{type(x).__name__}{len(text)}:".encode() + text)
+
+
+def state_checksum(state: dict[str, Any]) -> str:
+    """sha256 of a checkpoint's contents (its own checksum entry left out)."""
+    h = hashlib.sha256()
+    _feed(h, {k: v for k, v in state.items() if k != CHECKSUM_KEY})
+    return f"sha256:{h.hexdigest()}"
+
+
+def save_checkpoint(state: dict[str, Any], path: Path, then: str = "rerun the same command") -> None:
+    """:func:`atomic_save` of ``state`` with its :func:`state_checksum` added under ``checksum``."""
+    atomic_save({**state, CHECKSUM_KEY: state_checksum(state)}, path, then)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [x.strip() for x in str(exc).splitlines() if x.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
 def load_checkpoint(path: Path, map_location: Any = None) -> dict[str, Any]:
-    """A checkpoint loaded with ``weights_only=True``: tensors and plain values only, so a crafted
-    file cannot execute anything."""
+    """A checkpoint loaded with ``weights_only=True`` (tensors and plain values only, so a crafted
+    file cannot execute anything) and checked against the checksum it was saved with."""
     import torch
 
     path = Path(path)
+    unreadable = f"{path} is not a readable checkpoint ({{}}); it is truncated or corrupt: restore it from a copy"
+    if path.is_file() and path.stat().st_size == 0:
+        raise CheckpointLoadError(unreadable.format("an empty file"))
     try:
         with torch.serialization.safe_globals(_numpy_globals()):
             state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:
-        first = str(exc).split("WeightsUnpickler error:")[-1].strip().splitlines()[0]
+        lines = [x.strip() for x in str(exc).split("WeightsUnpickler error:")[-1].splitlines() if x.strip()]
+        code = [x for x in lines if "GLOBAL" in x.upper()]  # a forbidden class or function named in the file
+        if not code:  # damaged bytes (e.g. "Unsupported operand 182"), not a forbidden object
+            raise CheckpointLoadError(unreadable.format(lines[0] if lines else "not a pickle")) from None
         raise CheckpointLoadError(
-            f"{path} holds objects other than tensors and plain values ({first}), so it is not loaded: "
+            f"{path} holds objects other than tensors and plain values ({code[0]}), so it is not loaded: "
             f"loading it could run code from the file. It was not written by this version of Q-RAG; "
             f"retrain, or load it yourself with torch.load(weights_only=False) only if you trust its source"
         ) from None
-    except (RuntimeError, EOFError, OSError) as exc:
-        if isinstance(exc, FileNotFoundError):
-            raise
-        raise CheckpointLoadError(
-            f"{path} is not a readable checkpoint ({str(exc).splitlines()[0]}); "
-            f"it may be truncated: delete it or restore it from a copy"
-        ) from None
+    except FileNotFoundError:
+        raise CheckpointLoadError(f"{path} is missing; restore it from a copy") from None
+    except Exception as exc:  # anything torch's reader raises on damaged bytes
+        raise CheckpointLoadError(unreadable.format(_first_line(exc))) from None
     if not isinstance(state, dict):
         raise CheckpointLoadError(f"{path} holds a {type(state).__name__}, not a Q-RAG checkpoint")
+    saved = state.get(CHECKSUM_KEY)
+    if saved is not None and saved != state_checksum(state):
+        raise CheckpointLoadError(
+            f"{path} is corrupt: its contents no longer match the checksum written with it (the file "
+            f"changed on disk after it was saved); restore it from a copy"
+        )
     return state
+
+
+def require_keys(state: dict[str, Any], path: Path, keys: Iterable[str], then: str) -> None:
+    """Each dotted key must be present in ``state``: one error line naming the missing ones
+    (``then``: what to do) instead of a KeyError deep inside the loader."""
+    missing = []
+    for dotted in keys:
+        node: Any = state
+        for part in dotted.split("."):
+            if not isinstance(node, dict) or part not in node:
+                missing.append(dotted)
+                break
+            node = node[part]
+    if missing:
+        raise CheckpointLoadError(
+            f"{path} lacks {', '.join(missing)} (it was not written whole by this version of Q-RAG); {then}"
+        )

@@ -42,13 +42,17 @@ from rl.config import (
 from rl.evaluate import greedy_episodes, summarize
 from rl.precision import Precision
 from rl.storage import (
+    CheckpointLoadError,
     FolderLock,
+    NotWritableError,
     append_line,
-    atomic_save,
     atomic_write_text,
     load_checkpoint,
+    not_writable_message,
     read_jsonl_rows,
     remove_stale_tmp,
+    require_keys,
+    save_checkpoint,
     write_jsonl,
 )
 from rl.validate import check_training
@@ -57,6 +61,9 @@ log = logging.getLogger("qrag.train")
 RUN_FILES = ("model_last.pt", "model_best.pt", "metrics.jsonl", "summary.json")
 METRICS = "metrics.jsonl"
 RESUME = "continue the run with resume=true"  # what to do after a full disk
+# What resume reads from model_last.pt besides the learner's own entries (a KeyError otherwise).
+RESUME_KEYS = ("config", "learner.agent", "learner.counters", "best", "rng", "eval_rng")
+DAMAGED = "restore it from a copy, or start a new run in another folder (hydra.run.dir=...)"
 
 
 class RunFolderError(RuntimeError):
@@ -85,16 +92,24 @@ def discard_failed_start(run_dir: Path) -> None:
     run_dir.rmdir()
 
 
+def run_folder_lock(run_dir: Path) -> FolderLock:
+    """The one-training-per-folder lock (also asked, before Hydra writes, by rl/validate.py)."""
+    return FolderLock(
+        run_dir / ".lock",
+        f"run folder {run_dir}",
+        "wait for that training to end, or choose another folder (hydra.run.dir=...)",
+    )
+
+
 def open_run_dir(cfg: DictConfig) -> tuple[Path, FolderLock, bool]:
     """(run folder, its lock, whether to resume). One training per folder; a folder whose run was
     killed before its first checkpoint holds nothing to resume and starts again from step 0."""
     run_dir = hydra_output_dir() or Path(cfg.get("run_dir") or "runs/unnamed")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    lock = FolderLock(
-        run_dir / ".lock",
-        f"run folder {run_dir}",
-        "wait for that training to end, or choose another folder (hydra.run.dir=...)",
-    ).acquire()
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except PermissionError as exc:
+        raise NotWritableError(not_writable_message(run_dir / ".lock", exc)) from None
+    lock = run_folder_lock(run_dir).acquire()
     try:
         for p in remove_stale_tmp(run_dir, (*RUN_FILES, "config.yaml", "config_resolved.yaml")):
             log.warning("removed %s, a checkpoint left half-written by a killed run", p)
@@ -294,7 +309,7 @@ class Trainer:
 
     def save(self, name: str) -> None:
         state = self.best_checkpoint() if name == "model_best.pt" else self.checkpoint()
-        atomic_save(state, self.run_dir / name, RESUME)
+        save_checkpoint(state, self.run_dir / name, RESUME)
 
     def resume(self) -> None:
         path = self.run_dir / "model_last.pt"
@@ -302,6 +317,14 @@ class Trainer:
         # while RNG states (torch, CUDA, the policy generator) and the DQN replay rows must stay CPU
         # tensors (loading them onto a GPU made resume fail there: "RNG state must be a ByteTensor").
         state = load_checkpoint(path, map_location="cpu")
+        require_keys(state, path, RESUME_KEYS, DAMAGED)
+        best_path = self.run_dir / "model_best.pt"
+        if float(state["best"]) > float("-inf") and not best_path.is_file():
+            raise RunFolderError(
+                f"{best_path} is missing, though {path.name} records a best evaluation (return "
+                f"{float(state['best']):.3f}) saved there; restore it from a copy, or start a new run in "
+                f"another folder (hydra.run.dir=...)"
+            )
         old = OmegaConf.create(upgrade_run_config(state["config"]))  # a checkpoint of an older version
         trained_with, now = str(old.algo.get("objective", "pqn")), str(self.cfg.algo.objective)
         if trained_with != now:  # another learner's state has other entries (a bare KeyError otherwise)
@@ -317,6 +340,10 @@ class Trainer:
             self.learner.load_state_dict(state["learner"])
         except ValueError as e:  # state shaped by other settings, e.g. a replay buffer of another size
             raise RunFolderError(f"cannot resume from {path}: {e}") from None
+        except KeyError as e:  # an entry of the learner's state missing
+            raise CheckpointLoadError(
+                f"{path} lacks the learner entry {e} (it was not written whole); {DAMAGED}"
+            ) from None
         self.best = float(state["best"])
         self.untrained_test = state.get("untrained_test")
         self.eval_rng.bit_generator.state = state["eval_rng"]
@@ -351,7 +378,8 @@ class Trainer:
                     by_step.setdefault(int(r["step"]), r)
             rows = [by_step[k] for k in sorted(by_step)]
         self.metrics_rows = list(rows)
-        if on_disk != self.metrics_rows:
+        exact = "".join(json.dumps(r) + "\n" for r in self.metrics_rows).encode()
+        if on_disk != self.metrics_rows or (path.exists() and path.read_bytes() != exact):  # e.g. a torn last line
             write_jsonl(path, self.metrics_rows, RESUME)
             log.warning(
                 "%s: rewritten from the checkpoint (%d rows on disk, %d in the checkpoint)",
@@ -573,6 +601,7 @@ class Trainer:
             )
         if self.untrained_test is not None:
             best = load_checkpoint(self.run_dir / "model_best.pt", map_location="cpu")
+            require_keys(best, self.run_dir / "model_best.pt", ("learner.agent",), DAMAGED)
             load_eval_weights(self.agent, best["learner"]["agent"], self.run_dir / "model_best.pt")
             self.agent.weights_version += 1
             trained, _ = self.evaluate(self.test_ds, self.test_indices(), "test", "trained retriever")

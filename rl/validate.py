@@ -8,6 +8,9 @@ before Hydra creates the run folder, so a mistyped command leaves nothing behind
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -25,6 +28,18 @@ POSITIONS = ("none", "absolute", "random", "relative")
 # A value that becomes part of a file or folder name: no separators, no leading dot.
 SAFE_NAME = re.compile(r"[A-Za-z0-9_+=,-][A-Za-z0-9_.+=,-]*")
 KEY_ENV = "QRAG_API_KEY"  # the variable prompts_and_metrics/llm/server_backend.py reads first
+MAX_SEED = 2**64 - 1  # torch.manual_seed's limit
+# A key whose name says it holds a credential, at any depth (api_key, hf_token, password, ...);
+# tokenizer settings (max_tokens, num_tokens, length_tokenizer) do not match.
+SECRET_KEY = re.compile(
+    r"(^|[_.-])(api[_-]?key|apikey|secret|password|passwd|credentials?|token|auth|authorization|bearer)"
+    r"([_.-]|$)|(access|private|secret|session|auth)[_-]?key$",
+    re.IGNORECASE,
+)
+# Values shaped like well-known credentials, whatever key holds them.
+SECRET_VALUE = re.compile(r"\b(sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16})")
+SPECIAL_TOKEN = re.compile(r"(bos|eos|pad|unk|sep|cls|mask)_token$", re.IGNORECASE)  # tokenizer settings
+ENV_READ = re.compile(r"\$\{\s*oc\.env\s*:\s*([^,}]*)")
 
 
 class ConfigError(ValueError):
@@ -83,10 +98,14 @@ class Checker:
         self, key: str, low: float, high: float | None = None, low_open: bool = False, nullable: bool = False
     ) -> None:
         def ok(v: Any) -> bool:
-            return _is_num(v) and (v > low if low_open else v >= low) and (high is None or v <= high)
+            in_range = (v > low if low_open else v >= low) and (high is None or v <= high)
+            return _is_num(v) and math.isfinite(v) and in_range
 
-        rng = f"{'>' if low_open else '>='} {low:g}" + (f" and <= {high:g}" if high is not None else "")
-        self.check(key, ok, f"a number {rng}" + (" or null" if nullable else ""), nullable)
+        rng = "" if low == float("-inf") else f" {'>' if low_open else '>='} {low:g}"
+        rng += f" and <= {high:g}" if high is not None else ""
+        _, v = self.value(key)
+        finite = "a finite number" if _is_num(v) and not math.isfinite(v) else "a number"
+        self.check(key, ok, f"{finite}{rng}" + (" or null" if nullable else ""), nullable)
 
     def choice(self, key: str, options: tuple[str, ...]) -> None:
         self.check(key, lambda v: v in options, f"one of {', '.join(options)}")
@@ -135,9 +154,52 @@ def _check_dataset(c: Checker) -> None:
     c.errors.extend(spec.config_errors(c.cfg.envs))
 
 
+def _leaves(node: Any, prefix: str = "") -> list[tuple[str, str, Any]]:
+    """(dotted key, last key name, value) of every leaf of a plain config tree, ``hydra`` left out."""
+    out: list[tuple[str, str, Any]] = []
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
+    for k, v in items:
+        key = f"{prefix}.{k}" if prefix and isinstance(node, dict) else f"{prefix}[{k}]" if prefix else str(k)
+        if not prefix and k == "hydra":
+            continue
+        if isinstance(v, (dict, list)):
+            out += _leaves(v, key)
+        else:
+            out.append((key, str(k), v))
+    return out
+
+
+def _check_secrets(c: Checker) -> None:
+    """No credential anywhere in the tree: it would be saved in config.yaml, .hydra/, the
+    checkpoint and the logs."""
+    for key, name, v in _leaves(OmegaConf.to_container(c.cfg, resolve=False)):
+        if isinstance(v, str) and (m := ENV_READ.search(v)) and SECRET_KEY.search(m.group(1).strip()):
+            c.errors.append(
+                f"{key}: reads the environment variable {m.group(1).strip()}, a credential, into the config (it "
+                f"would be saved in config.yaml, the logs and the checkpoint); remove it"
+            )
+        elif v not in (None, "") and not _is_num(v) and SECRET_KEY.search(name) and not SPECIAL_TOKEN.search(name):
+            api = re.search(r"api[_-]?key", name, re.IGNORECASE)
+            c.errors.append(
+                f"{key}: {'keys' if api else 'credentials'} are not taken from the config (it is saved in config.yaml, "
+                f"the logs and the checkpoint); remove it and "
+                + (f"export {KEY_ENV}=<key> instead" if api else "pass it through an environment variable instead")
+            )
+        elif isinstance(v, str) and SECRET_VALUE.search(v):
+            c.errors.append(f"{key}: holds what looks like a credential (it would be saved to files); remove it")
+
+
+def _check_finite(c: Checker) -> None:
+    """No NaN or infinity under any key (the keys checked with a range already said so)."""
+    reported = {re.split(r"[=:]", line)[0] for line in c.errors}
+    for key, _, v in _leaves(OmegaConf.to_container(c.cfg, resolve=False)):
+        if _is_num(v) and not math.isfinite(v) and key not in reported:
+            c.errors.append(f"{key}={v!r}: expected a finite number")
+
+
 def _check_common(c: Checker) -> None:
     """Keys shared by training and evaluation (the evaluation config holds the run's)."""
-    c.integer("seed", 0)
+    c.integer("seed", 0, high=MAX_SEED)
     c.check("device", _device_ok, _device_want())
     c.choice("precision", PRECISIONS)
     c.integer("max_action_length", 1)
@@ -153,16 +215,23 @@ def _check_common(c: Checker) -> None:
     c.name("envs.task")
     c.name("envs.test_split")
     c.name("envs.context_length")
+    c.check("envs.length", lambda v: _is_int(v) and (v >= 1 or v == -1), "an integer >= 1, or -1 for all")
+    c.integer("envs.subsample_size", 1)
+    c.integer("envs.max_chunks_count", 1)
+    c.integer("envs.prompt_reserve_tokens", 0)
+    c.integer("envs.min_noise_sentence_tokens", 0)
+    c.integer("envs.tokens_per_fact", 1)
     _check_dataset(c)
+    from rl.fast.switches import REMOVED, SpeedSwitches
+
+    known = {f.name for f in dataclasses.fields(SpeedSwitches)} | set(REMOVED)
     _, speed = c.value("speed")
     for k in speed or {}:
-        c.check(f"speed.{k}", lambda v: isinstance(v, bool), "true or false", nullable=True)
-    present, key = c.value("feedback.api_key")
-    if present and key:
-        c.errors.append(
-            f"feedback.api_key: keys are not taken from the config (it is saved in config.yaml, the "
-            f"logs and the checkpoint); remove it and export {KEY_ENV}=<key> instead"
-        )
+        if k in known:
+            c.check(f"speed.{k}", lambda v: isinstance(v, bool), "true or false", nullable=True)
+        else:
+            c.errors.append(f"speed.{k}: no such speed switch; known: {', '.join(sorted(known - set(REMOVED)))}")
+    _check_secrets(c)
 
 
 def check_training(cfg: DictConfig) -> None:
@@ -194,8 +263,11 @@ def check_training(cfg: DictConfig) -> None:
     for k in ("use_fast_tokenizer", "trust_remote_code", "normalize", "random_init"):
         c.boolean(f"algo.model.{k}")
     c.choice("algo.objective", tuple(LEARNERS))
-    c.number("algo.optimizer.lr", 0.0, low_open=True)
-    c.number("algo.optimizer.weight_decay", 0.0)
+    # Adam moves every weight by about lr per step: above 1 the run diverges at once
+    c.number("algo.optimizer.lr", 0.0, 1.0, low_open=True)
+    _, lr = c.value("algo.optimizer.lr")
+    # AdamW multiplies the weights by 1 - lr·weight_decay each step: above 1 they flip sign
+    c.number("algo.optimizer.weight_decay", 0.0, 1.0 / lr if _is_num(lr) and 0 < lr <= 1 else None)
     c.number("algo.optimizer.eps", 0.0, low_open=True)
     c.check(
         "algo.optimizer.betas",
@@ -220,6 +292,7 @@ def check_training(cfg: DictConfig) -> None:
                 f"(configs/learner/{learner.NAME}.yaml), not algo.objective alone"
             )
     c.integer("logger.log_interval", 1)
+    _check_finite(c)
     if c.errors:
         raise ConfigError(c.errors)
 
@@ -238,6 +311,7 @@ def check_eval(cfg: DictConfig) -> None:
     c.number("eval.stop_q_threshold", float("-inf"), nullable=True)
     c.integer("eval.group_size", 1, nullable=True)
     c.name("eval_env")
+    _check_finite(c)
     if c.errors:
         raise ConfigError(c.errors)
 
@@ -266,6 +340,33 @@ def report_and_exit(err: ConfigError) -> None:
     raise SystemExit(2)
 
 
+def check_output_folder(config: DictConfig, kind: str) -> None:
+    """Before Hydra writes ``.hydra/`` into its run folder: the folder (or the first existing one
+    above it) must be writable, and no other training may be running in it (Hydra would already
+    have rewritten that run's .hydra/config.yaml and overrides.yaml with the refused values)."""
+    from rl import storage
+
+    if int(os.environ.get("RANK", "0") or 0) > 0:  # ranks > 0 of torchrun write nothing (rl/distributed.py)
+        return
+    try:
+        folder = Path(str(OmegaConf.select(config, "hydra.run.dir")))
+    except Exception:  # no hydra node (a config composed outside Hydra)
+        return
+    if kind == "training":
+        from rl.trainer import run_folder_lock
+
+        lock = run_folder_lock(folder)
+        holder = lock.holder()
+        if holder is not None:
+            raise ConfigError([f"{lock.what} is in use by another process ({holder}); {lock.advice}"])
+    problem = storage.probe_writable(folder)
+    if problem is not None:
+        where = "pass output_dir=<a writable folder>" if kind == "eval" else "choose another folder (hydra.run.dir=...)"
+        raise ConfigError(
+            [f"cannot write in {folder} ({os.strerror(problem.errno or 0).lower()}); make it writable, or {where}"]
+        )
+
+
 class ValidateConfig(Callback):
     """Hydra callback: check the composed config before Hydra creates the output folder.
 
@@ -275,7 +376,7 @@ class ValidateConfig(Callback):
     def __init__(self, kind: str = "training"):
         self.kind = kind
 
-    def _check(self, config: DictConfig) -> None:
+    def _check(self, config: DictConfig, folder: bool = False) -> None:
         try:
             if self.kind == "eval":
                 from rl.eval_run import EvalError, merge_eval_config
@@ -287,11 +388,13 @@ class ValidateConfig(Callback):
                 check_eval(merged)
             else:
                 check_training(config)
+            if folder:
+                check_output_folder(config, self.kind)
         except ConfigError as e:
             report_and_exit(e)
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        self._check(config)
+        self._check(config, folder=True)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         # the swept values are checked per job (in run()); this catches mistakes in the fixed ones

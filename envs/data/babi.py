@@ -1,8 +1,10 @@
 """Parser for Facebook bAbI v1.2 task files (DESIGN §7.1).
 
 A file is a sequence of stories. Each line is ``<n> <statement>`` or, for a question,
-``<n> <question>\\t<answer>\\t<supporting line numbers>``; ``n`` restarts at 1 with every
-story and question lines are numbered too. Every question becomes one :class:`BabiSample`
+``<n> <question>?\\t<answer>\\t<supporting line numbers>``; ``n`` restarts at 1 with every
+story and question lines are numbered too. A line is a question by its shape (it holds a "?",
+which no statement does), so a question whose tabs were lost is an error, not a statement; every
+question must name at least one supporting line. Every question becomes one :class:`BabiSample`
 whose ``facts`` are all statements of its story that precede it (earlier questions removed).
 """
 
@@ -104,20 +106,30 @@ def parse_babi_lines(lines: list[str], path: str | Path = "<string>") -> list[Ba
         prev_n = n
         if not sep or not rest.strip():
             raise DatasetFormatError(path, ln, "expected text after the line number")
-        if "\t" not in rest:
-            if rest.rstrip().endswith("?"):  # bAbI statements never end with "?": a question lost its tabs
+        # A question is told by its shape, not its tabs: bAbI statements never hold a "?" or a tab.
+        if "?" not in rest and "\t" not in rest:
+            by_num[n] = (len(facts), rest)
+            facts.append(rest)
+            continue
+        fields = rest.split("\t")
+        while len(fields) > 3 and not fields[-1].strip():  # trailing tabs
+            fields.pop()
+        question = fields[0]
+        if "?" not in rest or not question.rstrip().endswith("?") or len(fields) < 2:
+            if "\t" not in rest:  # a question whose tabs were lost (e.g. turned into spaces)
                 raise DatasetFormatError(
                     path,
                     ln,
                     f"question without answer: expected '<n> <question>\\t<answer>\\t<supporting ids>' "
                     f"(tab-separated), got {line[:60]!r}; restore the tabs",
                 )
-            by_num[n] = (len(facts), rest)
-            facts.append(rest)
-            continue
-        fields = rest.split("\t")
-        question = fields[0]
-        answer = fields[1].strip() if len(fields) > 1 else ""
+            raise DatasetFormatError(
+                path,
+                ln,
+                f"expected a statement '<n> <text>' (no tab, no '?') or a question '<n> <question>?\\t<answer>"
+                f"\\t<supporting ids>', got {line[:60]!r}",
+            )
+        answer = fields[1].strip()
         if not question.strip() or not answer:
             raise DatasetFormatError(
                 path,
@@ -126,6 +138,13 @@ def parse_babi_lines(lines: list[str], path: str | Path = "<string>") -> list[Ba
                 "with a non-empty question and answer",
             )
         sup_field = fields[2].strip() if len(fields) > 2 else ""
+        if not sup_field or len(fields) > 3:
+            raise DatasetFormatError(
+                path,
+                ln,
+                f"expected '<n> <question>\\t<answer>\\t<supporting ids>' with the supporting line numbers as the "
+                f"third and last field, got {line[:60]!r}; every question names the statements that answer it",
+            )
         try:
             sup = [int(t) for t in sup_field.split()]
         except ValueError:

@@ -28,7 +28,6 @@ HOW_TO_GET_NOISE = (
     "stand-in with `python scripts/build_noise_corpus.py` (writes {train,test}.jsonl.gz); or use "
     "the embedded default with the override paths=embedded (data_root = <repo>/data)"
 )
-MAX_EMPTY_RETRIES = 100
 
 
 def resolve_noise_path(path: str | Path) -> Path:
@@ -99,6 +98,13 @@ def _load_cached(resolved: str) -> Corpus:
             if books
             else "expected at least one book",
         )
+    if not any(s.strip() for book in books for s in book):  # haystacks of empty chunks teach nothing
+        raise DatasetFormatError(
+            p,
+            None,
+            f"expected sentences with text ({len(books)} books, {sum(map(len, books))} sentences, all empty or "
+            f"blank); rebuild the corpus (scripts/build_noise_corpus.py)",
+        )
     return books
 
 
@@ -111,7 +117,8 @@ class NoiseSampler:
     """Draws runs of consecutive sentences from random books (ref ``RetrSentenceSampler``).
 
     ``draw(n, rng)``: until n sentences are collected, pick a book uniformly (an empty book is
-    retried, at most 100 times in a row, then RuntimeError), a start uniformly inside it, and
+    drawn again: the corpus holds a non-empty one, :func:`load_noise_corpus` checks), a start
+    uniformly inside it, and
     take up to ``subsample_size`` consecutive sentences (fewer if the book ends); truncate to n.
     With ``shuffle=False`` books are read sequentially in full, continuing where the last draw
     stopped (``rng`` unused).
@@ -120,8 +127,8 @@ class NoiseSampler:
     def __init__(self, corpus: Corpus, subsample_size: int = 100, shuffle: bool = True):
         if subsample_size < 1:
             raise ValueError(f"subsample_size must be >= 1, got {subsample_size}")
-        if not corpus:
-            raise ValueError("the noise corpus has no books")
+        if not any(corpus):
+            raise ValueError("the noise corpus has no sentences")
         self.corpus, self.subsample_size, self.shuffle = corpus, int(subsample_size), shuffle
         self._cursor = (0, 0)  # (book, sentence) for shuffle=False
 
@@ -163,14 +170,12 @@ class NoiseSampler:
         return out
 
     def _random_book(self, rng: np.random.Generator) -> int:
+        # redrawn until non-empty, as the reference did (the same draws for corpora that worked there)
         n_books = len(self.corpus)
-        for _ in range(MAX_EMPTY_RETRIES):
+        while True:
             b = int(rng.integers(n_books))
             if self.corpus[b]:
                 return b
-        raise RuntimeError(
-            f"noise sampler drew {MAX_EMPTY_RETRIES} empty books in a row; the corpus has too few non-empty books"
-        )
 
     def _draw_sequential(self, n: int) -> list[str]:
         if not any(self.corpus):

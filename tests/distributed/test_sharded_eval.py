@@ -70,7 +70,9 @@ def test_sharded_equals_one_process(trained_run: Path, reference, tmp_path: Path
     assert {k: v for k, v in got.items() if k not in TIMING_SUMMARY} == {
         k: v for k, v in summary.items() if k not in TIMING_SUMMARY
     }
-    assert sorted(p.name for p in out.iterdir()) == [f"{STEM}.jsonl", f"{STEM}.jsonl.meta.json", f"{STEM}.summary.json"]
+    # Hydra's own folder follows output_dir (so a read-only run folder can be evaluated)
+    files = [".eval_hydra", f"{STEM}.jsonl", f"{STEM}.jsonl.meta.json", f"{STEM}.summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == files
     assert list(cwd.iterdir()) == []  # no rank wrote a Hydra folder or log elsewhere
     assert res.stdout.count("[eval] eval_seed42_ns8: n=5") == 1  # rank 0 alone reports
 

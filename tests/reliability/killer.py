@@ -52,7 +52,7 @@ class AnnouncingWriter(io.BufferedWriter):
 def main() -> None:
     global target
     run_dir, target, *extra = sys.argv[1:]
-    save, append = rl.trainer.atomic_save, rl.trainer.append_line
+    save, append = rl.trainer.save_checkpoint, rl.trainer.append_line
 
     def announcing_save(obj, path, *args):
         announce("save-start", path)
@@ -63,7 +63,7 @@ def main() -> None:
         append(path, line, *args)
         announce("appended", path)
 
-    rl.trainer.atomic_save = announcing_save
+    rl.trainer.save_checkpoint = announcing_save
     rl.trainer.append_line = announcing_append
     rl.storage._open_for_write = AnnouncingWriter
     rl.trainer.Trainer.in_training_eval = step_return

@@ -30,6 +30,35 @@ def test_babi_question_without_tab_names_file_and_line():
     )
 
 
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        (  # the tabs of a question turned into spaces: it used to become a statement of the story
+            "question_tabs_as_spaces.txt",
+            "question without answer: expected '<n> <question>\\t<answer>\\t<supporting ids>' (tab-separated), "
+            "got '3 Where is Daniel? garden 2'; restore the tabs",
+        ),
+        (  # accepted, then a traceback when the sample was drawn (and again at every resume)
+            "question_without_support.txt",
+            "expected '<n> <question>\\t<answer>\\t<supporting ids>' with the supporting line numbers as the "
+            "third and last field, got '3 Where is Daniel?\\tgarden\\t'; every question names the statements "
+            "that answer it",
+        ),
+        (
+            "statement_with_tab.txt",
+            "expected a statement '<n> <text>' (no tab, no '?') or a question '<n> <question>?\\t<answer>\\t"
+            "<supporting ids>', got '2 Daniel went\\tto the garden.'",
+        ),
+    ],
+)
+def test_babi_line_shape_names_file_and_line(name, message):
+    path = FIXTURES / name
+    with pytest.raises(DatasetFormatError) as e:
+        load_babi_file(path)
+    line = 2 if name == "statement_with_tab.txt" else 3
+    assert str(e.value) == f"{path}:{line}: {message}"
+
+
 def test_binary_txt(tmp_path):
     path = tmp_path / "qa1_single-supporting-fact_train.txt"
     path.write_bytes(GOOD.read_bytes()[:40] + b"\xff\xfe\x00\x01binary")
@@ -67,6 +96,32 @@ def test_noise_corpus_of_empty_books(tmp_path):
     assert str(e.value) == f"{path.resolve()}: expected at least one book with sentences (3 books, all empty)"
 
 
+def test_noise_corpus_of_empty_sentences(tmp_path):
+    """Books of empty strings used to train on haystacks of empty chunks."""
+    path = tmp_path / "train.jsonl.gz"
+    path.write_bytes(gzip.compress(b"".join(json.dumps({"sentences": ["", " "]}).encode() + b"\n" for _ in range(3))))
+    with pytest.raises(DatasetFormatError) as e:
+        load_noise_corpus(path)
+    assert str(e.value) == (
+        f"{path.resolve()}: expected sentences with text (3 books, 6 sentences, all empty or blank); rebuild the "
+        f"corpus (scripts/build_noise_corpus.py)"
+    )
+
+
+def test_noise_corpus_of_mostly_empty_books_still_draws(tmp_path):
+    """5 000 empty books and one real one: the sampler gave up after 100 empty draws (a traceback
+    mid-run); it now draws until it meets the real book, as the reference did."""
+    import numpy as np
+
+    from envs.data.noise import NoiseSampler
+
+    path = tmp_path / "train.jsonl"
+    books = [{"sentences": []}] * 5000 + [{"sentences": ["The only sentence."]}]
+    path.write_text("".join(json.dumps(b) + "\n" for b in books))
+    sampler = NoiseSampler(load_noise_corpus(path), 100)
+    assert sampler.draw(3, np.random.default_rng(0)) == ["The only sentence."] * 3
+
+
 BAD_VALUES = {
     "batch_size=abc": "batch_size='abc': expected an integer >= 1",
     "batch_size=0": "batch_size=0: expected an integer >= 1",
@@ -78,7 +133,7 @@ BAD_VALUES = {
     "envs.name=nope": "unknown dataset name 'nope' (envs.name); known: ['2WikiMultihopQA', 'babilong', "
     "'babilong_hf', 'combined', 'hotpotqa', 'longbench', 'musique', 'niah', 'ruler_qa']",
     "eval_split=bogus": "eval_split='bogus': expected one of validation, test",
-    "algo.optimizer.lr=-1e-5": "algo.optimizer.lr=-1e-05: expected a number > 0",
+    "algo.optimizer.lr=-1e-5": "algo.optimizer.lr=-1e-05: expected a number > 0 and <= 1",
     "precision=bogus": "precision='bogus': expected one of auto, tf32, fp32, bf16",
     "envs.num_sentences=/../../escaped/x": "envs.num_sentences='/../../escaped/x': expected an integer >= 1 or a list of them",
     "envs.task=../../escaped": "envs.task='../../escaped': expected a plain name (letters, digits, _ . + = , -; "
@@ -98,6 +153,29 @@ BAD_VALUES = {
     "algo.model.random_init=maybe": "algo.model.random_init='maybe': expected true or false",
     "algo.pqn.hyperparams.soft_target=maybe": "algo.pqn.hyperparams.soft_target='maybe': expected true or false",
     "jobs_per_gpu=0": "jobs_per_gpu=0: expected an integer >= 1",
+    # values that passed the checks, then failed or trained on NaN (issue 26)
+    "algo.optimizer.lr=inf": "algo.optimizer.lr=inf: expected a finite number > 0 and <= 1",
+    "algo.optimizer.lr=1e30": "algo.optimizer.lr=1e+30: expected a number > 0 and <= 1",
+    "algo.optimizer.weight_decay=inf": "algo.optimizer.weight_decay=inf: expected a finite number >= 0 and <= 10000",
+    "algo.pqn.hyperparams.alpha=inf": "algo.pqn.hyperparams.alpha=inf: expected a finite number >= 0",
+    "feedback.ground_truth.per_fact_reward=nan": "feedback.ground_truth.per_fact_reward=nan: expected a finite number",
+    "seed=18446744073709551616": "seed=18446744073709551616: expected an integer >= 0 and <= 18446744073709551615",
+    "envs.subsample_size=0": "envs.subsample_size=0: expected an integer >= 1",
+    "envs.length=0": "envs.length=0: expected an integer >= 1, or -1 for all",
+    "+speed.turbo=true": "speed.turbo: no such speed switch; known: chunk_cache, compile, cuda_graphs, "
+    "length_bucketing, overlap_tokenization",
+    # a credential under any key name, or read from the environment, would be saved in config.yaml,
+    # config_resolved.yaml, .hydra/ and the checkpoint
+    "+feedback.vllm_config.api_key=sk-secret": "feedback.vllm_config.api_key: keys are not taken from the config "
+    "(it is saved in config.yaml, the logs and the checkpoint); remove it and export QRAG_API_KEY=<key> instead",
+    "+algo.model.hf_token=hf_abc": "algo.model.hf_token: credentials are not taken from the config (it is saved in "
+    "config.yaml, the logs and the checkpoint); remove it and pass it through an environment variable instead",
+    "+envs.password=hunter2": "envs.password: credentials are not taken from the config (it is saved in "
+    "config.yaml, the logs and the checkpoint); remove it and pass it through an environment variable instead",
+    "+envs.note=sk-abcdefghijklmnopqrstuvwxyz": "envs.note: holds what looks like a credential (it would be saved "
+    "to files); remove it",
+    "algo.model.name=${oc.env:QRAG_API_KEY}": "algo.model.name: reads the environment variable QRAG_API_KEY, a "
+    "credential, into the config (it would be saved in config.yaml, the logs and the checkpoint); remove it",
 }
 
 # each learner's own keys (configs/learner/<name>.yaml), composed with learner=<name>
@@ -123,7 +201,7 @@ LEARNER_BAD_VALUES = {
         "learner=sac_d",
         "algo.sac_d.hyperparams.alpha_lr=-1",
     ): "algo.sac_d.hyperparams.alpha_lr=-1: expected a number >= 0",
-    ("learner=sft", "algo.optimizer.lr=0"): "algo.optimizer.lr=0: expected a number > 0",
+    ("learner=sft", "algo.optimizer.lr=0"): "algo.optimizer.lr=0: expected a number > 0 and <= 1",
     ("learner=sft", "algo.sft.hyperparams.loss=listwise"): "algo.sft.hyperparams.loss='listwise': expected one of "
     "beam, softmax",
     ("algo.objective=dqn",): "algo.objective='dqn' without algo.dqn.hyperparams: choose the learner with learner=dqn "
@@ -239,7 +317,7 @@ def test_cli_refuses_before_writing(tmp_path):
     out = _train([*TINY, *dqn, f"hydra.run.dir={run_dir}"])
     assert out.returncode == 2, out.stderr[-2000:]
     assert [line for line in out.stderr.splitlines() if line.startswith("error: ")] == [
-        "error: algo.optimizer.lr=-1e-05: expected a number > 0",
+        "error: algo.optimizer.lr=-1e-05: expected a number > 0 and <= 1",
         "error: " + BAD_VALUES["algo.scheduler.name=Linear"],
         "error: " + LEARNER_BAD_VALUES[("learner=dqn", "algo.dqn.hyperparams.epsilon_start=1.5")],
         "error: " + LEARNER_BAD_VALUES[("learner=dqn", "algo.dqn.hyperparams.buffer_size=0")],

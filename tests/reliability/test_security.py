@@ -39,8 +39,7 @@ def test_truncated_checkpoint(tmp_path):
     (tmp_path / "c.pt").write_bytes(data[: len(data) // 2])
     with pytest.raises(
         CheckpointLoadError,
-        match=r"c\.pt is not a readable checkpoint \(.*\); it may be truncated: "
-        r"delete it or restore it from a copy$",
+        match=r"c\.pt is not a readable checkpoint \(.*\); it is truncated or corrupt: restore it from a copy$",
     ):
         load_checkpoint(tmp_path / "c.pt")
 

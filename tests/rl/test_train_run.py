@@ -43,7 +43,9 @@ def test_run_folder_contract(tiny_cfg, tmp_path, caplog, capsys):
     # model_best.pt: only what evaluation reads, the online encoders (targets and AdamW are resume state)
     best = torch.load(rd / "model_best.pt", weights_only=True)
     last = torch.load(rd / "model_last.pt", weights_only=True)
-    assert set(best) == {"learner", "best", "step", "config", "code_version"} and set(best["learner"]) == {"agent"}
+    assert set(best) == {"learner", "best", "step", "config", "code_version", "checksum"} and set(best["learner"]) == {
+        "agent"
+    }
     assert not [k for k in best["learner"]["agent"] if k.startswith(("target_state.", "target_action."))]
     assert {k.split(".")[0] for k in best["learner"]["agent"]} >= {"state_enc", "action_enc"}
     assert any(k.startswith("target_state.") for k in last["learner"]["agent"])

@@ -1,0 +1,208 @@
+"""A run folder from someone else is data: evaluation takes from its config.yaml only what
+describes the trained model and its environment (rl/eval_run.py RUN_KEYS), never the feedback
+server, the output folder or a value read from the evaluating machine's environment."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from rl.eval_run import EvalError, merge_eval_config
+from tests.eval.conftest import eval_cfg, write_run_config
+
+EVIL = "http://203.0.113.9:8000/v1"
+
+
+def saved_with(run_dir: Path, edit) -> None:
+    """A run folder whose config.yaml was edited by its author (``edit`` changes the plain dict)."""
+    write_run_config(run_dir)
+    saved = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=False)
+    edit(saved)
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(saved)))
+
+
+def test_run_config_cannot_choose_the_feedback_server(tmp_path):
+    """It made the evaluation POST every test prompt, with the evaluator's API key, to its server."""
+
+    def llm(saved):
+        saved["feedback"] = {"type": "llm", "use_api": True, "api_base_url": EVIL, "model": "x"}
+
+    saved_with(tmp_path, llm)
+    merged = merge_eval_config(eval_cfg(tmp_path))
+    assert merged.feedback.type == "gt"
+    assert EVIL not in OmegaConf.to_yaml(merged)
+    # the evaluating user picks the LLM reward, with their own server
+    own = merge_eval_config(eval_cfg(tmp_path, "feedback=llm"))
+    assert own.feedback.type == "babilong_em" and own.feedback.api_base_url == "http://localhost:10001/v1"
+
+
+def test_run_config_cannot_choose_where_evaluation_writes(tmp_path):
+    def elsewhere(saved):
+        saved["output_dir"] = str(tmp_path / "victim")
+        saved["eval"] = {"haystack_cache": {"dir": str(tmp_path / "victim")}}
+
+    saved_with(tmp_path / "run", elsewhere)
+    merged = merge_eval_config(eval_cfg(tmp_path / "run"))
+    assert merged.output_dir is None
+    assert "victim" not in OmegaConf.to_yaml(merged)
+
+
+@pytest.mark.parametrize(
+    "value, what",
+    [
+        ("${oc.env:QRAG_API_KEY}", "the resolver oc.env:"),
+        ("x-${oc.env:QRAG_API_KEY,none}", "the resolver oc.env:"),
+        ("${oc.decode:${oc.env:QRAG_API_KEY}}", "the resolver oc.decode:"),
+        ("${feedback.api_base_url}", "the key feedback.api_base_url"),
+    ],
+)
+def test_run_config_cannot_read_the_evaluators_environment(tmp_path, monkeypatch, value, what):
+    """``${oc.env:...}`` in a saved config was resolved at merge time: the secret landed in the
+    .meta.json and in the error line."""
+    monkeypatch.setenv("QRAG_API_KEY", "sk-evaluators-own-key-0123456789")
+
+    def env(saved):
+        saved["algo"]["model"]["name"] = value
+
+    saved_with(tmp_path, env)
+    with pytest.raises(EvalError) as e:
+        merge_eval_config(eval_cfg(tmp_path))
+    assert str(e.value) == (
+        f"{tmp_path}/config.yaml: algo.model.name = {value!r} reads {what}, which a run folder's config may not "
+        f"(it would be resolved on the evaluating machine); replace it with the plain value the run used"
+    )
+    assert "sk-evaluators" not in str(e.value)
+
+
+def test_plain_references_of_a_run_config_still_resolve(tmp_path):
+    """``algo.scheduler.total: ${steps_count}`` (a key the evaluation does not take) gets the saved value."""
+    write_run_config(tmp_path)
+    saved = OmegaConf.to_container(OmegaConf.load(tmp_path / "config.yaml"), resolve=False)
+    assert saved["algo"]["scheduler"]["total"] == "${steps_count}"
+    merged = merge_eval_config(eval_cfg(tmp_path))
+    assert merged.algo.scheduler.total == OmegaConf.load(tmp_path / "config.yaml").steps_count
+    assert "steps_count" not in merged
+
+
+@pytest.mark.parametrize(
+    "missing", ["precision", "eval_group_size", "max_state_length", "envs.sort_by_index", "feedback"]
+)
+def test_an_older_run_config_evaluates_with_defaults_and_a_warning(tmp_path, caplog, missing):
+    """Keys missing from another version's config gave omegaconf tracebacks at evaluation."""
+
+    def drop(saved):
+        node = saved
+        *parents, leaf = missing.split(".")
+        for k in parents:
+            node = node[k]
+        del node[leaf]
+
+    saved_with(tmp_path, drop)
+    with caplog.at_level(logging.WARNING, logger="qrag.eval"):
+        merged = merge_eval_config(eval_cfg(tmp_path))
+    want = {
+        "precision": "auto",
+        "eval_group_size": 8,
+        "max_state_length": None,
+        "envs.sort_by_index": True,
+        "feedback": None,
+    }[missing]
+    if missing == "feedback":
+        assert merged.feedback.type == "gt" and not caplog.records  # the evaluator's, as for every run
+    else:
+        assert OmegaConf.select(merged, missing) == want
+        assert [r.getMessage() for r in caplog.records] == [
+            f"{tmp_path}/config.yaml lacks {missing}={want!r} (another version of Q-RAG): evaluating with "
+            f"today's defaults"
+        ]
+    from rl.validate import check_eval
+
+    check_eval(merged)
+
+
+def test_a_speed_switch_of_a_newer_version_is_ignored(tmp_path, caplog):
+    from rl.fast.switches import SpeedSwitches
+
+    def newer(saved):
+        saved["speed"]["warp_drive"] = True
+
+    saved_with(tmp_path, newer)
+    with caplog.at_level(logging.WARNING, logger="qrag.eval"):
+        merged = merge_eval_config(eval_cfg(tmp_path))
+    assert "warp_drive" not in merged.speed
+    SpeedSwitches.from_cfg(merged)  # raised "unknown speed switch(es)"
+    assert any("speed switch(es) warp_drive unknown to this version, ignored" in r.getMessage() for r in caplog.records)
+
+
+def test_a_read_only_run_folder_evaluates_into_output_dir(tmp_path, monkeypatch):
+    """Hydra's own folder (.eval_hydra/) defaulted into the run folder even with output_dir=
+    elsewhere, so a read-only run folder could not be evaluated at all."""
+    from rl import storage
+    from rl.validate import ConfigError, check_output_folder
+
+    run, out = tmp_path / "run", tmp_path / "out"
+    write_run_config(run)
+    base = [f"pretrained_path={run}", "device=cpu"]
+    cfg = compose_cfg_hydra(base + [f"output_dir={out}"])
+    assert Path(cfg.hydra.run.dir).parent == out / ".eval_hydra"
+    real = storage.probe_writable
+    monkeypatch.setattr(
+        storage, "probe_writable", lambda p: PermissionError(13, "") if run in [p, *p.parents] else real(p)
+    )
+    check_output_folder(cfg, "eval")
+    inside = compose_cfg_hydra(base)
+    with pytest.raises(ConfigError) as e:  # the run folder itself as the output: one line, before Hydra writes
+        check_output_folder(inside, "eval")
+    assert e.value.lines == [
+        f"cannot write in {inside.hydra.run.dir} (permission denied); make it writable, or pass "
+        f"output_dir=<a writable folder>"
+    ]
+
+
+def compose_cfg_hydra(overrides: list[str]):
+    from hydra import compose, initialize_config_dir
+
+    from rl.config import PROJECT_ROOT
+
+    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "configs"), version_base="1.3"):
+        cfg = compose("testing", overrides=overrides, return_hydra_config=True)
+    OmegaConf.resolve(cfg.hydra.run)  # fix ${now:} once, as Hydra does
+    return cfg
+
+
+def test_an_unreachable_feedback_server_is_one_line():
+    """It ended in a traceback; FeedbackError is one of both entry points' user errors."""
+    import eval_retriever
+    import train_q_rag
+    from envs.errors import FeedbackError
+    from envs.feedback_llm import LLMFeedback
+    from prompts_and_metrics.llm.server_backend import ServerBackend
+    from tests.readers.conftest import llm_feedback_cfg
+
+    backend = ServerBackend("m", "http://127.0.0.1:9/v1", max_retries=0, timeout_s=2)
+    fb = LLMFeedback(llm_feedback_cfg(), task="qa1", backend=backend)
+    sample = {"id": "s0", "question": "Where is Mary?", "answer": "garden", "chunks": ["a.", "b."], "sf_idx": [0]}
+    fb.reset(0, sample)
+    with pytest.raises(FeedbackError) as e:
+        fb.step([0], [[0]])
+    assert "\n" not in str(e.value) and "127.0.0.1:9" in str(e.value)
+    assert FeedbackError in eval_retriever.USER_ERRORS and FeedbackError in train_q_rag.USER_ERRORS
+
+
+def test_a_checkpoint_without_weights_is_one_line(tmp_path):
+    import torch
+
+    from rl.eval_run import load_agent
+    from rl.storage import CheckpointLoadError, save_checkpoint
+
+    write_run_config(tmp_path)
+    save_checkpoint({"config": {}, "best": 0.0}, tmp_path / "model_best.pt")
+    with pytest.raises(CheckpointLoadError) as e:
+        load_agent(merge_eval_config(eval_cfg(tmp_path)), tmp_path / "model_best.pt", torch.device("cpu"))
+    assert str(e.value) == (
+        f"{tmp_path}/model_best.pt lacks learner.agent (it was not written whole by this version of Q-RAG); "
+        f"restore it from a copy"
+    )
