@@ -492,8 +492,7 @@ class Trainer:
             )
         if self.untrained_test is not None:
             best = load_checkpoint(self.run_dir / "model_best.pt", map_location="cpu")
-            self.agent.load_state_dict(best["learner"]["agent"])
-            self.agent.weights_version += 1
+            self.agent.load_state_dict(best["learner"]["agent"])  # drops the agent's cached embeddings
             trained, _ = self.evaluate(self.test_ds, self.test_indices(), "test")
             summary.update(
                 {
