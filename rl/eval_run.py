@@ -31,6 +31,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
+from envs.data.common import content_sha256
 from envs.data.registry import ACTING_KEYS, build_dataset, dataset_spec
 from envs.feedback import build_feedback
 from envs.legacy import flag
@@ -120,6 +121,9 @@ def merge_eval_config(eval_cfg: DictConfig) -> DictConfig:
     ev: dict[str, Any] = OmegaConf.to_container(without_hydra(eval_cfg), resolve=False)  # type: ignore
     if ev["eval_env"]:
         saved["envs"] = replace_env(saved["envs"], load_env_node(str(ev["eval_env"])))
+    if saved["envs"].get("name") == "babilong" and ev["envs"].get("length_unit") is None:
+        # BabiLong is evaluated at the official token budgets unless a sentence count is asked for
+        ev["envs"]["length_unit"] = "sentences" if ev["envs"].get("num_sentences") is not None else "tokens"
     ev = _prune_nulls(ev, saved)
     merged = OmegaConf.merge(OmegaConf.create(saved), OmegaConf.create(ev))
     OmegaConf.resolve(merged)
@@ -173,7 +177,8 @@ def eval_meta(cfg: DictConfig, ckpt: Path, fingerprint: str) -> dict[str, Any]:
         "model": str(cfg.algo.model.name),
         "dataset": str(envs.name),
         "task": str(envs.task),
-        **dataset_spec(str(envs.name)).eval_meta(envs),  # num_sentences, length, context_length, data_path
+        **(spec := dataset_spec(str(envs.name)).eval_meta(envs)),  # num_sentences, length, context_length, data_path
+        "data_sha256": content_sha256(spec["data_path"]),  # which data the numbers came from
         "split": str(envs.test_split),
         "seed": int(cfg.seed),
         "max_steps": int(envs.max_steps),

@@ -1,9 +1,11 @@
-"""Write seeded bAbI v1.2-format task files for qa1-qa5 (the embedded BabiLong default).
+"""Write seeded, generated bAbI v1.2-format task files for qa1-qa5 (not the real bAbI data).
 
-    python scripts/generate_babi.py --out data/babilong/babi/en-10k --seed 0 --gzip
+    python scripts/generate_babi.py --out data/babilong/babi-generated/en-10k --seed 0 --gzip
 
-Files are named like the real en-10k ones ({task}_{split}.txt); with --gzip (how the embedded
-copy is shipped) they are written as {task}_{split}.txt.gz, which the loader reads directly.
+That command (the default --out) writes the shipped data/babilong/babi-generated/en-10k byte for
+byte. The generator follows rules measured on the real files (docs/DATA_BABILONG.md; compare with
+scripts/babi_fidelity.py). Files are named like the real en-10k ones ({task}_{split}.txt); with
+--gzip they are written as {task}_{split}.txt.gz (deterministic bytes), which the loader reads.
 Every file is re-checked by an independent simulation (envs.data.babi_generator.check_babi_lines)
 before it is written.
 """
@@ -21,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=REPO / "data/babilong/babi/en-10k")
+    ap.add_argument("--out", type=Path, default=REPO / "data/babilong/babi-generated/en-10k")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tasks", nargs="+", default=list(GEN_TASKS), choices=list(GEN_TASKS))
     ap.add_argument("--train-questions", type=int, default=10_000)

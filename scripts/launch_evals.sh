@@ -6,11 +6,17 @@
 #
 # Eval plan: one chain per line, `<run name> <gpu> <num_samples> <N1,N2,...> [override ...]`;
 # `#` starts a comment. Each chain runs `python eval_retriever.py pretrained_path=<runs dir>/<run>
-# envs.num_sentences=<N> num_samples=<num_samples> progress_bar=false <extra> <overrides>` for each
-# N in turn under CUDA_VISIBLE_DEVICES=<gpu>, logging to <runs dir>/logs/eval_<run>_<line>.log. The
+# <length N> num_samples=<num_samples> progress_bar=false <extra> <overrides>` for each N in turn
+# under CUDA_VISIBLE_DEVICES=<gpu>, logging to <runs dir>/logs/eval_<run>_<line>.log. <length N> is
+# BabiLong's official token budget `envs.length_unit=tokens envs.num_tokens=N` (N = 1000 is "1K"),
+# or with LENGTH_UNIT=sentences the reference's `envs.num_sentences=N`. A plan whose lengths are in
+# one unit says so in a `#@length_unit tokens|sentences` line (rounds 2-3 count sentences): that
+# unit is used, and a LENGTH_UNIT that contradicts it is an error (an eval at "1200 tokens" instead
+# of 1200 sentences would be a silent mistake). The
 # evaluation files resume by sample id, so relaunching a plan finishes what a stop interrupted.
 # GPUS="0 1" maps the GPU column as in scripts/launch_plan.sh; process ids go to <runs dir>/pids.
-# Env: PYTHON (python), THREADS (2).
+# Env: PYTHON (python), THREADS (2), LENGTH_UNIT (tokens | sentences; default: the plan's
+# #@length_unit, else tokens).
 set -euo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: $0 <eval plan> <runs dir> [key=value ...]" >&2
@@ -21,6 +27,16 @@ PYTHON="${PYTHON:-python}"
 THREADS="${THREADS:-2}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [ -f "$PLAN" ] || { echo "error: eval plan $PLAN not found" >&2; exit 2; }
+plan_unit="$(sed -n 's/^#@length_unit[[:space:]]\{1,\}\([a-z]*\).*/\1/p' "$PLAN" | tail -n 1)"
+if [ -n "$plan_unit" ] && [ -n "${LENGTH_UNIT:-}" ] && [ "$LENGTH_UNIT" != "$plan_unit" ]; then
+  echo "error: LENGTH_UNIT=$LENGTH_UNIT, but $PLAN says #@length_unit $plan_unit" >&2; exit 2
+fi
+LENGTH_UNIT="${LENGTH_UNIT:-${plan_unit:-tokens}}"
+case "$LENGTH_UNIT" in
+  tokens) length_arg() { echo "envs.length_unit=tokens envs.num_tokens=$1"; } ;;
+  sentences) length_arg() { echo "envs.num_sentences=$1"; } ;;
+  *) echo "error: LENGTH_UNIT must be tokens or sentences, not $LENGTH_UNIT" >&2; exit 2 ;;
+esac
 read -r -a gpus <<< "${GPUS:-}"
 mkdir -p "$RUNS/logs"
 n=0
@@ -32,7 +48,7 @@ while read -r name gpu samples lengths overrides; do
   log="$RUNS/logs/eval_${name}_$n.log"
   cmd=""
   for N in ${lengths//,/ }; do
-    cmd+="\"$PYTHON\" \"$HERE/eval_retriever.py\" pretrained_path=\"$RUNS/$name\" envs.num_sentences=$N"
+    cmd+="\"$PYTHON\" \"$HERE/eval_retriever.py\" pretrained_path=\"$RUNS/$name\" $(length_arg "$N")"
     cmd+=" num_samples=$samples progress_bar=false $* $overrides || echo \"FAILED N=$N\"; "
   done
   CUDA_VISIBLE_DEVICES="$gpu" OMP_NUM_THREADS="$THREADS" RAYON_NUM_THREADS="$THREADS" \

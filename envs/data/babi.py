@@ -39,11 +39,12 @@ TASKS: tuple[str, ...] = (
 SPLITS = ("train", "test")
 
 HOW_TO_GET_BABI = (
-    "download the Facebook bAbI v1.2 tasks (tasks_1-20_v1-2.tar.gz, folder en-10k) and place "
-    "the files as {data_root}/babilong/babi/en-10k/{task}_{split}.txt, e.g. "
-    "qa1_single-supporting-fact_train.txt; or use the embedded default (generated qa1-qa5) "
-    "with the override paths=embedded (data_root = <repo>/data), or regenerate it with "
-    "`python scripts/generate_babi.py --out data/babilong/babi/en-10k --seed 0`"
+    "download the Facebook bAbI v1.2 tasks (http://www.thespermwhale.com/jaseweston/babi/"
+    "tasks_1-20_v1-2.tar.gz, folder en-10k) and place the files as {paths.babi_dir}/{task}_{split}.txt "
+    "(default {data_root}/babilong/babi/en-10k/), e.g. qa1_single-supporting-fact_train.txt; "
+    "or use the shipped real qa1-qa5 files with the override paths=embedded "
+    "(rebuilt and verified by `python scripts/build_babi.py`), or generated ones with "
+    "paths=generated (`python scripts/generate_babi.py`)"
 )
 
 

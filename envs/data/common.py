@@ -4,6 +4,7 @@ file lookup (plain or ``.gz``), JSON/JSONL reading and field checks that name fi
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import zlib
 from collections.abc import Iterator, Sequence
@@ -80,6 +81,22 @@ def require_file(path: Path, what: str, how: str) -> Path:
     if gz.is_file():
         return gz
     raise DatasetNotFoundError(path, what, how)
+
+
+def content_sha256(path: str | Path | None) -> str | None:
+    """sha256 of a data file's uncompressed content (``path`` or ``path.gz``; what the manifests of
+    the shipped data record), or None for a folder or a path that does not exist."""
+    if path is None:
+        return None
+    p = Path(str(path))
+    p = p if p.is_file() else p.with_name(p.name + ".gz")
+    if not p.is_file():
+        return None
+    h = hashlib.sha256()
+    with gzip.open(p, "rb") if p.suffix == ".gz" else open(p, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 @contextmanager

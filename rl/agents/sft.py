@@ -1,20 +1,32 @@
 """Supervised baseline "multi-step RAG w. SFT" (paper Table 3; DESIGN §4.5), ``algo.objective: sft``.
 
-The paper names only "the Beam-Retriever trajectory-supervision loss on gold facts"; the rebuild's
-definition (the exact loss is [unspecified]): for every training sample take the teacher-forced gold
-trajectory (gold chunks in document order, at most T of them). At step t the state is the question
-plus the first t gold chunks, the available chunks are all others, and the loss is the softmax
-cross-entropy of Q(s_t, ·) over the available chunks with the next gold chunk as the target.
+The paper names only "the Beam-Retriever trajectory-supervision loss on gold facts"; the authors'
+public code has no such learner for the Q-RAG encoders, only their copy of Beam Retriever (a
+cross-encoder baseline). ``algo.sft.hyperparams.loss`` picks how that loss is carried over to the
+bi-encoder's Q(s_t, a):
+
+* ``beam`` (default, Beam Retriever's training signal at beam width 1): at hop t the state is the
+  question plus the first t gold chunks; every available chunk is classified on its own, gold or
+  not: binary cross-entropy with logit Q(s_t, a), averaged over the hop's candidates, summed over
+  hops, mean over samples. A hop is trained only while every earlier greedy pick was the gold chunk
+  (Beam Retriever stops a sample's hops at the first miss of its beam).
+* ``softmax`` (rounds 2-3): every hop teacher-forced, softmax cross-entropy of Q(s_t, ·) over the
+  available chunks with the next gold chunk as the target, mean over transitions: a stronger
+  ranking signal (a listwise loss) than the per-chunk one.
+
+Both walk the gold chunks in document order (at most T of them): the bAbI parser keeps no other
+order (envs/data/babi.py), where Beam Retriever on BabiLong followed the dataset's listed order.
 
 Same agent (encoders E_s, E_a, state layout, rotation by the chunk position codes of s_t) and the
 same greedy evaluation as Q-RAG; only the learning signal differs. No rollouts, no target values:
 the target encoders, α and the acting generator are unused. The learner contract is
-:class:`rl.agents.base.Learner`; the main scalar is ``ce_loss``.
+:class:`rl.agents.base.Learner`; the main scalar is ``ce_loss`` (the loss of the chosen kind).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,10 +36,18 @@ import torch.nn.functional as F
 from envs.env import Episode, VecRetrievalEnv
 from envs.types import sf_known
 from rl.agent import QRAGAgent, availability
-from rl.agents.base import LearnerBase
+from rl.agents.base import Hyperparams, LearnerBase
 from rl.fast.ragged import FramedIds, RaggedIds
 
 MAX_DRAWS_PER_TRANSITION = 100  # give up when the training set has (almost) no gold facts
+LOSSES = ("beam", "softmax")
+
+
+@dataclass
+class Hyper(Hyperparams):
+    """``algo.sft.hyperparams`` (configs/learner/sft.yaml holds every default)."""
+
+    loss: str = "beam"
 
 
 def teacher_trajectory(sample: dict[str, Any], max_steps: int) -> list[int]:
@@ -37,14 +57,37 @@ def teacher_trajectory(sample: dict[str, Any], max_steps: int) -> list[int]:
     return sorted(set(int(i) for i in sample["sf_idx"]))[:max_steps]
 
 
+def beam_hop_losses(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Beam Retriever's loss along one teacher-forced trajectory (beam width 1): per hop, the mean
+    binary cross-entropy of every available chunk (logit Q, label "is this hop's gold chunk"), and
+    whether the hop is trained (all earlier greedy picks were gold). ``logits`` [T′, N] holds −inf
+    at unavailable chunks. Returns (losses [T′], trained [T′] as 0/1 floats)."""
+    avail = torch.isfinite(logits)
+    labels = torch.zeros_like(logits).scatter_(1, target[:, None], 1.0)
+    bce = F.binary_cross_entropy_with_logits(logits.masked_fill(~avail, 0.0), labels, reduction="none")
+    per_hop = (bce * avail).sum(1) / avail.sum(1)
+    hit = (logits.argmax(1) == target).float()
+    trained = torch.cat([hit.new_ones(1), torch.cumprod(hit, 0)[:-1]])
+    return per_hop, trained
+
+
 class SFTLearner(LearnerBase):
     NAME = "sft"
     LOSS = "ce_loss"
+
+    @classmethod
+    def check_config(cls, checker: Any, hp: str) -> None:
+        checker.choice(f"{hp}.loss", LOSSES)
 
     def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
         # batch_size = minimum teacher-forced transitions per micro-step; rollout_len is nominal
         # (for the trainer's batch log); the policy generator is unused by this objective.
         super().__init__(agent, env, cfg, legacy)
+        self.hp = Hyper.from_cfg(self.hyperparams(cfg))
+
+    def trajectory(self, ep: Episode) -> list[int]:
+        """The teacher-forced gold trajectory of ``ep``'s sample."""
+        return teacher_trajectory(ep.sample, self.env.max_steps)
 
     # -- data -----------------------------------------------------------------------------
     def draw_episodes(self) -> list[Episode]:
@@ -60,7 +103,7 @@ class SFTLearner(LearnerBase):
                     f"none found in {draws - 1} draws from the {self.env.name} set"
                 )
             ep = self.env.reset_random(0)
-            steps = len(teacher_trajectory(ep.sample, self.env.max_steps))
+            steps = len(self.trajectory(ep))
             if steps:
                 eps.append(ep)
                 n += steps
@@ -81,7 +124,7 @@ class SFTLearner(LearnerBase):
         """:meth:`trajectory_logits` of several samples from one length-bucketed encoder pass over
         all their chunks and one over all their teacher-forced states."""
         agent, layout = self.agent, self.agent.layout
-        golds = [teacher_trajectory(ep.sample, self.env.max_steps) for ep in eps]
+        golds = [self.trajectory(ep) for ep in eps]
         content = RaggedIds.concat([RaggedIds.from_lists(agent.tokens(ep).action_chunks) for ep in eps])
         chunks = agent.embed(
             agent.action_enc,
@@ -120,7 +163,7 @@ class SFTLearner(LearnerBase):
         used = 0
         for ep in eps:
             lens = np.minimum(RaggedIds.from_lists(agent.tokens(ep).action_chunks).lens, agent.layout.action_content)
-            steps = len(teacher_trajectory(ep.sample, self.env.max_steps))
+            steps = len(self.trajectory(ep))
             # a state holds the question and at most T′−1 segments of memory_content tokens
             cost = int(lens.sum()) + n_frame * ep.n_chunks + steps * steps * (agent.layout.memory_content + 1)
             if not out or used + cost > self.GROUP_TOKENS:
@@ -131,24 +174,34 @@ class SFTLearner(LearnerBase):
         return out
 
     def loss_on(self, eps: Sequence[Episode], scale: float = 1.0) -> dict[str, float]:
-        """Backpropagate ``scale`` × mean cross-entropy over all teacher-forced transitions of
-        ``eps``, one backward pass per group of samples (:meth:`groups`). Returns scalars."""
-        n_total = sum(len(teacher_trajectory(ep.sample, self.env.max_steps)) for ep in eps)
-        sums = torch.zeros(3, device=self.agent.device)  # Σ CE, Σ Q(s, gold), correct argmax
+        """Backpropagate ``scale`` × the loss of ``eps`` (``softmax``: mean cross-entropy over all
+        teacher-forced transitions; ``beam``: mean over samples of the summed hop losses), one
+        backward pass per group of samples (:meth:`groups`). Returns scalars."""
+        n_total = sum(len(self.trajectory(ep)) for ep in eps)
+        beam = self.hp.loss == "beam"
+        denom = len(eps) if beam else n_total
+        sums = torch.zeros(4, device=self.agent.device)  # Σ loss, Σ Q(s, gold), correct argmax, hops trained
         for group in self.groups(eps):
             parts = self.group_logits(group)
-            ce = sum(F.cross_entropy(logits, target, reduction="sum") for logits, target in parts)
-            (ce * (scale / n_total)).backward()
+            if beam:
+                hops = [beam_hop_losses(logits, target) for logits, target in parts]
+                loss = sum((per_hop * trained).sum() for per_hop, trained in hops)
+            else:
+                loss = sum(F.cross_entropy(logits, target, reduction="sum") for logits, target in parts)
+            (loss * (scale / denom)).backward()
             with torch.no_grad():
-                sums[0] += ce.detach()
+                sums[0] += loss.detach()
                 for logits, target in parts:
                     sums[1] += logits.gather(1, target[:, None]).sum()
                     sums[2] += (logits.argmax(1) == target).sum()
-        ce_sum, q_sum, correct = sums.tolist()  # one device sync per micro-step
+                # softmax trains every teacher-forced hop; beam stops at a sample's first miss
+                sums[3] += sum(trained.sum() for _, trained in hops) if beam else sum(len(t) for _, t in parts)
+        loss_sum, q_sum, correct, trained = sums.tolist()  # one device sync per micro-step
         return {
-            "ce_loss": ce_sum / n_total,
+            "ce_loss": loss_sum / denom,
             "q_mean": q_sum / n_total,
             "sft_acc": correct / n_total,
+            "hops_trained": trained / n_total,
             "transitions": float(n_total),
         }
 

@@ -9,6 +9,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "babi"
 EMBEDDED = REPO / "data"
+BABI_DIR = "${paths.data_root}/babilong/babi/en-10k"  # as configs/paths/embedded.yaml
 
 
 @pytest.fixture

@@ -96,7 +96,7 @@ def test_missing_file_says_what_to_download(tmp_path):
         load_babi_file(tmp_path / "babilong/babi/en-10k/qa1_single-supporting-fact_test.txt")
     msg = str(e.value)
     assert "bAbI v1.2" in msg and "en-10k" in msg and "{task}_{split}.txt" in msg
-    assert "paths=embedded" in msg and "generate_babi.py" in msg
+    assert "paths=embedded" in msg and "build_babi.py" in msg and "paths=generated" in msg
 
 
 def test_embedded_files_have_all_questions():

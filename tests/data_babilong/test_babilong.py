@@ -12,7 +12,7 @@ from envs.data.babi import BabiSample, load_babi_file
 from envs.data.babilong import BabiLongDataset, assemble
 from envs.data.registry import build_dataset
 
-from .conftest import EMBEDDED, FIXTURES, REPO
+from .conftest import BABI_DIR, EMBEDDED, FIXTURES, REPO
 
 NOISE = [[f"noise {b}-{s}." for s in range(300)] for b in range(10)]
 
@@ -85,7 +85,7 @@ def test_legacy_fixed_noise_seed_is_shared_and_stateful(babi):
 
 def _cfg(**envs):
     envs_node = OmegaConf.load(REPO / "configs/envs/babilong.yaml")
-    cfg = OmegaConf.create({"paths": {"data_root": str(EMBEDDED)}, "envs": envs_node})
+    cfg = OmegaConf.create({"paths": {"data_root": str(EMBEDDED), "babi_dir": BABI_DIR}, "envs": envs_node})
     for k, v in envs.items():
         cfg.envs[k] = v
     return cfg

@@ -44,6 +44,7 @@ def _compose(repo, fix, name):
                 "root_dir": str(repo),
                 "data_root": str(repo / "data"),
                 "ruler_root": str(repo / "data" / "niah"),
+                "babi_dir": str(repo / "data" / "babilong" / "babi" / "en-10k"),
             },
             "envs": envs,
         }

@@ -15,13 +15,17 @@ from .conftest import compose_cfg, eval_cfg
 
 def test_priority_cli_over_testing_over_saved(config_run: Path) -> None:
     cfg = merge_eval_config(eval_cfg(config_run))
-    assert cfg.envs.num_sentences == 50  # testing.yaml (50) beats the run's 10
+    # BabiLong default: the official token budget of testing.yaml ("1K"), whatever unit the run trained in
+    assert (cfg.envs.length_unit, cfg.envs.num_tokens, cfg.envs.num_sentences) == ("tokens", 1000, 10)
     assert cfg.seed == 42  # testing.yaml beats the run's seed 7
     assert cfg.envs.max_steps == 2  # testing.yaml null = keep the run's value
     assert cfg.envs.task == "qa1_single-supporting-fact"
     assert cfg.algo.model.predictor.num_layers == 1  # untouched training keys survive
     cli = merge_eval_config(eval_cfg(config_run, "envs.num_sentences=1200", "envs.max_steps=4", "seed=3"))
     assert (cli.envs.num_sentences, cli.envs.max_steps, cli.seed) == (1200, 4, 3)
+    assert cli.envs.length_unit == "sentences"  # a sentence count asks for the reference's sizing
+    both = merge_eval_config(eval_cfg(config_run, "envs.num_sentences=1200", "envs.length_unit=tokens"))
+    assert (both.envs.length_unit, both.envs.num_tokens) == ("tokens", 1000)  # an explicit unit wins
 
 
 def test_overrides_reach_the_dataset(config_run: Path) -> None:
@@ -61,11 +65,11 @@ def test_file_names_follow_settings(config_run: Path) -> None:
     beam = merge_eval_config(
         eval_cfg(config_run, "eval.planner=beam", "eval.beam_width=2", "eval.beam_expand=2", "use_last=true")
     )
-    assert eval_stem(beam) == "eval_seed42_ns50_last_beam2x2"
+    assert eval_stem(beam) == "eval_seed42_nt1000_last_beam2x2"
     tokens = merge_eval_config(eval_cfg(config_run, "envs.length_unit=tokens", "envs.num_tokens=32000"))
     assert eval_stem(tokens) == "eval_seed42_nt32000"  # BabiLong's official token sizing
     stop = merge_eval_config(eval_cfg(config_run, "eval.stop_q_threshold=0.5", "+legacy.oracle_stop=true"))
-    assert eval_stem(stop) == "eval_seed42_ns50_qstop0.5_oracle"
+    assert eval_stem(stop) == "eval_seed42_nt1000_qstop0.5_oracle"
 
 
 def test_eval_file_names_of_the_other_datasets(config_run: Path) -> None:
@@ -123,3 +127,25 @@ def test_old_run_folder_is_upgraded_once(tmp_path: Path) -> None:
     assert meta["data_path"].endswith("qa1_single-supporting-fact_test.txt")
     tokens = merge_eval_config(eval_cfg(run, "envs.length_unit=tokens", "envs.num_tokens=8000"))
     assert eval_stem(tokens) == "eval_seed42_nt8000" and tokens.envs.prompt_reserve_tokens == 300
+
+
+def test_eval_meta_names_the_data_it_read(tmp_path: Path) -> None:
+    """settings.data_sha256 is the uncompressed content's sha256, as data/babilong/babi/MANIFEST.json records it."""
+    import json
+
+    from rl.eval_run import eval_meta
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(OLD_RUN.read_text())
+    data = OLD_RUN.parents[4] / "data/babilong"
+    manifest = json.loads((data / "babi/MANIFEST.json").read_text())
+    want = {e["file"]: e["sha256"] for e in manifest["files"]}
+    name = "qa1_single-supporting-fact_test.txt"
+    real = merge_eval_config(eval_cfg(run, f"+envs.facts_test_path={data}/babi/en-10k/{name}"))
+    assert eval_meta(real, run / "model_best.pt", "sha256:x")["data_sha256"] == want[f"en-10k/{name}.gz"]
+    generated = merge_eval_config(eval_cfg(run, f"+envs.facts_test_path={data}/babi-generated/en-10k/{name}"))
+    got = eval_meta(generated, run / "model_best.pt", "sha256:x")["data_sha256"]
+    assert len(got) == 64 and got not in want.values()
+    missing = merge_eval_config(eval_cfg(run, f"+envs.facts_test_path={tmp_path}/{name}"))
+    assert eval_meta(missing, run / "model_best.pt", "sha256:x")["data_sha256"] is None

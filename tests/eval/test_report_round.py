@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from prompts_and_metrics.metrics import fact_metrics
-from tests.conftest import load_script
+from tests.conftest import ROOT, load_script
 
 
 @pytest.mark.parametrize(
@@ -35,66 +35,178 @@ def test_fact_scores_worked_cases():
     ]
 
 
-def _run(folder: Path, curve: list[float], records: dict[str, list[dict]]) -> None:
+def _run(folder: Path, curve: list[float], records: dict[str, list[dict]], sidecars: dict | None = None) -> None:
     folder.mkdir(parents=True)
     (folder / "metrics.jsonl").write_text(
         "".join(json.dumps({"step": 100 * i, "eval/fact_em": em}) + "\n" for i, em in enumerate(curve))
     )
     for name, recs in records.items():
         (folder / name).write_text("".join(json.dumps(r) + "\n" for r in recs))
+    for name, doc in (sidecars or {}).items():
+        (folder / name).write_text(json.dumps(doc))
 
 
 def _rec(i: int, pred: list[int], gold: list[int], tokens: int = 1000) -> dict:
     return {"index": i, "pred_idx": pred, "sf_idx": gold, "text_len": tokens}
 
 
-def test_round_tables(tmp_path: Path):
+def _row(md: str, start: str) -> list[str]:
+    line = next(x for x in md.splitlines() if x.startswith(start))
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+FULL = [_rec(0, [1, 2, 3, 7, 8, 9], [1, 2, 3], 900), _rec(1, [5, 1, 2, 3, 8, 9], [1, 2, 3], 1100)]
+MISS = _rec(0, [1, 2, 7, 8, 9, 10], [1, 2, 3])  # EM 0, F1 2·(1/3)(2/3)/(1/3 + 2/3) = 4/9, never complete
+REAL_QA3_TEST = next(  # the shipped real qa3 test file, as data/babilong/babi/MANIFEST.json lists it
+    f["sha256"]
+    for f in json.loads((ROOT / "data" / "babilong" / "babi" / "MANIFEST.json").read_text())["files"]
+    if f["file"] == "en-10k/qa3_three-supporting-facts_test.txt.gz"
+)
+
+
+def test_partial_token_round(tmp_path: Path):
+    """A round 4 layout in token mode (files _nt<N>) with runs and lengths missing: every number
+    checked against a hand computation, the missing ones are dashes."""
     runs = tmp_path / "runs"
-    full = [_rec(0, [1, 2, 3, 7, 8, 9], [1, 2, 3]), _rec(1, [5, 1, 2, 3, 8, 9], [1, 2, 3])]
-    miss = [_rec(0, [1, 2, 7, 8, 9, 10], [1, 2, 3]), _rec(1, [1, 2, 7, 8, 9, 10], [1, 2, 3])]
+    settings = {"data_sha256": REAL_QA3_TEST, "task": "qa3_three-supporting-facts"}
+    sha = {"eval_seed42_nt1000.summary.json": {"settings": settings}}
+    _run(
+        runs / "t_qrag_s1",
+        [0.2, 0.5, 0.7],
+        {"eval_seed42_nt1000.jsonl": FULL, "eval_seed42_nt32000.jsonl": [MISS]},
+        sha,
+    )
+    with open(runs / "t_qrag_s1" / "metrics.jsonl", "a") as f:  # the final test row is no validation point
+        f.write(json.dumps({"step": 300, "eval/fact_em": 0.1, "eval/split": "test"}) + "\n")
+    s2 = [MISS, _rec(1, [1, 2, 3, 7, 8, 9], [1, 2, 3])]
+    _run(runs / "t_qrag_s2", [0.1, 0.4], {"eval_seed42_nt1000.jsonl": s2, "eval_seed42_nt32000.jsonl": [MISS]}, sha)
+    _run(runs / "t_sft_s1", [0.1], {"eval_seed42_nt1000.jsonl": [MISS, {**MISS, "index": 1}]})
+    _run(runs / "g_qa3", [0.3], {"eval_seed42_nt1000.jsonl": [FULL[0], {**MISS, "index": 1}]}, sha)
+    _run(
+        runs / "f_qa1",
+        [1.0],
+        {"eval_seed42_nt1000.jsonl": [_rec(0, [4, 5], [4], 700), _rec(1, [4], [], 5000)]},  # 1: no gold
+        {"eval_seed42_nt1000.jsonl.meta.json": {"data_sha256": "ab" * 32, "task": "qa2_two-supporting-facts"}},
+    )
+    out = tmp_path / "out"
+    res = load_script("report_round").main([str(runs), "--out", str(out)])
+    assert res["qa3"] == "t_qrag_s1"
+
+    lengths = (out / "lengths.md").read_text()
+    assert "official token budgets" in lengths
+    # a run whose evaluations are of another task than its name says is flagged (only that one)
+    assert [x for x in lengths.splitlines() if "warning" in x] == [
+        "**warning**: qa1 = `f_qa1` holds evaluations of qa2"
+    ]
+    assert _row(lengths, "| task | metric |") == ["task", "metric", "1K", "4K", "32K", "128K", "1M", "10M"]
+    # qa3 = t_qrag_s1: 1K both records complete the gold set (EM 1), fixed-T F1 2·(1/2)·1/(3/2) = 2/3;
+    # oracle stop after 3 and 4 steps: F1 1 and 2·(3/4)/(7/4) = 6/7, mean 13/14 = 0.929
+    assert _row(lengths, "| qa3 | `t_qrag_s1` |")[2:5] == ["1.000 / 0.929 (2)", "–", "0.000 / 0.444 (1)"]
+    assert _row(lengths, "| qa2 | – |")[2:] == ["–"] * 6
+    assert _row(lengths, "| qa3 | fact EM")[2:] == ["1.000", "–", "0.000", "–", "–", "–"]
+    assert _row(lengths, "| qa3 | fact F1 (fixed T)")[2:4] == ["0.667", "–"]
+    assert _row(lengths, "| qa3 | fact F1 (oracle stop)")[2:5] == ["0.929", "–", "0.444"]
+    assert _row(lengths, "| qa3 | samples")[2:5] == ["2", "–", "1"]
+    assert _row(lengths, "| qa3 | measured encoder tokens")[2] == "1.0K"
+    assert _row(lengths, "| qa3 | test data sha256")[2:5] == [REAL_QA3_TEST[:12], "–", "–"]
+    assert "en-10k/qa3_three-supporting-facts_test.txt.gz" in lengths  # named from the shipped manifest
+    assert _row(lengths, "| qa1 | fact F1 (oracle stop)")[2] == "1.000"  # [4, 5] stops after [4]
+    # a record without gold facts is unscored (the evaluation's own rule), not EM 1
+    assert _row(lengths, "| qa1 | samples")[2] == "1" and _row(lengths, "| qa1 | measured encoder tokens")[2] == "0.7K"
+    assert _row(lengths, "| qa1 | fact F1 (fixed T)")[2] == "0.667"
+    assert _row(lengths, "| qa1 | test data sha256")[2] == "ab" * 6  # from the .meta.json
+    assert set(_row(lengths, "| qa2 | fact EM")[2:]) == {"–"}  # no f_qa2 run
+
+    t3 = (out / "table3.md").read_text()
+    oracle = t3.split("**fact F1 × 100, fixed budget T**")[0]
+    head = _row(oracle, "| method |")
+    assert head[2:4] == ["1K", "32K"] and head[-1] == "paper, same lengths"
+    q = _row(oracle, "| Q-RAG |")
+    # s1 (13/14, above); s2: [4/9, 1] -> 13/18; mean 82.5, population std 10.3
+    assert q[1] == "t_qrag_s1, t_qrag_s2"
+    assert q[2] == "82.5 ± 10.3 [92.9, 72.2] (2)"
+    assert q[3] == "44.4 ± 0.0 [44.4, 44.4] (1)"
+    assert q[4] == "97.8 / 97.1"
+    assert _row(oracle, "| SFT |")[2:4] == ["44.4 [44.4] (2)", "–"]  # never complete: oracle = fixed
+    assert _row(oracle, "| w/o Soft-Q |")[1:4] == ["–", "–", "–"]
+    em = t3.split("**fact EM × 100")[1]
+    assert _row(em, "| Q-RAG |")[2] == "75.0 ± 25.0 [100.0, 50.0] (2)"
+    assert _row(em, "| SFT |")[2] == "0.0 [0.0] (2)"
+    assert (
+        "Test data: `17795c977100`; no data_sha256 recorded: t_sft_s1 at 1K, t_qrag_s1 at 32K, t_qrag_s2 at 32K" in t3
+    )
+
+    gen = (out / "generated.md").read_text()
+    assert _row(gen, "| g_qa3 fact EM")[1:4] == ["0.500", "–", "–"]
+    assert _row(gen, "| t_qrag_s* fact EM")[1] == "0.750 ± 0.250 [1.000, 0.500]"
+    assert _row(gen, "| g_qa3 − t_qrag mean")[1] == "-0.250"
+    assert _row(gen, "| test data sha256")[1] == REAL_QA3_TEST[:12]  # the same real file for both
+    assert res["generated_minus_real"] == {load_script("report_round").Length("nt", 1000): pytest.approx(-0.25)}
+
+    curves = (out / "curves.md").read_text()
+    assert _row(curves, "| t_qrag_s1 |")[2:5] == ["200", "0.70", "0.47"]
+    for png in ("curves.png", "lengths.png", "table3.png"):
+        assert (out / png).stat().st_size > 1000
+
+
+def test_targets(tmp_path: Path):
+    """The target lines of lengths.md: qa2 evaluated at 1K-1M (one miss at 1M), qa3 at 1K only."""
+    runs = tmp_path / "runs"
+    hit, half = [FULL[0], {**FULL[0], "index": 1}], [FULL[0], {**MISS, "index": 1}]
+    files = {f"eval_seed42_nt{n}.jsonl": hit for n in (1000, 4000, 32000, 128000)}
+    _run(runs / "f_qa2", [1.0], {**files, "eval_seed42_nt1000000.jsonl": half})
+    _run(runs / "f_qa1", [1.0], {f"eval_seed42_nt{n}.jsonl": hit for n in (1000, 4000, 32000, 128000, 1000000)})
+    _run(runs / "t_qrag_s1", [1.0], {"eval_seed42_nt1000.jsonl": hit})
+    out = tmp_path / "out"
+    load_script("report_round").main([str(runs), "--out", str(out)])
+    md = (out / "lengths.md").read_text().split("Targets of the real-bAbI reproduction")[1]
+    assert _row(md, "| qa1 | yes") == ["qa1", "yes (min 1.000 at 1K)", "yes (+0.000)", ""]
+    assert _row(md, "| qa2 | NO") == ["qa2", "NO (min 0.500 at 1M)", "NO (+0.500)", ""]
+    assert _row(md, "| qa3 | –") == ["qa3", "– (no 4K, 32K, 128K, 1M)", "– (no 1M)", "– (no 32K, 1M)"]
+    assert _row(md, "| qa4 | –")[1] == "– (no 1K, 4K, 32K, 128K, 1M)"
+
+
+def test_sentence_mode_round_and_oracle_check(tmp_path: Path):
+    """Files of the reference's sentence unit (_ns<N>) keep working, labelled with their sentence
+    count; an oracle-stopped evaluation file checks the post-hoc rule."""
+    runs = tmp_path / "runs"
     _run(
         runs / "s_D",
         [0.2, 0.5, 0.7],
         {
-            "eval_seed42_ns50.jsonl": full,
+            "eval_seed42_ns50.jsonl": FULL,
             "eval_seed42_ns50_oracle.jsonl": [_rec(0, [1, 2, 3], [1, 2, 3]), _rec(1, [5, 1, 2, 3], [1, 2, 3])],
         },
     )
-    _run(runs / "t_qrag_s2", [0.1, 0.4], {"eval_seed42_ns50.jsonl": miss})
-    for name in ("t_nosoftq_s1", "t_notarget_s1", "t_sft_s1", "t_noft"):
-        _run(runs / name, [0.1], {"eval_seed42_ns50.jsonl": miss[:1]})
+    _run(runs / "t_qrag_s2", [0.1, 0.4], {"eval_seed42_ns50.jsonl": [MISS, {**MISS, "index": 1}]})
     _run(runs / "f_qa1", [1.0], {"eval_seed42_ns50.jsonl": [_rec(0, [4, 5], [4], 1600)]})
     out = tmp_path / "out"
-    res = load_script("report_round").main([str(runs), "--out", str(out), "--babi", str(tmp_path / "none.txt")])
+    res = load_script("report_round").main([str(runs), "--out", str(out)])
+    assert res["qa3"] == "s_D"
     assert res["oracle_check"][0]["post_hoc"] == pytest.approx(res["oracle_check"][0]["oracle_eval"])
     assert res["oracle_check"][0]["post_hoc"] == pytest.approx((1.0 + 6 / 7) / 2)
-    sweep = (out / "sweep.md").read_text()
-    assert "| s_D | 200 | 0.70 | 0.47 |" in sweep
-    t3 = (out / "table3.md").read_text()
-    # every method is scored on the samples all runs hold (index 0 only)
-    q = next(line for line in t3.splitlines() if line.startswith("| Q-RAG |"))
-    assert "[100.0, 44.4] (1)" in q  # oracle F1: seed 1 stops at step 3; seed 2 never completes: 2·2/(3+6)
     lengths = (out / "lengths.md").read_text()
-    assert "| qa1 | fact EM | 1.000 |" in lengths and "| qa1 | measured tokens | 1.6K |" in lengths
-    for png in ("sweep.png", "lengths.png", "table3.png"):
-        assert (out / png).stat().st_size > 1000
-
-
-def test_table3_of_a_partial_round(tmp_path: Path):
-    """A round that ran only the Q-RAG seeds (round 3 on one card) still gets its Table 3 cells;
-    the methods without runs are dashes."""
-    runs = tmp_path / "runs"
-    recs = [_rec(0, [1, 2, 3, 7, 8, 9], [1, 2, 3])]
-    for name in ("t_qrag_s1", "t_qrag_s2"):
-        _run(runs / name, [0.1, 0.4], {"eval_seed42_ns50.jsonl": recs, "eval_seed42_ns1200.jsonl": recs})
-    out = tmp_path / "out"
-    load_script("report_round").main(
-        [str(runs), "--out", str(out), "--qa3", "t_qrag_s1", "--babi", str(tmp_path / "x")]
+    assert _row(lengths, "| task | metric |")[2:] == ["1K≈ (50 sent.)"]
+    assert (
+        _row(lengths, "| qa1 | fact EM")[2] == "1.000" and _row(lengths, "| qa1 | measured encoder tokens")[2] == "1.6K"
     )
-    lines = (out / "table3.md").read_text().splitlines()
-    assert lines[2].startswith("| method | 1K (n per seed) | 32K (n per seed) | paper")
-    assert next(x for x in lines if x.startswith("| Q-RAG |")).count("[100.0, 100.0] (1)") == 2
-    assert next(x for x in lines if x.startswith("| SFT |")).startswith("| SFT | – | – |")
+    assert "sentences as the reference did" in lengths
+    q = _row((out / "table3.md").read_text(), "| Q-RAG |")
+    assert q[1] == "s_D, t_qrag_s2" and q[2] == "68.7 ± 24.2 [92.9, 44.4] (2)"  # (13/14 + 4/9) / 2
+
+
+def test_half_written_last_line_and_malformed_line(tmp_path: Path):
+    m = load_script("report_round")
+    runs = tmp_path / "runs"
+    _run(runs / "f_qa1", [1.0], {"eval_seed42_nt1000.jsonl": [_rec(0, [4], [4])]})
+    path = runs / "f_qa1" / "eval_seed42_nt1000.jsonl"
+    with open(path, "a") as f:
+        f.write('{"index": 1, "pred_')  # a run killed mid-write
+    m.main([str(runs), "--out", str(tmp_path / "a")])
+    assert _row((tmp_path / "a" / "lengths.md").read_text(), "| qa1 | samples")[2] == "1"
+    path.write_text('{"index": 0}\nnot json\n' + json.dumps(_rec(1, [4], [4])) + "\n")
+    with pytest.raises(SystemExit, match=r"eval_seed42_nt1000.jsonl:2: not valid JSON"):
+        m.main([str(runs), "--out", str(tmp_path / "b")])
 
 
 def test_decoy_pick_up():
@@ -120,3 +232,83 @@ def test_decoy_pick_up():
     assert not m.has_decoy(other)  # another object's pick-up is no decoy
     assert list(m.decoy_flags([decoy]).values()) == [True]
     assert m.decoy_flags([decoy, clean]) == {}  # one key, both answers: ambiguous, left out
+
+
+def test_pack_round_then_make_results(tmp_path: Path):
+    """scripts/pack_round.py copies exactly the raw files (records gzipped, the same bytes every
+    time, a half-written last record dropped); scripts/make_results.sh makes the tables from them,
+    and they equal the tables made from the unpacked run folders."""
+    import gzip
+    import os
+    import subprocess
+    import sys
+
+    raw = tmp_path / "raw"
+    _run(raw / "t_qrag_s1", [0.2, 0.6], {"eval_seed42_nt1000.jsonl": FULL}, {"eval_seed42_nt1000.summary.json": {}})
+    run = raw / "t_qrag_s1"
+    for name in ("config.yaml", "summary.json", "eval_seed42_nt1000.jsonl.meta.json", "model_best.pt"):
+        (run / name).write_text("x: 1\n" if name.endswith("yaml") else "{}")
+    (run / "eval_seed42_nt4000.rank0.jsonl").write_text(json.dumps(MISS) + "\n")  # an interrupted shard
+    (run / "tb_logs").mkdir()
+    with open(run / "eval_seed42_nt1000.jsonl", "a") as f:
+        f.write('{"index": 2, "pred')
+    (raw / "logs").mkdir()  # not a run folder
+    (raw / "logs" / "eval.log").write_text("log")
+
+    pack = load_script("pack_round")
+    results = tmp_path / "results"
+    dest = results / "round9" / "runs"
+    res = pack.main([str(raw), str(dest)])
+    assert res["runs"] == 1 and len(res["dropped"]) == 1
+    assert sorted(p.name for p in (dest / "t_qrag_s1").iterdir()) == [
+        "config.yaml",
+        "eval_seed42_nt1000.jsonl.gz",
+        "eval_seed42_nt1000.jsonl.meta.json",
+        "eval_seed42_nt1000.summary.json",
+        "metrics.jsonl",
+        "summary.json",
+    ]
+    packed = dest / "t_qrag_s1" / "eval_seed42_nt1000.jsonl.gz"
+    first = packed.read_bytes()
+    assert gzip.decompress(first).decode() == "".join(json.dumps(r) + "\n" for r in FULL)
+    pack.main([str(raw), str(dest)])
+    assert packed.read_bytes() == first  # deterministic: re-packing leaves git nothing to commit
+
+    (results / "round8").mkdir()  # a round without raw files is left alone
+    env = dict(os.environ, PYTHON=sys.executable, RESULTS=str(results))
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "make_results.sh")], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "made the reports of 1 round(s)" in out.stdout
+    assert sorted(p.name for p in (results / "round8").iterdir()) == []
+    load_script("report_round").main([str(raw), "--out", str(tmp_path / "direct")])
+    for name in ("lengths.md", "table3.md", "curves.md", "generated.md"):
+        assert (results / "round9" / name).read_text() == (tmp_path / "direct" / name).read_text(), name
+    assert "| qa3 | fact F1 (oracle stop) | 0.929 |" in (results / "round9" / "lengths.md").read_text()
+
+
+def test_pack_round_refuses_a_malformed_record(tmp_path: Path):
+    raw = tmp_path / "raw"
+    _run(raw / "f_qa1", [1.0], {"eval_seed42_nt1000.jsonl": FULL})
+    (raw / "f_qa1" / "eval_seed42_nt1000.jsonl").write_text('{"index": 0}\n{oops\n{"index": 1}\n')
+    with pytest.raises(SystemExit, match=r"eval_seed42_nt1000.jsonl:2: not valid JSON"):
+        load_script("pack_round").main([str(raw), str(tmp_path / "dest")])
+    assert not (tmp_path / "dest").exists()  # nothing half-packed
+
+
+def test_pack_round_refuses_files_git_ignores(tmp_path: Path):
+    """Raw files are packed to be committed: a .gitignore that swallows them (the old `runs/`) is an error."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / ".gitignore").write_text("runs/\n")
+    raw = tmp_path / "raw"
+    _run(raw / "f_qa1", [1.0], {"eval_seed42_nt1000.jsonl": FULL})
+    pack = load_script("pack_round")
+    with pytest.raises(SystemExit, match=r"\.gitignore keeps 2 packed file\(s\) out of git"):
+        pack.main([str(raw), str(repo / "docs" / "results" / "r" / "runs")])
+    (repo / ".gitignore").write_text("/runs/\n")  # root-anchored: docs/results/*/runs/ is committed
+    assert pack.main([str(raw), str(repo / "docs" / "results" / "r" / "runs")])["files"] == 2

@@ -3,6 +3,7 @@ document round 2's recipe (configs/experiment/offline_babilong_qa*.yaml)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -87,7 +88,7 @@ def test_launch_plan_then_evals(tmp_path: Path):
 
     (out / "pids").unlink()
     evals = tmp_path / "evals.txt"
-    evals.write_text("tiny 1 3 10,12\nmissing 0 3 10\n")
+    evals.write_text("tiny 1 3 1000,2000\nmissing 0 3 10\n")
     res = subprocess.run(
         ["bash", str(ROOT / "scripts" / "launch_evals.sh"), str(evals), str(out), "device=cpu"],
         env=env,
@@ -98,8 +99,59 @@ def test_launch_plan_then_evals(tmp_path: Path):
     wait(out / "pids")
     log = next((out / "logs").glob("eval_tiny_*.log")).read_text()
     assert "FAILED" not in log
-    for n in (10, 12):
-        assert (out / "tiny" / f"eval_seed42_ns{n}.summary.json").exists(), log[-2000:]
+    for n in (1000, 2000):  # BabiLong's official token budgets by default
+        summary = json.loads((out / "tiny" / f"eval_seed42_nt{n}.summary.json").read_text())
+        assert summary["settings"]["length"]["num_tokens"] == n, log[-2000:]
+    assert not list((out / "tiny").glob("eval_*_ns*"))
+
+    # the reference's sentence counts on request
+    (out / "pids").unlink()
+    for f in (out / "logs").glob("eval_*.log"):
+        f.unlink()
+    evals.write_text("tiny 1 3 10\n")
+    res = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "launch_evals.sh"), str(evals), str(out), "device=cpu"],
+        env=dict(env, LENGTH_UNIT="sentences"),
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0, res.stderr
+    wait(out / "pids")
+    log = next((out / "logs").glob("eval_tiny_*.log")).read_text()
+    summary = json.loads((out / "tiny" / "eval_seed42_ns10.summary.json").read_text())
+    assert summary["settings"]["num_sentences"] == 10, log[-2000:]
+
+
+@pytest.mark.parametrize(
+    "plan, unit, expect",
+    [
+        ("#@length_unit sentences  # rounds 2-3\nx 0 3 50\n", None, "envs.num_sentences=50 "),
+        ("#@length_unit sentences\nx 0 3 50\n", "sentences", "envs.num_sentences=50 "),
+        ("x 0 3 1000\n", None, "envs.length_unit=tokens envs.num_tokens=1000 "),
+        ("#@length_unit tokens\nx 0 3 50\n", "sentences", "error: LENGTH_UNIT=sentences, but"),
+    ],
+)
+def test_eval_plan_length_unit(tmp_path: Path, plan: str, unit: str | None, expect: str):
+    """A plan's `#@length_unit` line decides how its lengths are read (rounds 2-3 counted sentences);
+    a LENGTH_UNIT contradicting it is refused. The chain's command is captured with a PYTHON that
+    only prints its arguments."""
+    (tmp_path / "plan.txt").write_text(plan)
+    (tmp_path / "out" / "x").mkdir(parents=True)
+    (tmp_path / "out" / "x" / "config.yaml").write_text("{}")
+    env = {k: v for k, v in os.environ.items() if k != "LENGTH_UNIT"}
+    env.update(PYTHON="echo", **({"LENGTH_UNIT": unit} if unit else {}))
+    res = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "launch_evals.sh"), str(tmp_path / "plan.txt"), str(tmp_path / "out")],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if expect.startswith("error"):
+        assert res.returncode == 2 and expect in res.stderr
+        return
+    assert res.returncode == 0, res.stderr
+    wait(tmp_path / "out" / "pids", timeout=30)
+    assert expect in (tmp_path / "out" / "logs" / "eval_x_1.log").read_text()
 
 
 def test_repro_offline_end_to_end(tmp_path: Path):
@@ -109,7 +161,7 @@ def test_repro_offline_end_to_end(tmp_path: Path):
     (rnd / "plan_train.txt").write_text(
         "#@common experiment=demo steps_count=2 eval_episodes=4\nf_qa1 0 final_eval_episodes=0\n"
     )
-    (rnd / "plan_eval.txt").write_text("f_qa1 0 3 10\n")
+    (rnd / "plan_eval.txt").write_text("f_qa1 0 3 1000\n")
     out = tmp_path / "out"
     env = dict(
         os.environ,
@@ -126,5 +178,40 @@ def test_repro_offline_end_to_end(tmp_path: Path):
     )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     lengths = (out / "report" / "lengths.md").read_text()
-    assert "| qa1 | samples | 3 |" in lengths
+    assert "| qa1 | samples | 3 | – |" in lengths  # 1K tokens evaluated, 4K not
+    assert "official token budgets" in lengths
+    # the evaluation's settings.data_sha256 names the real qa1 test file it read
+    manifest = json.loads((ROOT / "data" / "babilong" / "babi" / "MANIFEST.json").read_text())
+    sha = next(f["sha256"] for f in manifest["files"] if f["file"] == "en-10k/qa1_single-supporting-fact_test.txt.gz")
+    assert f"| qa1 | test data sha256 | {sha[:12]} | – |" in lengths
+    assert "data/babilong/babi/en-10k/qa1_single-supporting-fact_test.txt.gz" in lengths
     assert not (out / "pids").exists()
+
+
+def test_round4_plan_lines_compose_and_pass_the_checks():
+    """Every training line of the committed round 4 plan still composes and passes the config checks,
+    and each ablation differs from Q-RAG's qa3 line only in its ablated key."""
+    from rl.validate import check_training
+
+    plan = ROOT / "docs" / "results" / "round4" / "plan_train.txt"
+    common, runs = [], {}
+    for line in plan.read_text().splitlines():
+        if line.startswith("#@common "):
+            common += line.split()[1:]
+        elif line.strip() and not line.startswith("#"):
+            name, _gpu, *ov = line.split()
+            runs[name] = ov
+    assert len(runs) == 18
+    cfgs = {}
+    for name, ov in runs.items():
+        cfg = compose_cfg(common + ov)
+        check_training(cfg)
+        cfgs[name] = OmegaConf.to_container(cfg, resolve=True)
+    assert Path(cfgs["g_qa3"]["envs"]["facts_train_path"] + ".gz").is_file()  # the shipped generated file
+    base = cfgs["t_qrag_s1"]
+    for name, key in (("t_nosoftq_s1", "soft_target"), ("t_notarget_s1", "use_target_networks")):
+        ablated = cfgs[name]
+        assert ablated["algo"]["pqn"]["hyperparams"][key] is False
+        ablated["algo"]["pqn"]["hyperparams"][key] = True
+        ablated["steps_count"] = ablated["algo"]["scheduler"]["total"] = base["steps_count"]
+        assert ablated == base

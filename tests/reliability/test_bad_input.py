@@ -124,6 +124,8 @@ LEARNER_BAD_VALUES = {
         "algo.sac_d.hyperparams.alpha_lr=-1",
     ): "algo.sac_d.hyperparams.alpha_lr=-1: expected a number >= 0",
     ("learner=sft", "algo.optimizer.lr=0"): "algo.optimizer.lr=0: expected a number > 0",
+    ("learner=sft", "algo.sft.hyperparams.loss=listwise"): "algo.sft.hyperparams.loss='listwise': expected one of "
+    "beam, softmax",
     ("algo.objective=dqn",): "algo.objective='dqn' without algo.dqn.hyperparams: choose the learner with learner=dqn "
     "(configs/learner/dqn.yaml), not algo.objective alone",
 }

@@ -14,7 +14,8 @@ legacy switches, the docstrings of rl/; docs/TESTING.md):
   clip  g ← g·min(1, c/‖g‖) over all trainable parameters, then one AdamW step
   α     = max(α0·lr_1/lr0, α_min) with lr_1 the rate after the scheduler step
   EMA   θ′ ← τθ + (1 − τ)θ′ for both target encoders (τ = 1 without target networks)
-  SFT   mean softmax cross-entropy of Q(s_t, ·) over the available chunks, next gold chunk as target
+  SFT   (loss=softmax) mean softmax cross-entropy of Q(s_t, ·) over the available chunks, next
+        gold chunk as target; the default beam loss: tests/rl/test_sft_step.py
 
 Dropout is set to 0 in the encoders: a random mask cannot be recomputed independently. Whether
 the targets run in train or eval mode (legacy dropout_in_targets) is checked by forward hooks.
@@ -428,7 +429,8 @@ def test_pqn_micro_step_matches_definition(case, monkeypatch):
 
 # -- SFT ---------------------------------------------------------------------------------
 def test_sft_micro_step_matches_definition(monkeypatch):
-    cfg, learner, ref = build("learner=sft", "batch_size=4")  # 2 samples of 2 gold facts
+    # 2 samples of 2 gold facts
+    cfg, learner, ref = build("learner=sft", "algo.sft.hyperparams.loss=softmax", "batch_size=4")
     assert isinstance(learner, SFTLearner)
     watch = learner._watch = Watch(learner, monkeypatch)
     drawn: list = []

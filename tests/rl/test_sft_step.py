@@ -1,18 +1,23 @@
-"""The SFT loss (rl/agents/sft.py) against a straightforward computation written from its definition:
-every chunk and every teacher-forced state embedded alone (no padding, no batching), position
-codes from the env's per-state path, cross-entropy as logsumexp over the available chunks minus
-the gold chunk's Q. Same loss and gradients up to float noise, however samples are grouped."""
+"""The SFT losses (rl/agents/sft.py) against straightforward computations written from their
+definitions: every chunk and every teacher-forced state embedded alone (no padding, no batching),
+position codes from the env's per-state path, gold chunks in document order. ``softmax``:
+cross-entropy as logsumexp over the available chunks minus the gold chunk's Q, mean over
+transitions. ``beam`` (the default): per hop the mean over available chunks of −log σ(±Q), hops
+after the first wrong greedy pick left out, summed per sample, mean over samples.
+Same loss and gradients up to float noise, however samples are grouped."""
 
 import dataclasses
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from rl.agents.sft import SFTLearner, teacher_trajectory
 from rl.trainer import Trainer
 
 DEFAULT_GROUP_TOKENS = SFTLearner.GROUP_TOKENS
 SFT = ["learner=sft", "batch_size=6", "final_eval_episodes=0", "eval_episodes=2"]  # qa2, T = 2
+SOFTMAX = "algo.sft.hyperparams.loss=softmax"
 
 
 def embed_unpadded(encoder, seqs):
@@ -26,33 +31,54 @@ def embed_unpadded(encoder, seqs):
     return torch.stack(out)
 
 
-def reference_loss(learner, eps):
+def reference_terms(learner, eps):
+    """Per sample, per teacher-forced hop: (Q over all chunks, availability, gold chunk)."""
     agent, env = learner.agent, learner.env
-    terms = []
+    out = []
     for ep in eps:
         gold = sorted(set(int(i) for i in ep.sample["sf_idx"]))[: env.max_steps]
         u = embed_unpadded(agent.action_enc, [agent.action_ids(ep, j) for j in range(ep.n_chunks)])
         states = embed_unpadded(
             agent.state_enc, [agent.state_ids(ep, env.sort_by_index, selected=gold[:t]) for t in range(len(gold))]
         )
+        hops = []
         for t, s in enumerate(states):
             avail = torch.ones(ep.n_chunks, dtype=torch.bool)
             avail[gold[:t]] = False
             state = dataclasses.replace(ep, available=avail, selected=gold[:t])  # the env's state "gold[:t] held"
             codes = state.codes(env.pos)
-            q = (u if codes is None else agent.rope(u, codes)) @ s
-            terms.append(torch.logsumexp(q[avail], 0) - q[gold[t]])
-    return torch.stack(terms).mean()
+            hops.append(((u if codes is None else agent.rope(u, codes)) @ s, avail, gold[t]))
+        out.append(hops)
+    return out
+
+
+def reference_loss(learner, eps, loss="softmax", early_stop=True):
+    if loss == "softmax":
+        terms = [torch.logsumexp(q[a], 0) - q[g] for hops in reference_terms(learner, eps) for q, a, g in hops]
+        return torch.stack(terms).mean()
+    per_sample = []
+    for hops in reference_terms(learner, eps):
+        total = torch.zeros(())
+        for q, avail, g in hops:
+            cand = torch.nonzero(avail).flatten().tolist()
+            total = total + torch.stack([-F.logsigmoid(q[j] if j == g else -q[j]) for j in cand]).mean()
+            picked = cand[int(q[cand].argmax())]
+            if early_stop and picked != g:
+                break  # Beam Retriever trains no hop after its beam lost the gold path
+        per_sample.append(total)
+    return torch.stack(per_sample).mean()
 
 
 def grads(agent):
     return [None if p.grad is None else p.grad.clone() for p in agent.trainable_parameters()]
 
 
-def test_sft_loss_and_gradients_match_the_definition(tiny_cfg, monkeypatch):
-    trainer = Trainer(tiny_cfg(*SFT))
+@pytest.mark.parametrize("loss", ["softmax", "beam"])
+def test_sft_loss_and_gradients_match_the_definition(tiny_cfg, monkeypatch, loss):
+    trainer = Trainer(tiny_cfg(*SFT, *([SOFTMAX] if loss == "softmax" else [])))
     learner, agent = trainer.learner, trainer.agent
     assert isinstance(learner, SFTLearner) and learner.env.pos.processor == "relative"
+    assert learner.hp.loss == loss  # beam is the default
     for m in agent.modules():  # dropout off: both sides must draw no random masks
         if isinstance(m, torch.nn.Dropout):
             m.p = 0.0
@@ -60,17 +86,21 @@ def test_sft_loss_and_gradients_match_the_definition(tiny_cfg, monkeypatch):
     assert len(eps) >= 3 and all(len(teacher_trajectory(ep.sample, 2)) == 2 for ep in eps)
     lens = {len(agent.action_ids(ep, j)) for ep in eps for j in range(ep.n_chunks)}
     assert len(lens) > 1  # chunks of mixed lengths: padding and length buckets are exercised
+    if loss == "beam":  # some sample stops early: the test tells early stopping from none
+        with torch.no_grad():
+            stopped = reference_loss(learner, eps, "beam").item()
+            assert stopped != pytest.approx(reference_loss(learner, eps, "beam", early_stop=False).item())
 
     for processor in ("relative", "none"):  # rotated chunks; plain dot products
         learner.env.pos = dataclasses.replace(learner.env.pos, processor=processor)
-        check_against_reference(learner, eps, monkeypatch)
+        check_against_reference(learner, eps, monkeypatch, loss)
 
 
-def check_against_reference(learner, eps, monkeypatch):
+def check_against_reference(learner, eps, monkeypatch, loss):
     agent = learner.agent
     agent.zero_grad(set_to_none=True)
     agent.state_enc.train(), agent.action_enc.train()
-    ref = reference_loss(learner, eps)
+    ref = reference_loss(learner, eps, loss)
     ref.backward()
     want = grads(agent)
     assert sum(g is not None for g in want) > 0

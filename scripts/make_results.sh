@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Regenerate every table and plot of the result rounds from their committed raw files:
+#   scripts/make_results.sh              # every docs/results/<round>/ that holds runs/
+#   scripts/make_results.sh round4       # only the rounds named
+# For each round: python scripts/report_round.py docs/results/<round>/runs --out docs/results/<round>
+# (curves, lengths, table3, generated .md/.png; the printed summary goes to <round>/summary.txt).
+# Raw files come from a GPU round's run folders via scripts/pack_round.py. Rounds without runs/
+# (rounds 2-3, whose raw files were never committed) are listed and left as they are.
+# Env: PYTHON (python), RESULTS (the folder of the rounds: docs/results).
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$HERE"
+PYTHON="${PYTHON:-python}"
+RESULTS="${RESULTS:-docs/results}"
+if [ $# -gt 0 ]; then
+  rounds=("$@")
+else
+  rounds=()
+  for d in "$RESULTS"/*/; do rounds+=("$(basename "$d")"); done
+fi
+made=0
+for r in "${rounds[@]}"; do
+  dir="$RESULTS/$r"
+  [ -d "$dir" ] || { echo "error: no round folder $dir" >&2; exit 2; }
+  if [ ! -d "$dir/runs" ]; then
+    [ $# -gt 0 ] && { echo "error: $dir has no runs/ (raw files not committed)" >&2; exit 2; }
+    continue
+  fi
+  echo "== $dir"
+  "$PYTHON" scripts/report_round.py "$dir/runs" --out "$dir" > "$dir/summary.txt"
+  made=$((made + 1))
+done
+echo "made the reports of $made round(s)"

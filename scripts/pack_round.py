@@ -1,0 +1,162 @@
+"""Copy a GPU round's raw result files into the repository (docs/results/<round>/runs/).
+
+    python scripts/pack_round.py <runs dir> docs/results/round4/runs
+
+For every run folder (one holding config.yaml or metrics.jsonl) copies exactly what the tables are
+made from: ``config.yaml`` and ``config_resolved.yaml`` (the run's settings as written and as
+they resolved on the machine), ``metrics.jsonl``, the training ``summary.json``, the evaluation
+summaries ``*.summary.json`` and settings ``*.meta.json``, and the per-sample records
+``eval_*.jsonl``, gzipped deterministically (no name, time stamp 0, level 9: packing the same
+records twice gives the same bytes, so git sees no change). Checkpoints, logs, TensorBoard files
+and sharded part files (``*.rank<r>.jsonl``, an interrupted distributed evaluation) are left out.
+A half-written last record (a run killed mid-write) is dropped, as the evaluation itself drops it on
+resuming; a malformed record elsewhere stops the packing before anything is written, naming the
+file and line. A packed file that a .gitignore pattern would keep out of git is an error (the raw
+files are there to be committed). Then ``scripts/make_results.sh`` (or scripts/report_round.py) makes the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+PLAIN = ("config.yaml", "config_resolved.yaml", "metrics.jsonl", "summary.json")
+SIDECARS = ("*.summary.json", "*.meta.json")
+RECORDS = re.compile(r"^eval_.*\.jsonl(\.gz)?$")
+PART = re.compile(r"\.rank\d+\.jsonl(\.gz)?$")
+
+
+class PackError(Exception):
+    pass
+
+
+def complete_records(path: Path) -> tuple[bytes, int]:
+    """The records of an evaluation file as bytes (newline-terminated lines), and how many bytes of
+    a half-written last line were dropped."""
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    lines = raw.split(b"\n")
+    keep: list[bytes] = []
+    for no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            if all(not rest.strip() for rest in lines[no:]):  # the last line: half-written
+                return b"".join(x + b"\n" for x in keep), len(line)
+            raise PackError(f"{path}:{no}: not valid JSON ({e})") from e
+        keep.append(line)
+    return b"".join(x + b"\n" for x in keep), 0
+
+
+def gzip_bytes(data: bytes) -> bytes:
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=buf, mtime=0) as gz:
+        gz.write(data)
+    return buf.getvalue()
+
+
+def plan(runs: Path) -> dict[str, list[tuple[Path, str]]]:
+    """{run: [(source, name in the destination)]} over every run folder of ``runs``."""
+    out: dict[str, list[tuple[Path, str]]] = {}
+    for run in sorted(p for p in runs.iterdir() if p.is_dir()):
+        if not ((run / "config.yaml").is_file() or (run / "metrics.jsonl").is_file()):
+            continue
+        files = [(run / n, n) for n in PLAIN if (run / n).is_file()]
+        files += [(p, p.name) for pattern in SIDECARS for p in sorted(run.glob(pattern)) if p.is_file()]
+        names = {p.name for p in run.iterdir() if p.is_file() and RECORDS.match(p.name) and not PART.search(p.name)}
+        for name in sorted(names):
+            stem = name.removesuffix(".gz")
+            if name.endswith(".gz") and stem in names:
+                continue  # the plain file is the newer one (report_round.py reads it first as well)
+            files.append((run / name, stem + ".gz"))
+        out[run.name] = files
+    return out
+
+
+def pack(runs: Path, dest: Path) -> dict[str, Any]:
+    if not runs.is_dir():
+        raise PackError(f"{runs} is not a folder")
+    todo = plan(runs)
+    if not todo:
+        raise PackError(f"no run folders (config.yaml or metrics.jsonl) in {runs}")
+    prepared: list[tuple[Path, bytes | Path]] = []
+    dropped: list[str] = []
+    for run, files in todo.items():
+        for src, name in files:
+            target = dest / run / name
+            if RECORDS.match(src.name):
+                data, cut = complete_records(src)  # checks every file before anything is written
+                if cut:
+                    dropped.append(f"{src}: dropped a half-written last line ({cut} bytes)")
+                prepared.append((target, gzip_bytes(data)))
+            else:
+                prepared.append((target, src))
+    for target, content in prepared:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            shutil.copyfile(content, target)
+    size = sum(t.stat().st_size for t, _ in prepared)
+    per_run = {run: sum(1 for src, _ in files if RECORDS.match(src.name)) for run, files in todo.items()}
+    return {
+        "runs": len(todo),
+        "files": len(prepared),
+        "bytes": size,
+        "dropped": dropped,
+        "evals": per_run,
+        "written": [t for t, _ in prepared],
+    }
+
+
+def ignored_by_git(paths: list[Path]) -> list[str]:
+    """Those of ``paths`` that git would not commit because a .gitignore pattern matches them (empty
+    outside a git work tree or without git)."""
+    if not paths:
+        return []
+    try:
+        res = subprocess.run(
+            ["git", "-C", str(paths[0].parent), "check-ignore", "--stdin"],
+            input="\n".join(str(p.resolve()) for p in paths),
+            capture_output=True,
+            text=True,
+        )
+    except FileNotFoundError:
+        return []
+    return res.stdout.split() if res.returncode == 0 else []  # 1: nothing ignored; 128: not a work tree
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs", type=Path, help="the round's run folders (e.g. an unpacked tarball)")
+    ap.add_argument("dest", type=Path, help="where the run folders go, e.g. docs/results/round4/runs")
+    args = ap.parse_args(argv)
+    try:
+        res = pack(args.runs, args.dest)
+    except PackError as e:
+        raise SystemExit(f"error: {e}") from None
+    for run, n in res["evals"].items():
+        print(f"  {run}: {n} evaluation file(s)" + ("  <- none: not evaluated yet?" if n == 0 else ""))
+    for line in res["dropped"]:
+        print(f"warning: {line}", file=sys.stderr)
+    print(f"packed {res['files']} files of {res['runs']} runs into {args.dest} ({res['bytes'] / 1e6:.1f} MB)")
+    if ignored := ignored_by_git(res["written"]):
+        raise SystemExit(
+            f"error: .gitignore keeps {len(ignored)} packed file(s) out of git, e.g. {ignored[0]} "
+            "(`git check-ignore -v <file>` names the pattern)"
+        )
+    return res
+
+
+if __name__ == "__main__":
+    main()
