@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -33,7 +34,7 @@ from rl.encoders import (
 from rl.fast.encoding import EncodingPath
 from rl.fast.switches import SpeedSwitches
 from rl.precision import Precision
-from rl.qfunc import q_all
+from rl.qfunc import q_all, twin_heads
 from rl.rotary import HalfRotary
 
 log = logging.getLogger(__name__)
@@ -104,9 +105,26 @@ class QRAGAgent(nn.Module):
             embed_batch_size,
         )
         self.caches = AgentCaches()
-        self.weights_version = 0  # bumped at every optimiser step: cached embeddings go stale
+        self.weights_version = 0  # bumped whenever the weights change: cached embeddings go stale
         self.tick = 0  # bumped at every rollout start; keys the chunk cache when speed.chunk_cache is off
         self.state_truncations = 0
+
+    # -- cache invalidation ---------------------------------------------------------------
+    def watch(self, optimizer: torch.optim.Optimizer) -> None:
+        """Treat every step of ``optimizer`` (over this network's weights) as a weight change."""
+        optimizer.register_step_post_hook(lambda *_: self._weights_changed())
+
+    def _weights_changed(self) -> None:
+        self.weights_version += 1
+
+    def new_rollout(self) -> None:
+        """A rollout starts: with ``speed.chunk_cache`` off, chunks are embedded again from here."""
+        self.tick += 1
+
+    def load_state_dict(self, state: Any, strict: bool = True, assign: bool = False) -> Any:
+        out = super().load_state_dict(state, strict=strict, assign=assign)
+        self._weights_changed()
+        return out
 
     # -- tokens ---------------------------------------------------------------------------
     def tokenize(self, sample: dict[str, Any]) -> SampleTokens:
@@ -213,10 +231,80 @@ class QRAGAgent(nn.Module):
     def rotate(self, emb: torch.Tensor, codes: torch.Tensor | None) -> torch.Tensor:
         return emb.float() if codes is None else self.rope(emb, codes)
 
-    def q_values(self, ep: Episode, state_emb: torch.Tensor, pos: PositionSettings, train: bool) -> torch.Tensor:
-        """Q(s_t, ·) for every chunk of the episode: one matrix-vector product."""
-        u = self.chunk_embeddings(ep, "online", train)
-        return q_all(state_emb, self.rotate(u, ep.codes(pos)))
+    # -- Q-values ---------------------------------------------------------------------------
+    def q_values(
+        self, eps: Sequence[Episode], states: list[list[int]], codes: Sequence[Any], train: bool
+    ) -> list[torch.Tensor]:
+        """Q(s_i, ·) [N_i] of every chunk of each episode's sample, for the state token ids
+        ``states[i]`` and the chunks' position codes ``codes[i]`` (None: no positions):
+        Q(s, a) = ⟨E_s(s), R(p̂(a))·E_a(a)⟩ with the online encoders, one state pass."""
+        s_emb = self.embed(self.state_enc, states, train=train)
+        self.ensure_chunk_embeddings(eps, "online", train)
+        return [
+            q_all(s_emb[i], self.rotate(self.chunk_embeddings(ep, "online", train), c))
+            for i, (ep, c) in enumerate(zip(eps, codes))
+        ]
+
+    def chunk_scores(
+        self,
+        items: Sequence[tuple[Episode, Sequence[int]]],
+        s_emb: torch.Tensor,
+        which: str,
+        pos: PositionSettings,
+        train: bool,
+        heads: bool,
+    ) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
+        """Scores of every chunk for the states ``items`` = (episode, chunks held) whose state
+        embeddings are ``s_emb`` [len(items), d], per sample: (the items' indices, scores, availability
+        [S, N] bool). Scores are Q [S, N] (``heads`` false) or both heads q_h = ⟨s_h, ã_h⟩ [S, 2, N]
+        (h = each half of the vectors); ``which`` = 'online' or 'target' chunk encoder. A sample's
+        chunks are embedded once and rotated by the position codes of each of its states."""
+        self.ensure_chunk_embeddings([ep for ep, _ in items], which, train)
+        groups: dict[int, list[int]] = {}
+        for i, (ep, _) in enumerate(items):
+            groups.setdefault(id(ep), []).append(i)
+        h = s_emb.shape[-1] // 2
+        for idx in groups.values():
+            ep = items[idx[0]][0]
+            avail = availability(ep.n_chunks, [items[i][1] for i in idx], self.device)
+            u = self.chunk_embeddings(ep, which, train)
+            rotated = self.rotate(u.expand(len(idx), -1, -1), ep.codes(pos, avail)).float()  # [S, N, d]
+            s = s_emb[idx].float()
+            if heads:
+                scores = torch.stack(
+                    (
+                        torch.einsum("snd,sd->sn", rotated[..., :h], s[:, :h]),
+                        torch.einsum("snd,sd->sn", rotated[..., h:], s[:, h:]),
+                    ),
+                    dim=1,
+                )
+            else:
+                scores = torch.einsum("snd,sd->sn", rotated, s)
+            yield idx, scores, avail
+
+    @torch.no_grad()
+    def target_heads(
+        self, items: Sequence[tuple[Episode, Sequence[int]]], pos: PositionSettings, sort_by_index: bool, train: bool
+    ) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
+        """Both heads of the target network Q′ for every chunk of the states ``items``, per sample:
+        (indices, heads [S, 2, N], availability [S, N]); one target state pass for all of them."""
+        if not items:
+            return
+        states = [self.state_ids(ep, sort_by_index, selected=sel) for ep, sel in items]
+        s_emb = self.embed(self.target_state, states, train=train)
+        yield from self.chunk_scores(items, s_emb, "target", pos, train, heads=True)
+
+    def online_heads(
+        self, states: list[list[int]], actions: list[list[int]], codes: list[int] | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(q1, q2) [B] of the online network for chosen chunks, with gradient, dropout on: states and
+        chunks (token ids) encoded again, each chunk rotated by its position code (``codes`` None:
+        no positions)."""
+        s_emb = self.embed(self.state_enc, states, train=True, grad=True)
+        a_emb = self.embed(self.action_enc, actions, train=True, grad=True)
+        if codes is not None:
+            a_emb = self.rope(a_emb, torch.tensor(codes, device=self.device))
+        return twin_heads(s_emb, a_emb)
 
     # -- target updates -------------------------------------------------------------------
     @torch.no_grad()
@@ -230,3 +318,12 @@ class QRAGAgent(nn.Module):
 
     def trainable_parameters(self) -> list[nn.Parameter]:
         return [*self.state_enc.parameters(), *self.action_enc.parameters()]
+
+
+def availability(n_chunks: int, selections: Sequence[Sequence[int]], device: torch.device) -> torch.Tensor:
+    """[S, N] bool: chunk j is available in state i unless it is in ``selections[i]`` (built on the
+    host, one copy)."""
+    avail = np.ones((len(selections), n_chunks), dtype=bool)
+    for row, sel in enumerate(selections):
+        avail[row, list(sel)] = False
+    return torch.from_numpy(avail).to(device, non_blocking=True)

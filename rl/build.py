@@ -17,7 +17,7 @@ from rl.evaluate import EvalSettings
 from rl.fast.switches import SpeedSwitches
 from rl.precision import Precision
 
-__all__ = ["agent_from_cfg", "build_learner", "eval_settings", "train_env"]
+__all__ = ["agent_from_cfg", "build_learner", "eval_settings", "skip_length_counts", "train_env"]
 
 
 def agent_from_cfg(cfg: DictConfig, device: torch.device) -> QRAGAgent:
@@ -37,9 +37,18 @@ def agent_from_cfg(cfg: DictConfig, device: torch.device) -> QRAGAgent:
     )
 
 
+def skip_length_counts(dataset: Any) -> None:
+    """Training reads no sample's ``num_tokens``: a dataset that counts it on the side (BabiLong's
+    sentence mode, ``record_num_tokens``) skips the length tokenizer (docs/BENCH.md, W1)."""
+    base = getattr(dataset, "base", dataset)  # a registry Subset (train/validation split)
+    if hasattr(base, "record_num_tokens"):
+        base.record_num_tokens = False
+
+
 def train_env(cfg: DictConfig, dataset: Any, device: torch.device, seed: int, legacy: Any) -> VecRetrievalEnv:
     """``envs_parallel`` persistent training environments over ``dataset`` (ground-truth or LLM
-    feedback as configured), seeded with ``seed``."""
+    feedback as configured), seeded with ``seed``; ``dataset`` stops counting ``num_tokens``."""
+    skip_length_counts(dataset)
     feedback = build_feedback(cfg.feedback, cfg.envs, "train", legacy, str(cfg.envs.task))
     return VecRetrievalEnv(
         dataset,

@@ -70,12 +70,12 @@ def greedy_episodes(
         active = list(range(len(eps)))
         while active:
             states = [agent.state_ids(eps[s], settings.sort_by_index, evaluation=True) for s in active]
-            s_emb = agent.embed(agent.state_enc, states, train=False)
+            codes = [eps[s].codes(settings.positions) for s in active]
+            q_rows = agent.q_values([eps[s] for s in active], states, codes, train=False)
             acting, actions = [], []
             for row, s in enumerate(active):
                 ep = eps[s]
-                q = agent.q_values(ep, s_emb[row], settings.positions, train=False)
-                q = q.masked_fill(~ep.available, float("-inf"))
+                q = q_rows[row].masked_fill(~ep.available, float("-inf"))
                 a = int(torch.argmax(q))
                 qa = float(q[a])
                 if settings.stop_q_threshold is not None and ep.t > 0 and qa <= settings.stop_q_threshold:

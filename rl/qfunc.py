@@ -51,35 +51,22 @@ def sample_policy(
 
 
 def soft_values(
-    state_embs: torch.Tensor,
-    action_emb: torch.Tensor,
+    heads: torch.Tensor,
     available: torch.Tensor,
     k: int | None,
     alpha: float,
     soft: bool = True,
     legacy_topk_before_mask: bool = False,
 ) -> torch.Tensor:
-    """V(s) = V_1 + V_2 from the target network (DESIGN §4.4) for S states of one sample.
+    """V(s) = V_1 + V_2 of the target network (DESIGN §4.4) for S states, from both heads
+    q′_h [S, 2, N] of every chunk and availability A [S, N] bool:
 
-    state_embs [S, d], action_emb [N, d] (target chunk embeddings already rotated per state is
-    not needed here: pass [S, N, d] when codes differ per state), available [S, N] bool.
-    soft: V_h = M + α·log Σ_{C_h} exp((q′_h − M)/α), C_h = the top-min(k, |A|) available chunks.
-    not soft ("w/o Soft-Q"): V_h = max over available chunks of q′_h.
+    soft: V_h = M + α·log Σ_{a ∈ C_h} exp((q′_h(a) − M)/α), C_h = the top-min(k, |A|) available
+    chunks by q′_h, M = their largest q′_h (k None: all available).
+    not soft ("w/o Soft-Q"): V_h = max_{a ∈ A} q′_h(a).
     legacy_topk_before_mask: the reference's top-k over all N chunks, then intersected with A.
     A state with nothing available has V = 0.
     """
-    h = state_embs.shape[-1] // 2
-    s_emb = state_embs.float()
-    a_emb = action_emb.float()
-    if a_emb.dim() == 2:
-        a_emb = a_emb.unsqueeze(0).expand(s_emb.shape[0], -1, -1)
-    heads = torch.stack(
-        (
-            torch.einsum("snd,sd->sn", a_emb[..., :h], s_emb[:, :h]),
-            torch.einsum("snd,sd->sn", a_emb[..., h:], s_emb[:, h:]),
-        ),
-        dim=1,
-    )  # [S, 2, N]
     avail = available.unsqueeze(1).expand_as(heads)
     n = heads.shape[-1]
     any_avail = available.any(-1)

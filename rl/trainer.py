@@ -603,7 +603,6 @@ class Trainer:
             best = load_checkpoint(self.run_dir / "model_best.pt", map_location="cpu")
             require_keys(best, self.run_dir / "model_best.pt", ("learner.agent",), DAMAGED)
             load_eval_weights(self.agent, best["learner"]["agent"], self.run_dir / "model_best.pt")
-            self.agent.weights_version += 1
             trained, _ = self.evaluate(self.test_ds, self.test_indices(), "test", "trained retriever")
             summary.update(
                 {

@@ -29,7 +29,7 @@ import rl.config  # noqa: F401  (registers ${qrag_root:})
 from envs.data.registry import build_dataset
 from envs.env import PositionSettings, VecRetrievalEnv
 from envs.feedback import build_feedback
-from rl.build import agent_from_cfg, build_learner, eval_settings
+from rl.build import agent_from_cfg, build_learner, eval_settings, skip_length_counts
 from rl.config import PROJECT_ROOT, pick_device, seed_everything
 from rl.evaluate import greedy_episodes
 from rl.fast.switches import SpeedSwitches
@@ -105,6 +105,7 @@ def bench_train(args: argparse.Namespace, model: str, extra: list[str], label: s
     Precision.resolve(str(cfg.precision), device).apply()
     agent = agent_from_cfg(cfg, device)
     ds = build_dataset(cfg.envs, "train", 0, 0.0, None)
+    skip_length_counts(ds)  # as rl.build.train_env does for training runs
     env = VecRetrievalEnv(
         ds, build_feedback(cfg.feedback, cfg.envs, "train"), 1, 6, PositionSettings.from_cfg(cfg.envs), True, device, 0
     )

@@ -22,8 +22,8 @@ MUTANTS = [
     ),
     (
         "chosen chunks not rotated by their position codes",
-        "rl/agents/base.py",
-        "a_emb = agent.rope(a_emb, torch.tensor(codes, device=agent.device))",
+        "rl/agent.py",
+        "a_emb = self.rope(a_emb, torch.tensor(codes, device=self.device))",
         "pass",
         DEFAULT,
     ),
@@ -36,7 +36,7 @@ MUTANTS = [
     ),
     (
         "bootstrap set to zero",
-        "rl/agents/pqn.py",
+        "rl/agents/acting.py",
         "boot = values[L * E :]",
         "boot = torch.zeros_like(values[L * E :])",
         DEFAULT,

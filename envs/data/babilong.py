@@ -16,7 +16,9 @@ Two ways to size a haystack (``envs.length_unit``):
   sentence to its end, then another book.
 
 Every sample records ``num_tokens``: its haystack's length (facts and noise) under
-``length_tokenizer``, in both modes. Counts of corpus sentences are cached per book.
+``length_tokenizer``, in both modes. Counts of corpus sentences are cached per book. In sentence
+mode the count is extra work (a length-tokenizer pass over every new noise sentence); a dataset
+with ``record_num_tokens = False`` skips it (the training environments: rl/build.py).
 
 Sample i is a pure function of (seed, split, sizing, i): its noise, its size (when the size is
 a list) and its fact positions all come from one generator derived from those keys, so access
@@ -214,6 +216,7 @@ class BabiLongDataset:
         self.sampler = NoiseSampler(noise, subsample_size)
         self.counts = CorpusTokenCounts(noise, tokenizer) if tokenizer is not None else None
         self.tokenizer = tokenizer
+        self.record_num_tokens = True  # sentence mode: count num_tokens (token mode always has it)
         # legacy: one stateful generator for every sample's noise, whatever the run seed
         self._shared_rng = np.random.default_rng(REF_NOISE_SEED) if fixed_noise_seed else None
 
@@ -238,7 +241,7 @@ class BabiLongDataset:
             runs = self.sampler.draw_runs(max(n_i - len(b.facts), 0), noise_rng)
             chunks, facts_idx, _ = assemble(b, self.sampler.texts(runs), rng)
             num_tokens = None
-            if self.counts is not None:
+            if self.counts is not None and self.record_num_tokens:
                 num_tokens = sum(int(c.sum()) for c in self.counts.of(runs)) + sum(self.tokenizer.count(b.facts))
         sample: Sample = {
             "id": qid,

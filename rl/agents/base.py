@@ -24,7 +24,6 @@ from envs.env import VecRetrievalEnv
 from envs.seeding import derive_seed
 from rl import distributed as dist
 from rl.agent import QRAGAgent
-from rl.qfunc import twin_heads
 from rl.schedules import build_scheduler
 
 
@@ -131,6 +130,7 @@ class LearnerBase:
             eps=float(opt.eps),
             weight_decay=float(opt.weight_decay),
         )
+        agent.watch(self.optimizer)  # each optimiser step makes the agent's cached embeddings stale
         self.base_lr = float(opt.lr)
         self.scheduler = build_scheduler(self.optimizer, algo.scheduler)
         self.counters = Counters()
@@ -172,8 +172,7 @@ class LearnerBase:
         return node
 
     def finish_step(self) -> None:
-        """Cached chunk embeddings are stale once the weights changed (DESIGN §5.5 step 8)."""
-        self.agent.weights_version += 1
+        """Count the optimiser step (the agent dropped its stale caches itself, DESIGN §5.5 step 8)."""
         self.counters.optimizer_steps += 1
 
     def state_dict(self) -> dict[str, Any]:
@@ -203,7 +202,6 @@ class LearnerBase:
         if "policy_gen" in state:
             self.policy_gen.set_state(state["policy_gen"])
         self.env.load_state_dict(state["env"])
-        self.agent.weights_version = int(state["weights_version"]) + 1  # recompute every cache
         self.load_extra_state(state)
 
 
@@ -219,15 +217,10 @@ class TwinHeadLearner(LearnerBase):
         self, states: list[list[int]], actions: list[list[int]], codes: list[int], g: torch.Tensor
     ) -> dict[str, float]:
         """One backward pass of the twin-head loss (DESIGN §5.4)
-        [0.5·mean((2q1 − g)²) + 0.5·mean((2q2 − g)²)] / K, the states and chosen chunks (token ids;
-        ``codes``: each chunk's position code p̂(a), -1 for none) encoded again with gradient in train
-        mode; every K micro-steps the optimiser step. Returns the micro-step's scalars."""
-        agent = self.agent
-        s_emb = agent.embed(agent.state_enc, states, train=True, grad=True)
-        a_emb = agent.embed(agent.action_enc, actions, train=True, grad=True)
-        if self.env.pos.processor != "none":
-            a_emb = agent.rope(a_emb, torch.tensor(codes, device=agent.device))
-        q1, q2 = twin_heads(s_emb, a_emb)
+        [0.5·mean((2q1 − g)²) + 0.5·mean((2q2 − g)²)] / K, (q1, q2) the online heads of the chosen
+        chunks (token ids; ``codes``: each chunk's position code p̂(a), -1 for none); every K
+        micro-steps the optimiser step. Returns the micro-step's scalars."""
+        q1, q2 = self.agent.online_heads(states, actions, None if self.env.pos.processor == "none" else codes)
         loss = (0.5 * ((2 * q1 - g) ** 2).mean() + 0.5 * ((2 * q2 - g) ** 2).mean()) / self.k_accum
         loss.backward()
         self.counters.micro_steps += 1
@@ -242,3 +235,13 @@ class TwinHeadLearner(LearnerBase):
         if self.counters.micro_steps % self.k_accum == 0:
             scalars.update(self.optimizer_step())
         return scalars
+
+    def regress_on(self, transitions: list[Any], g: torch.Tensor) -> dict[str, float]:
+        """:meth:`regress` on rollout transitions (rl.agents.acting.Transition) towards ``g``."""
+        agent = self.agent
+        return self.regress(
+            [tr.state for tr in transitions],
+            [agent.action_ids(tr.ep, tr.action) for tr in transitions],
+            [tr.code for tr in transitions],
+            g,
+        )

@@ -17,17 +17,17 @@ what greedy evaluation ranks by.
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
 from envs.env import Episode, VecRetrievalEnv
 from rl.agent import QRAGAgent
 from rl.agents.base import BatchShape, Hyperparams, TwinHeadLearner
-from rl.qfunc import NEG_INF, masked_topk, q_all, sample_policy
+from rl.qfunc import NEG_INF, masked_topk, sample_policy
 from rl.replay import NStepAssembler, ReplayBuffer, Step, physical_memory
 
 EXPLORATION = ("epsilon", "softmax")
@@ -162,13 +162,9 @@ class DQNLearner(TwinHeadLearner):
         greedy = [i for i, x in enumerate(explore) if not x]
         q = {}
         if greedy:
-            train = hp.acting_dropout
-            s_emb = agent.embed(
-                agent.state_enc, [agent.state_ids(eps[i], self.sort_by_index) for i in greedy], train=train
-            )
-            agent.ensure_chunk_embeddings([eps[i] for i in greedy], "online", train)
-            for row, i in enumerate(greedy):
-                q[i] = q_all(s_emb[row], agent.rotate(agent.chunk_embeddings(eps[i], "online", train), codes[i]))
+            states = [agent.state_ids(eps[i], self.sort_by_index) for i in greedy]
+            rows = agent.q_values([eps[i] for i in greedy], states, [codes[i] for i in greedy], hp.acting_dropout)
+            q = dict(zip(greedy, rows))
         actions = []
         for i, ep in enumerate(eps):
             if explore[i]:
@@ -212,41 +208,28 @@ class DQNLearner(TwinHeadLearner):
     @torch.no_grad()
     def _bootstrap(self, eps: list[Episode], selections: list[list[int]]) -> torch.Tensor:
         """V′(s) for (sample, selection) pairs, batched over states, grouped by sample."""
-        agent = self.agent
-        states = [agent.state_ids(ep, self.sort_by_index, selected=sel) for ep, sel in zip(eps, selections)]
-        s_tgt = agent.embed(agent.target_state, states, train=False)
-        agent.ensure_chunk_embeddings(eps, "target", False)
-        if self.hp.double:
+        agent, pos = self.agent, self.env.pos
+        items = list(zip(eps, selections))
+        states = [agent.state_ids(ep, self.sort_by_index, selected=sel) for ep, sel in items]
+        target = agent.chunk_scores(
+            items, agent.embed(agent.target_state, states, train=False), "target", pos, False, False
+        )
+        if not self.hp.double:
+            online = itertools.repeat(None)  # no online scores: V′ = max Q′
+        else:
             s_on = agent.embed(agent.state_enc, states, train=False)
-            agent.ensure_chunk_embeddings(eps, "online", False)
+            online = (q for _, q, _ in agent.chunk_scores(items, s_on, "online", pos, False, False))
         out = torch.zeros(len(eps), device=agent.device)
-        groups: dict[int, list[int]] = {}
-        for i, ep in enumerate(eps):
-            groups.setdefault(id(ep), []).append(i)
-        for idx in groups.values():
-            ep = eps[idx[0]]
-            avail_np = np.ones((len(idx), ep.n_chunks), dtype=bool)
-            for row, i in enumerate(idx):
-                avail_np[row, selections[i]] = False
-            avail = torch.from_numpy(avail_np).to(agent.device)
-            codes = ep.codes(self.env.pos, avail)
-            rows = torch.tensor(idx, device=agent.device)
-            online = self._scores(ep, "online", s_on[rows], codes) if self.hp.double else None
-            out[rows] = bootstrap_values(self._scores(ep, "target", s_tgt[rows], codes), avail, online)
+        for (idx, q_target, avail), q_online in zip(target, online):
+            out[torch.tensor(idx, device=agent.device)] = bootstrap_values(q_target, avail, q_online)
         return out
-
-    def _scores(self, ep: Episode, which: str, s_emb: torch.Tensor, codes: torch.Tensor | None) -> torch.Tensor:
-        """Q (online) or Q′ (target) of S states of one sample for every chunk: [S, N]."""
-        u = self.agent.chunk_embeddings(ep, which, False)
-        rotated = self.agent.rotate(u.expand(s_emb.shape[0], -1, -1), codes)
-        return torch.einsum("snd,sd->sn", rotated, s_emb.float())
 
     # -- one micro-step -------------------------------------------------------------------
     def micro_step(self) -> dict[str, float]:
         """Act (the warm-up first, until the buffer can be sampled), then one backward pass on a
         replayed batch; every K micro-steps an optimiser step."""
         agent, hp = self.agent, self.hp
-        agent.tick += 1  # speed.chunk_cache=false: chunks are embedded again at every micro-step
+        agent.new_rollout()  # speed.chunk_cache=false: chunks are embedded again at every micro-step
         while self.counters.env_steps < hp.learning_starts or len(self.buffer) == 0:
             self._act()
         for _ in range(hp.env_steps_per_update):

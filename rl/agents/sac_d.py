@@ -7,7 +7,7 @@ these two head estimates; their clipped minimum enters the target.
 The actor. The retriever has one network, the Q-network, and no policy head; as in the authors'
 SAC code, the actor is implicit: π(a|s) = softmax(Q(s, a)/α) over the top-min(k, |A|) available
 chunks (``top_k_actions``; null = all available chunks). This is PQN's soft behaviour policy,
-so acting is PQN's and there is no separate actor loss: the soft Q-regression is the policy
+so acting is PQN's (rl/agents/acting.py) and there is no separate actor loss: the soft Q-regression is the policy
 improvement step (the softmax of the soft Q-function is the minimiser of SAC's actor objective).
 
 Target. With Q′ = q′1 + q′2 of the target encoders and the policy π′ = softmax(Q′/α) over its
@@ -38,9 +38,9 @@ import torch
 
 from envs.env import Episode, VecRetrievalEnv
 from rl.agent import QRAGAgent
-from rl.agents.base import Hyperparams
-from rl.agents.pqn import PQNLearner
-from rl.agents.target_heads import target_head_groups
+from rl.agents.acting import Transition, rollout_values, soft_act
+from rl.agents.base import Hyperparams, TwinHeadLearner
+from rl.returns import lambda_returns
 
 NEG_INF = float("-inf")
 
@@ -131,10 +131,9 @@ class SacHyper(Hyperparams):
     acting_dropout: bool
 
 
-class SacDLearner(PQNLearner):
+class SacDLearner(TwinHeadLearner):
     NAME = "sac_d"
-    HYPER = SacHyper
-    LEGACY_SWITCHES = False
+    LOSS = "qf_loss"
 
     @classmethod
     def check_config(cls, checker: Any, hp: str) -> None:
@@ -148,25 +147,43 @@ class SacDLearner(PQNLearner):
             checker.boolean(f"{hp}.{k}")
 
     def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
-        super().__init__(agent, env, cfg, legacy)  # PQN's, with SAC-D's hyperparameters
+        super().__init__(agent, env, cfg, legacy)
+        self.hp = SacHyper.from_cfg(self.hyperparams(cfg))
+        self.learning_start = int(cfg.learning_start)
+        self.sort_by_index = env.sort_by_index
         self.temperature = Temperature(self.hp.alpha, self.hp.alpha_lr, self.hp.alpha_min, self.hp.learn_alpha)
         self.alpha = self.temperature.alpha
         self._entropy: list[torch.Tensor] = []  # H(π′) of the target states since the last optimiser step
         self._target_h: list[torch.Tensor] = []
 
+    # -- acting (PQN's behaviour policy, the implicit actor) ---------------------------------
+    def _act(self) -> list[Transition]:
+        return soft_act(self)
+
+    # -- targets and one micro-step --------------------------------------------------------
     @torch.no_grad()
     def _target_values(self, items: list[tuple[Episode, list[int]]]) -> torch.Tensor:
         """SAC-D's V(s) for (episode, chunks held) pairs; records the entropies for the α step."""
         out = torch.zeros(len(items), device=self.agent.device)
-        for idx, heads, avail in target_head_groups(self, items):
+        for idx, heads, avail in self.agent.target_heads(items, self.env.pos, self.sort_by_index, False):
             v, h, support = sac_values(heads, avail, self.hp.top_k_actions, self.alpha)
             out[torch.tensor(idx, device=out.device)] = v
             self._entropy.append(h.cpu())
             self._target_h.append(target_entropy(support, self.hp.target_entropy_ratio).cpu())
         return out
 
+    def micro_step(self) -> dict[str, float]:
+        """Roll out L steps in every env, SAC-D's λ-returns (``Lambda`` = 0: r + γV(s′)), one
+        backward pass of the twin loss; every K micro-steps an optimiser step."""
+        self.agent.new_rollout()
+        steps = [self._act() for _ in range(self.rollout_len)]  # [L][E]
+        bootstrap = [(ep, list(ep.selected)) for ep in self.env.episodes]
+        rewards, dones, v_next, v_last = rollout_values(steps, bootstrap, self._target_values, self.agent.device)
+        returns = lambda_returns(rewards, dones, v_next, v_last, self.hp.gamma, self.hp.lam)
+        return self.regress_on([tr for step in steps for tr in step], returns.flatten())
+
     def optimizer_step(self) -> dict[str, float]:
-        """Clip, AdamW, schedule (shared), then the temperature step, EMA, stale caches."""
+        """Clip, AdamW, schedule (shared), then the temperature step, EMA."""
         scalars = self.gradient_step()
         if self._entropy:
             h, target = torch.cat(self._entropy), torch.cat(self._target_h)
@@ -178,10 +195,13 @@ class SacDLearner(PQNLearner):
         self.finish_step()
         return {**scalars, "alpha": self.alpha}
 
+    def eval_row(self) -> dict[str, float]:
+        return {**super().eval_row(), "alpha": self.alpha}
+
     def extra_state(self) -> dict[str, Any]:
-        return {**super().extra_state(), "temperature": self.temperature.state_dict()}
+        return {"alpha": self.alpha, "temperature": self.temperature.state_dict()}
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
-        super().load_extra_state(state)
+        self.alpha = float(state["alpha"])
         self.temperature.load_state_dict(state["temperature"])
         self.alpha = self.temperature.alpha

@@ -1,8 +1,8 @@
 """SARSA on Q-RAG's Q-network (``learner=sarsa``): on-policy TD(0) / n-step with the action the
 behaviour policy actually took next.
 
-Same agent, rollout, loss and optimiser step as PQN (rl/agents/pqn.py); only the regression target
-differs. PQN regresses towards soft λ-returns of V(s′) = a soft maximum over the next state's
+Same agent, acting (rl/agents/acting.py), loss and optimiser step as PQN (rl/agents/pqn.py); only
+the regression target differs. PQN regresses towards soft λ-returns of V(s′) = a soft maximum over the next state's
 chunks; SARSA towards
 
   G_t = Σ_{i<m} γ^i r_{t+i} + γ^m Q′(s_{t+m}, a_{t+m}),   m = min(n, L − t),
@@ -32,10 +32,8 @@ import torch
 
 from envs.env import Episode, VecRetrievalEnv
 from rl.agent import QRAGAgent
-from rl.agents.base import Hyperparams
-from rl.agents.pqn import PQNLearner, Transition
-from rl.agents.target_heads import target_head_groups
-from rl.qfunc import masked_topk, q_all
+from rl.agents.acting import Transition, policy_probs, soft_act, warming_up
+from rl.agents.base import Hyperparams, TwinHeadLearner
 
 
 def sarsa_returns(
@@ -61,15 +59,6 @@ def sarsa_returns(
     return out
 
 
-def policy_probs(q: torch.Tensor, available: torch.Tensor, k: int | None, alpha: float) -> torch.Tensor:
-    """[N] float64 probabilities of PQN's soft top-k behaviour policy (rl.qfunc.sample_policy
-    samples from exactly this distribution); 0 outside the top-min(k, |A|) available chunks."""
-    vals, idx = masked_topk(q, available, k)
-    probs = torch.zeros(q.shape[0], dtype=torch.float64, device=q.device)
-    probs[idx] = torch.softmax(((vals - vals.max()) / alpha).double(), 0)
-    return probs
-
-
 @dataclass
 class SarsaHyper(Hyperparams):
     """``algo.sarsa.hyperparams`` (configs/learner/sarsa.yaml documents and defaults every key);
@@ -85,10 +74,9 @@ class SarsaHyper(Hyperparams):
     acting_dropout: bool
 
 
-class SarsaLearner(PQNLearner):
+class SarsaLearner(TwinHeadLearner):
     NAME = "sarsa"
-    HYPER = SarsaHyper
-    LEGACY_SWITCHES = False
+    LOSS = "qf_loss"
 
     @classmethod
     def check_config(cls, checker: Any, hp: str) -> None:
@@ -102,15 +90,28 @@ class SarsaLearner(PQNLearner):
             checker.boolean(f"{hp}.{k}")
 
     def __init__(self, agent: QRAGAgent, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
-        super().__init__(agent, env, cfg, legacy)  # PQN's, with SARSA's hyperparameters
+        super().__init__(agent, env, cfg, legacy)
+        self.hp = SarsaHyper.from_cfg(self.hyperparams(cfg))
+        self.alpha = self.hp.alpha  # α = α₀ until the first optimiser step, then tied to the LR
+        self.learning_start = int(cfg.learning_start)
+        self.sort_by_index = env.sort_by_index
         self.n_steps = self.hp.n_steps
+
+    # -- acting (PQN's behaviour policy) ----------------------------------------------------
+    @property
+    def warming_up(self) -> bool:
+        return warming_up(self)
+
+    def _act(self) -> list[Transition]:
+        return soft_act(self)
 
     # -- targets --------------------------------------------------------------------------
     @torch.no_grad()
     def _q_taken(self, items: list[tuple[Episode, list[int], int]]) -> torch.Tensor:
         """Q′(s, a) = q′1 + q′2 of the target network for (episode, chunks held, chosen chunk)."""
         out = torch.zeros(len(items), device=self.agent.device)
-        for idx, heads, _ in target_head_groups(self, [(ep, sel) for ep, sel, _ in items]):
+        states = [(ep, sel) for ep, sel, _ in items]
+        for idx, heads, _ in self.agent.target_heads(states, self.env.pos, self.sort_by_index, False):
             acts = torch.tensor([items[i][2] for i in idx], device=heads.device)
             q = heads.sum(1)  # [S, N]
             out[torch.tensor(idx, device=out.device)] = q.gather(1, acts.view(-1, 1)).squeeze(1)
@@ -121,12 +122,13 @@ class SarsaLearner(PQNLearner):
         """E_{a∼π(·|s)} Q′(s, a) in every env's current state, π the policy of the next acting step."""
         agent, train = self.agent, self.hp.acting_dropout
         q_target: list[torch.Tensor] = [torch.empty(0)] * len(eps)
-        for idx, heads, _ in target_head_groups(self, [(ep, list(ep.selected)) for ep in eps]):
+        states = [(ep, list(ep.selected)) for ep in eps]
+        for idx, heads, _ in agent.target_heads(states, self.env.pos, self.sort_by_index, False):
             for row, i in enumerate(idx):
                 q_target[i] = heads[row].sum(0)
         if not self.warming_up:  # the online Q the next acting step will sample from
-            s_emb = agent.embed(agent.state_enc, [agent.state_ids(ep, self.sort_by_index) for ep in eps], train=train)
-            agent.ensure_chunk_embeddings(eps, "online", train)
+            ids = [agent.state_ids(ep, self.sort_by_index) for ep in eps]
+            q_online = agent.q_values(eps, ids, [ep.codes(self.env.pos) for ep in eps], train=train)
         out = torch.zeros(len(eps), device=agent.device)
         for i, ep in enumerate(eps):
             if not bool(ep.available.any()):
@@ -134,8 +136,7 @@ class SarsaLearner(PQNLearner):
             if self.warming_up:  # uniform over the available chunks
                 probs = ep.available.double() / float(ep.available.sum())
             else:
-                q = q_all(s_emb[i], agent.rotate(agent.chunk_embeddings(ep, "online", train), ep.codes(self.env.pos)))
-                probs = policy_probs(q, ep.available, self.hp.top_k_actions, self.alpha)
+                probs = policy_probs(q_online[i], ep.available, self.hp.top_k_actions, self.alpha)
             out[i] = (probs * q_target[i].double()).sum().float()
         return out
 
@@ -144,7 +145,7 @@ class SarsaLearner(PQNLearner):
         """Roll out L steps in every env (PQN's acting), n-step SARSA targets, one backward pass;
         every K micro-steps an optimiser step (PQN's: clip, AdamW, schedule, α, EMA)."""
         agent, L, E, n = self.agent, self.rollout_len, self.env.n_envs, self.n_steps
-        agent.tick += 1
+        agent.new_rollout()
         steps: list[list[Transition]] = [self._act() for _ in range(L)]
         rewards = torch.tensor([[tr.reward for tr in s] for s in steps], device=agent.device)
         dones = torch.tensor([[float(tr.done) for tr in s] for s in steps], device=agent.device)
@@ -162,10 +163,21 @@ class SarsaLearner(PQNLearner):
         if live:
             boot[torch.tensor(live, device=agent.device)] = self._expected_next_q([self.env.episodes[e] for e in live])
         returns = sarsa_returns(rewards, dones, q_taken, boot, self.hp.gamma, n)
-        flat = [tr for s in steps for tr in s]
-        return self.regress(
-            [tr.state for tr in flat],
-            [agent.action_ids(tr.ep, tr.action) for tr in flat],
-            [tr.code for tr in flat],
-            returns.flatten(),
-        )
+        return self.regress_on([tr for s in steps for tr in s], returns.flatten())
+
+    def optimizer_step(self) -> dict[str, float]:
+        """PQN's: clip, AdamW, scheduler, zero, α tied to the learning rate, EMA."""
+        scalars = self.gradient_step()
+        self.alpha = max(self.hp.alpha * scalars["lr"] / self.base_lr, self.hp.alpha_min)
+        self.agent.update_targets(self.hp.tau if self.hp.use_target_networks else 1.0)
+        self.finish_step()
+        return {**scalars, "alpha": self.alpha}
+
+    def eval_row(self) -> dict[str, float]:
+        return {**super().eval_row(), "alpha": self.alpha}
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"alpha": self.alpha}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        self.alpha = float(state["alpha"])

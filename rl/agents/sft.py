@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 from envs.env import Episode, VecRetrievalEnv
 from envs.types import sf_known
-from rl.agent import QRAGAgent
+from rl.agent import QRAGAgent, availability
 from rl.agents.base import Hyperparams, LearnerBase
 from rl.fast.ragged import FramedIds, RaggedIds
 
@@ -147,10 +147,7 @@ class SFTLearner(LearnerBase):
         out, c0, s0 = [], 0, 0
         for ep, gold in zip(eps, golds):
             n, steps = ep.n_chunks, len(gold)
-            avail_np = np.ones((steps, n), dtype=bool)
-            for t in range(steps):
-                avail_np[t, gold[:t]] = False
-            avail = torch.from_numpy(avail_np).to(agent.device, non_blocking=True)
+            avail = availability(n, [gold[:t] for t in range(steps)], agent.device)
             # the env's position codes of every state "gold[:t] selected", in one batched computation
             codes = ep.codes(self.env.pos, avail)
             rotated = agent.rotate(chunks[c0 : c0 + n].expand(steps, -1, -1), codes)  # [T′, N, d]

@@ -6,6 +6,12 @@ import torch
 from rl.qfunc import q_all, sample_policy, soft_values, twin_heads
 
 
+def heads(s, a):
+    """Both heads [S, 2, N] of states s [S, d] against chunks a [N, d]."""
+    h = s.shape[-1] // 2
+    return torch.stack((s[:, :h] @ a[:, :h].T, s[:, h:] @ a[:, h:].T), dim=1)
+
+
 def brute_value(s, a, avail, k, alpha, soft=True, topk_before_mask=False):
     h = s.shape[0] // 2
     total = 0.0
@@ -35,7 +41,7 @@ def test_soft_value_against_brute_force():
         avail = torch.rand(3, n, generator=g) > 0.4
         avail[:, trial % n] = True
         for soft, legacy in ((True, False), (True, True), (False, False)):
-            got = soft_values(s, a, avail, 5, 0.05, soft=soft, legacy_topk_before_mask=legacy)
+            got = soft_values(heads(s, a), avail, 5, 0.05, soft=soft, legacy_topk_before_mask=legacy)
             for row in range(3):
                 want = brute_value(s[row], a, avail[row].tolist(), 5, 0.05, soft, legacy)
                 assert abs(float(got[row]) - want) < 1e-4, (soft, legacy)
@@ -46,7 +52,7 @@ def test_soft_value_few_available_and_none():
     a = torch.randn(6, 4)
     avail = torch.zeros(2, 6, dtype=torch.bool)
     avail[0, 2] = True  # fewer than k available
-    v = soft_values(s, a, avail, 5, 0.01)
+    v = soft_values(heads(s, a), avail, 5, 0.01)
     assert abs(float(v[0]) - brute_value(s[0], a, avail[0].tolist(), 5, 0.01)) < 1e-4
     assert float(v[1]) == 0.0  # nothing available -> V = 0
 
@@ -54,8 +60,8 @@ def test_soft_value_few_available_and_none():
 def test_soft_value_approaches_hard_max_as_alpha_shrinks():
     s, a = torch.randn(1, 6), torch.randn(10, 6)
     avail = torch.ones(1, 10, dtype=torch.bool)
-    hard = soft_values(s, a, avail, 5, 1.0, soft=False)
-    soft = soft_values(s, a, avail, 5, 1e-6)
+    hard = soft_values(heads(s, a), avail, 5, 1.0, soft=False)
+    soft = soft_values(heads(s, a), avail, 5, 1e-6)
     assert abs(float(hard - soft)) < 1e-4
 
 
@@ -92,13 +98,13 @@ def test_soft_value_is_the_default_and_k_none_means_all_available():
     s, a = torch.randn(2, 8, generator=g), torch.randn(7, 8, generator=g)
     avail = torch.ones(2, 7, dtype=torch.bool)
     avail[1, :3] = False
-    got = soft_values(s, a, avail, 3, 0.5)  # α large: the soft value is far from the hard max
-    hard = soft_values(s, a, avail, 3, 0.5, soft=False)
+    got = soft_values(heads(s, a), avail, 3, 0.5)  # α large: the soft value is far from the hard max
+    hard = soft_values(heads(s, a), avail, 3, 0.5, soft=False)
     for row in range(2):
         assert float(got[row]) == pytest.approx(brute_value(s[row], a, avail[row].tolist(), 3, 0.5), abs=1e-5)
         assert abs(float(got[row] - hard[row])) > 1e-2
     for legacy in (False, True):
-        got = soft_values(s, a, avail, None, 0.5, legacy_topk_before_mask=legacy)
+        got = soft_values(heads(s, a), avail, None, 0.5, legacy_topk_before_mask=legacy)
         for row in range(2):
             want = brute_value(s[row], a, avail[row].tolist(), 7, 0.5, True, legacy)
             assert float(got[row]) == pytest.approx(want, abs=1e-5), legacy
@@ -112,7 +118,7 @@ def test_soft_value_rows_with_different_numbers_available_below_k():
     avail[0, [1]] = True
     avail[1, [2, 5]] = True
     avail[2, [0, 3, 4, 6]] = True
-    got = soft_values(s, a, avail, 5, 0.3)
+    got = soft_values(heads(s, a), avail, 5, 0.3)
     for row in range(3):
         assert float(got[row]) == pytest.approx(brute_value(s[row], a, avail[row].tolist(), 5, 0.3), abs=1e-5)
 
