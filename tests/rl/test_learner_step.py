@@ -56,7 +56,7 @@ BASE = [
     f"steps_count={STEPS}",
     "max_action_length=16",
     "max_action_length_in_memory=16",
-    "seed=2",  # on the real qa2 files this rollout holds dones and non-zero rewards (seed 3 has no reward)
+    "seed=1",  # on the real qa2 files the rollouts of every case hold dones and non-zero rewards (seed 3: none)
     "feedback.ground_truth.per_fact_reward=0.5",  # rewards on most rollouts, not only at completion
     f"algo.optimizer.lr={LR0}",
     "algo.scheduler.warmup=0",  # lr_0 = lr0, lr_1 = lr0·(1 − 1/STEPS): α must move
