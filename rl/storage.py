@@ -57,16 +57,22 @@ class NotWritableError(StorageError):
     pass
 
 
-def not_writable_cause(exc: BaseException) -> OSError | None:
-    """The EACCES/EPERM/EROFS OSError behind ``exc`` (torch.save wraps it in a RuntimeError)."""
+def _errno_cause(exc: BaseException, errnos: Any) -> OSError | None:
+    """The OSError with an errno in ``errnos`` in ``exc``'s cause/context chain (torch.save wraps it
+    in a RuntimeError), or None."""
     seen = set()
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
         seen.add(id(e))
-        if isinstance(e, OSError) and e.errno in NOT_WRITABLE:
+        if isinstance(e, OSError) and e.errno in errnos:
             return e
         e = e.__cause__ or e.__context__
     return None
+
+
+def not_writable_cause(exc: BaseException) -> OSError | None:
+    """The EACCES/EPERM/EROFS OSError behind ``exc``."""
+    return _errno_cause(exc, NOT_WRITABLE)
 
 
 def not_writable_message(path: Path, cause: OSError, then: str = "rerun the same command") -> str:
@@ -78,15 +84,8 @@ def not_writable_message(path: Path, cause: OSError, then: str = "rerun the same
 
 
 def disk_full_cause(exc: BaseException) -> OSError | None:
-    """The ENOSPC/EDQUOT OSError behind ``exc`` (torch.save wraps it in a RuntimeError)."""
-    seen = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, OSError) and e.errno in DISK_FULL:
-            return e
-        e = e.__cause__ or e.__context__
-    return None
+    """The ENOSPC/EDQUOT OSError behind ``exc``."""
+    return _errno_cause(exc, DISK_FULL)
 
 
 def disk_full_message(path: Path, kept: str, then: str = "rerun the same command") -> str:
