@@ -30,8 +30,8 @@ MUTANTS = [
     (
         "Lambda read as gamma",
         "rl/learners/pqn.py",
-        'lam: float = field(default=0.65, metadata={"key": "Lambda"})',
-        'lam: float = field(default=0.65, metadata={"key": "gamma"})',
+        'lam: float = param(0.65, "λ of the λ-returns", key="Lambda", low=0.0, high=1.0)',
+        'lam: float = param(0.65, "λ of the λ-returns", key="gamma", low=0.0, high=1.0)',
         DEFAULT,
     ),
     (
