@@ -116,10 +116,10 @@ class Schema:
             kind, nullable = _unwrap(annotation)
             dotted = f"{prefix}.{key}" if prefix else key
             meta = f.metadata
-            if isinstance(kind, type) and issubclass(kind, Schema):
-                kind.check(checker, dotted)
-            elif "check" in meta:
+            if "check" in meta:
                 meta["check"](checker, dotted, prefix)
+            elif isinstance(kind, type) and issubclass(kind, Schema):
+                kind.check(checker, dotted)
             elif "ok" in meta:
                 predicate, want = meta["ok"]
                 checker.check(dotted, predicate, want + (" or null" if nullable else ""), nullable)

@@ -30,8 +30,8 @@ MUTANTS = [
     (
         "Lambda read as gamma",
         "rl/learners/pqn.py",
-        'lam: float = param(0.65, "λ of the λ-returns", key="Lambda", low=0.0, high=1.0)',
-        'lam: float = param(0.65, "λ of the λ-returns", key="gamma", low=0.0, high=1.0)',
+        "self.hp.gamma, self.hp.lam, self.legacy_off_by_one)",
+        "self.hp.gamma, self.hp.gamma, self.legacy_off_by_one)",
         DEFAULT,
     ),
     (

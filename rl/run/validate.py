@@ -17,15 +17,13 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rl.model.precision import PRECISIONS
+from rl.run.keys import RunKeys, TrainingKeys
 
-EVAL_SPLITS = ("validation", "test")
 PLANNERS = ("greedy", "beam")
 POSITIONS = ("none", "absolute", "random", "relative")
 # A value that becomes part of a file or folder name: no separators, no leading dot.
 SAFE_NAME = re.compile(r"[A-Za-z0-9_+=,-][A-Za-z0-9_.+=,-]*")
 KEY_ENV = "QRAG_API_KEY"  # the variable prompts_and_metrics/llm/server_backend.py reads first
-MAX_SEED = 2**64 - 1  # torch.manual_seed's limit
 # A key whose name says it holds a credential, at any depth (api_key, hf_token, password, ...);
 # tokenizer settings (max_tokens, num_tokens, length_tokenizer) do not match.
 SECRET_KEY = re.compile(
@@ -120,22 +118,6 @@ class Checker:
         )
 
 
-def _device_ok(v: Any) -> bool:
-    import torch
-
-    if v in ("auto", "cpu"):
-        return True
-    m = re.fullmatch(r"cuda(?::(\d+))?", str(v))
-    return m is not None and torch.cuda.is_available() and int(m.group(1) or 0) < torch.cuda.device_count()
-
-
-def _device_want() -> str:
-    import torch
-
-    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    return "auto or cpu" + (f" or cuda:N with N < {n}" if n else " (no CUDA device here)")
-
-
 def _check_dataset(c: Checker) -> None:
     """``envs.name`` names a registered dataset, whose own settings are checked by its spec."""
     from envs.data.registry import dataset_spec
@@ -196,15 +178,7 @@ def _check_finite(c: Checker) -> None:
 
 def _check_common(c: Checker) -> None:
     """Keys shared by training and evaluation (the evaluation config holds the run's)."""
-    c.integer("seed", 0, high=MAX_SEED)
-    c.check("device", _device_ok, _device_want())
-    c.choice("precision", PRECISIONS)
-    c.integer("max_action_length", 1)
-    c.integer("max_action_length_in_memory", 1)
-    c.integer("eval_max_action_length_in_memory", 1, nullable=True)
-    c.integer("max_state_length", 1, nullable=True)
-    c.integer("embed_batch_size", 1)
-    c.integer("eval_group_size", 1)
+    RunKeys.check(c, "")
     c.integer("envs.max_steps", 1)
     c.choice("envs.positions_processor", POSITIONS)
     c.integer("envs.step_size", 1)
@@ -235,19 +209,7 @@ def check_training(cfg: DictConfig) -> None:
     """Raise ConfigError naming every bad value of a training config."""
     c = Checker(cfg)
     _check_common(c)
-    c.integer("learning_start", 0)
-    c.integer("steps_count", 0)
-    c.integer("batch_size", 1)
-    c.integer("accumulate_grads", 1)
-    c.integer("eval_interval", 1)
-    c.integer("eval_episodes", 1)
-    c.integer("envs_parallel", 1)
-    c.integer("final_eval_episodes", -1)
-    c.integer("jobs_per_gpu", 1)
-    c.integer("keep_last_checkpoints", 0, nullable=True)
-    c.boolean("resume")
-    c.choice("eval_split", EVAL_SPLITS)
-    c.check("validation_fraction", lambda v: _is_num(v) and 0 <= v < 1, "a number >= 0 and < 1")
+    TrainingKeys.check(c, "")
     # imported here so that importing this module (the Hydra callback) stays light
     from rl.learners import LEARNERS
     from rl.learners.base import Shared

@@ -39,15 +39,17 @@ def test_composed_defaults_are_the_dataclasses():
 
 
 def test_no_default_is_stated_in_a_yaml_file():
-    """The files that hold defaults (training.yaml, the base algo preset) hold no schema key, and
-    configs/learner/ is gone: ConfigStore holds the learner options. Presets (the other algo files,
+    """The files that hold defaults hold no schema key: training.yaml only its defaults list and
+    Hydra's settings, the base algo preset only the encoder, and configs/learner/ is gone
+    (ConfigStore holds the learner options). Presets (the other algo files,
     experiments) may still pin a benchmark's published values."""
     assert not list((ROOT / "configs" / "learner").glob("*.yaml"))
+    assert set(yaml.safe_load((ROOT / "configs" / "training.yaml").read_text())) == {"defaults", "hydra"}
     for path, package in ((ROOT / "configs" / "training.yaml", ""), (ROOT / "configs" / "algo" / "pqn.yaml", "algo")):
         node = yaml.safe_load(path.read_text())
         node = {package: node} if package else node
         stated = set(leaves({k: v for k, v in node.items() if k != "defaults"}))
-        for prefix, schema in SCHEMAS.items():
+        for prefix, schema in SCHEMAS:
             for key, _, _ in schema.docs(prefix):
                 assert key not in stated, (
                     f"{path.relative_to(ROOT)} states {key}, whose default is in {schema.__name__}"
@@ -57,7 +59,7 @@ def test_no_default_is_stated_in_a_yaml_file():
 def test_every_key_has_a_one_line_doc_in_the_readme():
     """README.md's tables hold every schema key's row as scripts/config_tables.py prints it."""
     readme = (ROOT / "README.md").read_text()
-    for prefix, schema in SCHEMAS.items():
+    for prefix, schema in SCHEMAS:
         for (key, _, doc), row in zip(schema.docs(prefix), schema.table_rows(prefix)):
             assert doc.strip() and "\n" not in doc, key
             assert row in readme, f"README.md lacks the row of {key}: {row}"
@@ -96,7 +98,7 @@ def test_each_field_is_checked_from_its_metadata(name):
 
 def test_every_field_declares_a_check():
     """A field without a range, choices or a check would go unchecked: Schema.check refuses it."""
-    for schema in list(SCHEMAS.values()):
+    for schema in [schema for _, schema in SCHEMAS]:
         for _, f, annotation in schema.keys():
             kind, _ = _unwrap(annotation)
             meta = f.metadata
