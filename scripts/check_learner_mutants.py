@@ -51,8 +51,8 @@ MUTANTS = [
     (
         "EMA weight 1-tau",
         "rl/learners/pqn.py",
-        "self.agent.update_targets(tau)",
-        "self.agent.update_targets(1 - tau)",
+        "self.qnet.update_targets(tau)",
+        "self.qnet.update_targets(1 - tau)",
         DEFAULT,
     ),
     (
