@@ -29,6 +29,8 @@ class LegacyError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Legacy:
+    """The run's switches; a field per switch, in DESIGN §11's order."""
+
     lambda_return_off_by_one: bool = switch("#1 λ-return's first recursion step uses V_L")
     drop_last_transition: bool = switch("#2 step L+1 times, never train the last transition")
     dropout_in_targets: bool = switch("#3 target encoders in train mode (noisy TD targets)")
@@ -60,17 +62,18 @@ class Legacy:
         return cls(**{name: True for name in cls.names()})
 
     @classmethod
-    def errors(cls, node: Any, prefix: str = "legacy") -> list[str]:
-        """One line per value that is not a boolean and per key that is no switch."""
+    def errors(cls, node: Any) -> list[str]:
+        """One line per value of the ``legacy`` node that is not a boolean and per key that is no
+        switch (rl/run/validate.py reports them with the other keys)."""
         items = _items(node)
         if items is None:
-            return [f"{prefix}={node!r}: expected the legacy switches (legacy=none, legacy=ref, legacy.<name>=true)"]
+            return [f"legacy={node!r}: expected the legacy switches (legacy=none, legacy=ref, legacy.<name>=true)"]
         out = []
         for key, value in items:
             if key not in cls.names():
-                out.append(f"{prefix}.{key}: no such legacy switch; known: {', '.join(sorted(cls.names()))}")
+                out.append(f"legacy.{key}: no such legacy switch; known: {', '.join(sorted(cls.names()))}")
             elif not isinstance(value, bool):
-                out.append(f"{prefix}.{key}={value!r}: expected true or false")
+                out.append(f"legacy.{key}={value!r}: expected true or false")
         return out
 
     @classmethod
