@@ -199,9 +199,7 @@ class QRAGRetriever:
 
     def _contexts(self, given: Any, n: int, split: str) -> list[tuple[list[str], list[tuple[int, int]] | None]]:
         """(chunks, character spans or None) per question."""
-        shared = isinstance(given, str) or (
-            isinstance(given, (list, tuple)) and all(isinstance(x, str) for x in given) and len(given) > 0
-        )
+        shared = isinstance(given, str) or (isinstance(given, (list, tuple)) and all(isinstance(x, str) for x in given))
         if shared:
             one = self._context(given, split)
             return [one] * n  # one list object: every sample shares the tokenised chunk strings
