@@ -91,9 +91,12 @@ def _text(cfg: DictConfig) -> str:
     if not path.is_file():
         raise RetrieverError(f"text={path}: no such file")
     try:
-        return path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise RetrieverError(f"text={path}: not UTF-8 text (byte {e.start})") from None
+    if not text.strip():
+        raise RetrieverError(f"text={path}: the text is empty: there is nothing to retrieve from")
+    return text
 
 
 def show(result: Retrieval) -> str:
