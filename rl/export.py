@@ -139,7 +139,8 @@ Exported from the training run `{s["run"]}` (checkpoint `{s["checkpoint"]}`), ba
 | `chunk_encoder/` | E_a: embeds one chunk |
 | `qrag_retriever.json` | the settings below, machine-readable |
 
-Both are `transformers.AutoModel` folders with the tokenizer. An embedding is
+Both are `transformers.AutoModel` folders with the tokenizer (for BERT-like models transformers warns
+that the pooler's weights are missing: the retriever never uses the pooler). An embedding is
 `{s["pool_scale"]:g} * {s["pooling"]}-pool(last hidden states)` over the non-padding tokens
 ({"L2-normalised before the scale" if s["normalize"] else "not normalised"}), dimension {s["dim"]}.
 Prefixes: query `{s["query_prefix"]!r}`, chunk `{s["passage_prefix"]!r}`. Token caps: a chunk is cut to

@@ -101,6 +101,13 @@ def compose_config(name: str, overrides: Sequence[str] = ()) -> DictConfig:
         restore_gh_from_backup(backup)
 
 
+def check_run_folder(cfg: DictConfig) -> None:
+    """The run folder must exist (evaluation's own message names ``pretrained_path``, not ``run``)."""
+    run = Path(str(cfg.pretrained_path)).expanduser()
+    if not run.is_dir():
+        raise RetrieverError(f"run={run}: no such folder (pass the folder of a training run)")
+
+
 class QRAGRetriever:
     """A trained retriever loaded from its run folder; see the module docstring."""
 
@@ -124,9 +131,7 @@ class QRAGRetriever:
     def from_eval_config(cls, cfg: DictConfig) -> QRAGRetriever:
         """From an evaluation config (configs/testing.yaml's keys, ``pretrained_path`` set), merged
         over the run's config.yaml by evaluation's rule (docs/EVALUATION.md)."""
-        run = Path(str(cfg.pretrained_path)).expanduser()
-        if not run.is_dir():
-            raise RetrieverError(f"run={run}: no such folder (pass the folder of a training run)")
+        check_run_folder(cfg)
         merged = merge_eval_config(cfg)
         check_eval(merged)
         device = pick_device(str(merged.device))
@@ -202,7 +207,7 @@ class QRAGRetriever:
         shared = isinstance(given, str) or (isinstance(given, (list, tuple)) and all(isinstance(x, str) for x in given))
         if shared:
             one = self._context(given, split)
-            return [one] * n  # one list object: every sample shares the tokenised chunk strings
+            return [one] * n  # the text is split once; each question's episode embeds it (docs/RETRIEVER_TOOL.md)
         if not isinstance(given, (list, tuple)) or len(given) != n:
             raise RetrieverError(
                 "text_or_chunks: expected a text, a list of chunks, or one text or chunk list per question "
@@ -345,8 +350,7 @@ class ValidateRetrieve(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
             ev = eval_config(config)
-            if not Path(str(ev.pretrained_path)).expanduser().is_dir():
-                raise RetrieverError(f"run={ev.pretrained_path}: no such folder (pass the folder of a training run)")
+            check_run_folder(ev)
             check_eval(merge_eval_config(ev))
         except ConfigError as e:
             report_and_exit(e)
