@@ -7,7 +7,7 @@
 #   RUN=runs/<a demo run> bash scripts/retrieve_example.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY="${PYTHON:-.venv/bin/python}"
+PY="${PYTHON:-python}"
 RUN="${RUN:-runs/retrieve_example_demo}"
 if [ ! -f "$RUN/model_best.pt" ]; then
   "$PY" train_q_rag.py experiment=demo hydra.run.dir="$RUN"
