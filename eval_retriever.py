@@ -14,15 +14,15 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-import rl.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
+import rl.run.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
 from envs.errors import DatasetFormatError, DatasetNotFoundError, FeedbackError
 from envs.types import SampleError
-from rl.config import PROJECT_ROOT
 from rl.distributed import hydra_worker_argv
-from rl.encoders import ModelLoadError
-from rl.eval_run import EvalError, run
-from rl.storage import StorageError
-from rl.validate import ConfigError, check_group_choices, report_and_exit
+from rl.model.embedder import ModelLoadError
+from rl.run.config import PROJECT_ROOT
+from rl.run.evaluate import EvalError, run
+from rl.run.validate import ConfigError, check_group_choices, report_and_exit
+from runstore import StorageError
 
 USER_ERRORS = (
     EvalError,

@@ -10,15 +10,15 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-import rl.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
+import rl.run.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
 from envs.errors import DatasetFormatError, DatasetNotFoundError, FeedbackError
 from envs.types import SampleError
-from rl.config import PROJECT_ROOT
 from rl.distributed import hydra_worker_argv
-from rl.encoders import ModelLoadError
-from rl.storage import StorageError
-from rl.trainer import RunFolderError, run
-from rl.validate import ConfigError, check_group_choices, report_and_exit
+from rl.model.embedder import ModelLoadError
+from rl.run.config import PROJECT_ROOT
+from rl.run.train import RunFolderError, run
+from rl.run.validate import ConfigError, check_group_choices, report_and_exit
+from runstore import StorageError
 
 # Mistakes in the command line or the data: one "error: ..." line saying what to do, no traceback.
 USER_ERRORS = (

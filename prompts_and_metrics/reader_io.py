@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rl.storage import FolderLock, StorageError, append_line
+from runstore import FolderLock, StorageError, append_line
 
 REQUIRED_FIELDS = ("id", "question", "answer", "sf_idx", "pred_idx", "sf_texts", "pred_texts")
 

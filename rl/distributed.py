@@ -20,7 +20,6 @@ import torch
 import torch.distributed as dist
 
 from envs.seeding import derive_seed
-from rl.config import pick_device
 
 log = logging.getLogger("qrag.dist")
 T = TypeVar("T")
@@ -80,6 +79,35 @@ def is_main() -> bool:
 def barrier() -> None:
     if enabled():
         dist.barrier()
+
+
+def sweep_job_num() -> int | None:
+    """This process's job number in a Hydra multirun (``-m``), else None."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        hc = HydraConfig.get()
+    except (ImportError, ValueError):  # not inside a Hydra app (tests, scripts)
+        return None
+    return int(hc.job.num) if hc.mode == RunMode.MULTIRUN else None
+
+
+def pick_device(name: str, job_num: int | None = None) -> torch.device:
+    """``auto``: a GPU if there is one, else the CPU. Inside a multirun (``job_num``, default
+    :func:`sweep_job_num`) ``auto`` and a bare ``cuda`` spread the jobs over the visible GPUs by
+    job number, job k on ``cuda:(k mod GPUs)``: a launcher running ``jobs_per_gpu`` x GPUs jobs
+    at once (hydra/launcher=parallel) then keeps ``jobs_per_gpu`` of them on each GPU."""
+    if job_num is None:
+        job_num = sweep_job_num()
+    if name in ("auto", None) or (name == "cuda" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            return torch.device("cpu")
+        return torch.device(f"cuda:{0 if job_num is None else job_num % torch.cuda.device_count()}")
+    dev = torch.device(name)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device={name} but CUDA is not available here; pass device=cpu or device=auto")
+    return dev
 
 
 def device(name: str) -> torch.device:

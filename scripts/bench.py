@@ -4,7 +4,7 @@
                             [--objective pqn|sft] [--set speed.cuda_graphs=false ...] [--ablate]
 
 Prints one JSON line per workload: seconds (mean/median), peak GPU memory, card, torch version
-and every speed switch in force (the ``speed`` block of the config, rl/fast/switches.py). ``--ablate``
+and every speed switch in force (the ``speed`` block of the config, rl/model/fast/switches.py). ``--ablate``
 runs each workload with all switches as configured, then with each switch that is on turned off
 alone, then with all of them off (the reference's schedule). ``--encoder bert-base-random`` builds a randomly initialised
 BERT-base (contriever's shape) with the MiniLM package's uncased WordPiece tokenizer, so no
@@ -25,15 +25,16 @@ from pathlib import Path
 import torch
 from hydra import compose, initialize_config_dir
 
-import rl.config  # noqa: F401  (registers ${qrag_root:})
+import rl.run.config  # noqa: F401  (registers ${qrag_root:})
 from envs.data.registry import build_dataset
 from envs.env import PositionSettings, VecRetrievalEnv
 from envs.feedback import build_feedback
-from rl.build import agent_from_cfg, build_learner, eval_settings, skip_length_counts
-from rl.config import PROJECT_ROOT, pick_device, seed_everything
-from rl.evaluate import greedy_episodes
-from rl.fast.switches import SpeedSwitches
-from rl.precision import PRECISIONS, Precision
+from rl.distributed import pick_device
+from rl.eval.greedy import greedy_episodes
+from rl.model.fast.switches import SpeedSwitches
+from rl.model.precision import PRECISIONS, Precision
+from rl.run.build import build_learner, eval_settings, qnet_from_cfg, skip_length_counts
+from rl.run.config import PROJECT_ROOT, seed_everything
 
 SIZES = {"W2": 1200, "W3": 40000, "W4": 400000}
 
@@ -42,7 +43,7 @@ def bert_base_random_folder(tokenizer: str) -> str:
     """A local folder with BertConfig() (bert-base) + an uncased WordPiece tokenizer."""
     from transformers import AutoTokenizer, BertConfig
 
-    from rl.encoders import resolve_model_path
+    from rl.model.embedder import resolve_model_path
 
     out = Path(tempfile.mkdtemp(prefix="bert-base-random-"))
     BertConfig().save_pretrained(out)
@@ -103,13 +104,13 @@ def bench_train(args: argparse.Namespace, model: str, extra: list[str], label: s
     seed_everything(0)
     device = pick_device(args.device)
     Precision.resolve(str(cfg.precision), device).apply()
-    agent = agent_from_cfg(cfg, device)
+    qnet = qnet_from_cfg(cfg, device)
     ds = build_dataset(cfg.envs, "train", 0, 0.0, None)
-    skip_length_counts(ds)  # as rl.build.train_env does for training runs
+    skip_length_counts(ds)  # as rl.run.build.train_env does for training runs
     env = VecRetrievalEnv(
         ds, build_feedback(cfg.feedback, cfg.envs, "train"), 1, 6, PositionSettings.from_cfg(cfg.envs), True, device, 0
     )
-    learner = build_learner(agent, env, cfg, None)
+    learner = build_learner(qnet, env, cfg, None)
     env.reset_all()
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -144,7 +145,7 @@ def bench_eval(args: argparse.Namespace, model: str, wid: str, extra: list[str],
     seed_everything(0)
     device = pick_device(args.device)
     Precision.resolve(str(cfg.precision), device).apply()
-    agent = agent_from_cfg(cfg, device)
+    qnet = qnet_from_cfg(cfg, device)
     ds = build_dataset(cfg.envs, "test", 0, 0.0, None)
     settings = eval_settings(cfg)
     settings.group_size = 1
@@ -161,7 +162,7 @@ def bench_eval(args: argparse.Namespace, model: str, wid: str, extra: list[str],
         build.append(time.perf_counter() - t0)
         sync(device)
         t0 = time.perf_counter()
-        rec = list(greedy_episodes(agent, ds, [i], fb, settings))[0]
+        rec = list(greedy_episodes(qnet, ds, [i], fb, settings))[0]
         sync(device)
         if i:
             times.append(time.perf_counter() - t0)
@@ -223,7 +224,7 @@ def main() -> None:
         "--objective",
         default="pqn",
         choices=["pqn", "sft"],
-        help="W1's learner: pqn (Q-RAG) or sft (the supervised baseline, rl/agents/sft.py)",
+        help="W1's learner: pqn (Q-RAG) or sft (the supervised baseline, rl/learners/sft.py)",
     )
     ap.add_argument("--precision", choices=PRECISIONS, help="overrides the config's precision (configs/training.yaml)")
     ap.add_argument("--device", default="auto")

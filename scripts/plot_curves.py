@@ -3,7 +3,7 @@
     python scripts/plot_curves.py --run "switches on=RUN_A" --run "switches off=RUN_B" [--run LABEL=DIR ...]
         --metrics return,fact_em --out docs/results/parity_speed_switches.png [--table parity.md]
 
-Reads ``DIR/metrics.jsonl`` as rl/trainer.py writes it: one line per in-training evaluation, with
+Reads ``DIR/metrics.jsonl`` as rl/run/train.py writes it: one line per in-training evaluation, with
 ``step`` (optimiser steps, the x axis) and ``eval/return``, ``eval/fact_em``, ``eval/fact_f1`` (plus
 ``lr``/``alpha`` after step 0). A metric name M reads key M if the file has it, else ``eval/M``.
 Runs sharing a label (seeds) are averaged per step; the plot shades their min-max. The table lists,

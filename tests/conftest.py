@@ -10,7 +10,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
-import rl.config  # noqa: F401  (registers ${qrag_root:})
+import rl.run.config  # noqa: F401  (registers ${qrag_root:})
 
 ROOT = Path(__file__).resolve().parents[1]
 

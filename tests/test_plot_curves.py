@@ -1,4 +1,4 @@
-"""scripts/plot_curves.py on tiny metrics.jsonl files in the format rl/trainer.py writes."""
+"""scripts/plot_curves.py on tiny metrics.jsonl files in the format rl/run/train.py writes."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ Two ways to size a haystack (``envs.length_unit``):
 Every sample records ``num_tokens``: its haystack's length (facts and noise) under
 ``length_tokenizer``, in both modes. Counts of corpus sentences are cached per book. In sentence
 mode the count is extra work (a length-tokenizer pass over every new noise sentence); a dataset
-with ``record_num_tokens = False`` skips it (the training environments: rl/build.py).
+with ``record_num_tokens = False`` skips it (the training environments: rl/run/build.py).
 
 Sample i is a pure function of (seed, split, sizing, i): its noise, its size (when the size is
 a list) and its fact positions all come from one generator derived from those keys, so access

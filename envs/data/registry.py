@@ -39,7 +39,7 @@ class DatasetSpec:
 
     family: str | None = None  # eval_env within one family keeps the run's task (a model is trained on one task)
     # Keys added to this dataset's config after runs were saved with it, with the value those
-    # runs used: rl/config.py's upgrade_run_config fills them into an older run's config.
+    # runs used: rl/run/config.py's upgrade_run_config fills them into an older run's config.
     added_keys: dict[str, Any] = {}
 
     def eval_suffix(self, envs: Any) -> str:
@@ -56,7 +56,7 @@ class DatasetSpec:
         return {"num_sentences": None, "length": None, "context_length": None, "data_path": envs.get("data_path")}
 
     def config_errors(self, envs: Any) -> list[str]:
-        """One line per bad dataset-specific value (rl/validate.py reports them with the rest)."""
+        """One line per bad dataset-specific value (rl/run/validate.py reports them with the rest)."""
         return []
 
 

@@ -10,6 +10,7 @@ Nothing heavy is imported here: the backend modules import torch/vllm lazily.
 
 from __future__ import annotations
 
-from prompts_and_metrics.llm.base import Backend, GenerationError, build_backend, resolve_model
+from prompts_and_metrics.llm.base import Backend, GenerationError
+from prompts_and_metrics.llm.factory import build_backend, resolve_model
 
 __all__ = ["Backend", "GenerationError", "build_backend", "resolve_model"]

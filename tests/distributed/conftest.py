@@ -47,7 +47,7 @@ def torchrun(args: list[str], cwd: Path, nproc: int = 2) -> subprocess.Completed
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-step training run with the TINY overrides (1 process), for the evaluation tests."""
-    from rl.trainer import run
+    from rl.run.train import run
 
     run_dir = tmp_path_factory.mktemp("trained") / "run"
     cfg = compose_cfg(TINY + ["steps_count=2", "eval_interval=2", "final_eval_episodes=0", "logger.tensorboard=false"])

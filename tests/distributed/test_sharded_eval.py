@@ -26,7 +26,7 @@ def eval_one_process(run_dir: Path, out: Path, *extra: str) -> dict:
     are bit-equal only at equal thread counts."""
     import torch
 
-    from rl.eval_run import run
+    from rl.run.evaluate import run
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)

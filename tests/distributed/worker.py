@@ -23,16 +23,16 @@ from rl import distributed as dist
 from tests.conftest import TINY, compose_cfg
 
 
-def state_hash(agent: torch.nn.Module, alpha: float) -> str:
+def state_hash(qnet: torch.nn.Module, alpha: float) -> str:
     h = hashlib.sha256(repr(alpha).encode())
-    for k, v in sorted(agent.state_dict().items()):
+    for k, v in sorted(qnet.state_dict().items()):
         h.update(k.encode())
         h.update(v.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
 
 
 def train(run_dir: str, hash_dir: str, overrides: list[str]) -> None:
-    from rl.trainer import Trainer
+    from rl.run.train import Trainer
 
     cfg = compose_cfg(TINY + overrides)
     with open_dict(cfg):
@@ -54,7 +54,7 @@ def train(run_dir: str, hash_dir: str, overrides: list[str]) -> None:
             return
     trainer.train()
     out = {
-        "hash": state_hash(trainer.agent, trainer.learner.alpha),
+        "hash": state_hash(trainer.qnet, trainer.learner.alpha),
         "alpha": trainer.learner.alpha,
         "steps": trainer.learner.counters.optimizer_steps,
         "env_steps": trainer.learner.counters.env_steps,
@@ -63,7 +63,7 @@ def train(run_dir: str, hash_dir: str, overrides: list[str]) -> None:
 
 
 def evaluate(out_dir: str, fail_after: int, overrides: list[str]) -> None:
-    import rl.eval_run as eval_run
+    import rl.run.evaluate as eval_run
 
     if fail_after >= 0 and dist.requested_world() - 1 == int(os.environ["RANK"]):
         original = eval_run.greedy_episodes

@@ -15,7 +15,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
-from rl.config import PROJECT_ROOT, without_hydra
+from rl.run.config import PROJECT_ROOT, without_hydra
 
 TRAIN_OVERRIDES = [
     "experiment=demo",
@@ -56,13 +56,13 @@ def config_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run folder with config.yaml and an (untrained) model_best.pt."""
-    from rl.build import agent_from_cfg
+    from rl.run.build import qnet_from_cfg
 
     run_dir = tmp_path_factory.mktemp("tiny_run")
     cfg = write_run_config(run_dir)
-    agent = agent_from_cfg(cfg, torch.device("cpu"))
+    qnet = qnet_from_cfg(cfg, torch.device("cpu"))
     state = {
-        "learner": {"agent": agent.state_dict()},
+        "learner": {"agent": qnet.state_dict()},
         "config": OmegaConf.to_container(without_hydra(cfg), resolve=True),
     }
     torch.save(state, run_dir / "model_best.pt")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rl.eval_run import EvalError, run
+from rl.run.evaluate import EvalError, run
 
 from .conftest import eval_cfg
 
@@ -251,7 +251,7 @@ def test_empty_or_unknown_gold_gives_null_fact_metrics_not_em_one() -> None:
     # unknown) must be left out of the fact means instead of scoring fact EM 1.0
     from types import SimpleNamespace
 
-    from rl.evaluate import _record, summarize
+    from rl.eval.greedy import _record, summarize
 
     def rec(**sample):
         s = {"id": 0, "question": "q?", "answer": "a", "chunks": ["c0", "c1"], **sample}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rl.encoders import SampleTokens
-from rl.haystack_cache import CachedDataset, CachedSample, dataset_identity, sample_key, tokenizer_identity
+from rl.model.tokens import SampleTokens
+from rl.run.haystack_cache import CachedDataset, CachedSample, dataset_identity, sample_key, tokenizer_identity
 
 
 class Source:
@@ -131,12 +131,12 @@ def test_evaluation_through_the_cache_equals_without(tiny_run: Path, tmp_path: P
     the records of both equal those of a run without the cache."""
     import json
 
-    from rl.agent import QRAGAgent
-    from rl.eval_run import run
+    from rl.model.qnetwork import QNetwork
+    from rl.run.evaluate import run
 
     calls = []
-    tokenize = QRAGAgent.tokenize
-    monkeypatch.setattr(QRAGAgent, "tokenize", lambda self, sample: calls.append(1) or tokenize(self, sample))
+    tokenize = QNetwork.tokenize
+    monkeypatch.setattr(QNetwork, "tokenize", lambda self, sample: calls.append(1) or tokenize(self, sample))
 
     from .conftest import eval_cfg
 

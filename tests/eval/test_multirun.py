@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rl.config import PROJECT_ROOT
+from rl.run.config import PROJECT_ROOT
 
 
 def test_multirun_sweep(tiny_run: Path, tmp_path: Path) -> None:

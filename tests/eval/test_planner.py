@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pytest
 import torch
 
-from rl.planner import beam_search
+from rl.eval.beam import beam_search
 
 # 4 chunks, T = 2. Greedy takes chunk 0 (Q 0.9) and can then only reach Q 0.2;
 # starting with chunk 1 (Q 0.8) leads to chunk 3 with Q 0.95.

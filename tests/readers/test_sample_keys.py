@@ -266,7 +266,7 @@ def test_a_full_disk_stops_the_reader_and_loses_nothing(script, tmp_path, monkey
     import errno
     import io
 
-    from rl import storage
+    import runstore as storage
 
     calls = []
 

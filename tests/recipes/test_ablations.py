@@ -5,22 +5,22 @@ import math
 import pytest
 import torch
 
-from rl.agents.pqn import PQNLearner
-from rl.agents.sft import SFTLearner, teacher_trajectory
-from rl.qfunc import head_scores
-from rl.trainer import Trainer, run
+from rl.learners.pqn import PQNLearner
+from rl.learners.sft import SFTLearner, teacher_trajectory
+from rl.model.qfunc import head_scores
+from rl.run.train import Trainer, run
 
 FAST = ["final_eval_episodes=0", "eval_episodes=2"]
 
 
 def hard_value(learner, ep, selected):
     """V = Σ_h max_{a ∈ A} q′_h(s, a), written out from the target encoders (DESIGN §4.5)."""
-    agent = learner.agent
-    s = agent.embed(agent.target_state, [agent.state_ids(ep, learner.sort_by_index, selected=selected)], train=False)[0]
+    qnet = learner.qnet
+    s = qnet.embed(qnet.target_state, [qnet.state_ids(ep, learner.sort_by_index, selected=selected)], train=False)[0]
     avail = torch.ones(ep.n_chunks, dtype=torch.bool)
     avail[selected] = False
-    u = agent.chunk_embeddings(ep, "target", False)
-    heads = head_scores(s, agent.rotate(u, ep.codes(learner.env.pos, avail)))
+    u = qnet.chunk_embeddings(ep, "target", False)
+    heads = head_scores(s, qnet.rotate(u, ep.codes(learner.env.pos, avail)))
     return float(heads[:, avail].amax(-1).sum())
 
 
@@ -28,7 +28,7 @@ def test_no_soft_q_and_no_target_switches(tiny_cfg):
     trainer = Trainer(
         tiny_cfg("algo.pqn.hyperparams.soft_target=false", "algo.pqn.hyperparams.use_target_networks=false", *FAST)
     )
-    learner, agent = trainer.learner, trainer.agent
+    learner, qnet = trainer.learner, trainer.qnet
     assert isinstance(learner, PQNLearner)
     assert not learner.hp.soft_target and not learner.hp.use_target_networks
     learner.env.reset_all()
@@ -43,7 +43,7 @@ def test_no_soft_q_and_no_target_switches(tiny_cfg):
     learner.hp.soft_target = False
 
     def max_gap():
-        pairs = [(agent.state_enc, agent.target_state), (agent.action_enc, agent.target_action)]
+        pairs = [(qnet.state_enc, qnet.target_state), (qnet.action_enc, qnet.target_action)]
         return max(
             float((p.detach() - t).abs().max()) for o, tg in pairs for p, t in zip(o.parameters(), tg.parameters())
         )
@@ -51,11 +51,11 @@ def test_no_soft_q_and_no_target_switches(tiny_cfg):
     while learner.counters.optimizer_steps < 2:  # step 1 runs at lr 0 (warm-up from 0), step 2 moves the weights
         learner.micro_step()
     assert max_gap() == 0.0  # "w/o Target": E′ ≡ E after every optimiser step
-    before = [p.detach().clone() for p in agent.state_enc.parameters()]
+    before = [p.detach().clone() for p in qnet.state_enc.parameters()]
     learner.hp.use_target_networks = True
     while learner.counters.optimizer_steps < 3:
         learner.micro_step()
-    assert any(not torch.equal(b, p) for b, p in zip(before, agent.state_enc.parameters()))
+    assert any(not torch.equal(b, p) for b, p in zip(before, qnet.state_enc.parameters()))
     assert max_gap() > 0.0  # with target networks the EMA (τ = 0.1) lags behind
 
 

@@ -191,7 +191,7 @@ def test_repro_offline_end_to_end(tmp_path: Path):
 def test_round4_plan_lines_compose_and_pass_the_checks():
     """Every training line of the committed round 4 plan still composes and passes the config checks,
     and each ablation differs from Q-RAG's qa3 line only in its ablated key."""
-    from rl.validate import check_training
+    from rl.run.validate import check_training
 
     plan = ROOT / "docs" / "results" / "round4" / "plan_train.txt"
     common, runs = [], {}

@@ -8,7 +8,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from rl.config import without_hydra
+from rl.run.config import without_hydra
 from tests.eval.conftest import write_run_config
 from tests.reliability.harness import THREADS, run_cfg, step_return
 
@@ -23,7 +23,7 @@ def pinned_threads():
 
 @pytest.fixture
 def growing_eval(monkeypatch):
-    from rl.trainer import Trainer
+    from rl.run.train import Trainer
 
     monkeypatch.setattr(Trainer, "in_training_eval", step_return)
 
@@ -31,7 +31,7 @@ def growing_eval(monkeypatch):
 @pytest.fixture(scope="session")
 def reference_run(tmp_path_factory) -> Path:
     """The uninterrupted run every interrupted one must end up equal to."""
-    from rl.trainer import Trainer, run
+    from rl.run.train import Trainer, run
 
     run_dir = tmp_path_factory.mktemp("reference") / "run"
     mp = pytest.MonkeyPatch()
@@ -49,13 +49,13 @@ def reference_run(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def eval_run_dir(tmp_path_factory) -> Path:
     """A run folder with config.yaml and an untrained model_best.pt, as in tests/eval."""
-    from rl.build import agent_from_cfg
+    from rl.run.build import qnet_from_cfg
 
     run_dir = tmp_path_factory.mktemp("eval_run")
     cfg = write_run_config(run_dir)
-    agent = agent_from_cfg(cfg, torch.device("cpu"))
+    qnet = qnet_from_cfg(cfg, torch.device("cpu"))
     torch.save(
-        {"learner": {"agent": agent.state_dict()}, "config": OmegaConf.to_container(without_hydra(cfg), resolve=True)},
+        {"learner": {"agent": qnet.state_dict()}, "config": OmegaConf.to_container(without_hydra(cfg), resolve=True)},
         run_dir / "model_best.pt",
     )
     return run_dir

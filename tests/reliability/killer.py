@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 
-import rl.storage
-import rl.trainer
+import rl.run.train
+import runstore
 from tests.reliability.harness import THREADS, run_cfg, step_return
 
 counts: dict[str, int] = {}
@@ -52,7 +52,7 @@ class AnnouncingWriter(io.BufferedWriter):
 def main() -> None:
     global target
     run_dir, target, *extra = sys.argv[1:]
-    save, append = rl.trainer.save_checkpoint, rl.trainer.append_line
+    save, append = rl.run.train.save_checkpoint, rl.run.train.append_line
 
     def announcing_save(obj, path, *args):
         announce("save-start", path)
@@ -63,12 +63,12 @@ def main() -> None:
         append(path, line, *args)
         announce("appended", path)
 
-    rl.trainer.save_checkpoint = announcing_save
-    rl.trainer.append_line = announcing_append
-    rl.storage._open_for_write = AnnouncingWriter
-    rl.trainer.Trainer.in_training_eval = step_return
+    rl.run.train.save_checkpoint = announcing_save
+    rl.run.train.append_line = announcing_append
+    runstore._open_for_write = AnnouncingWriter
+    rl.run.train.Trainer.in_training_eval = step_return
     torch.set_num_threads(THREADS)
-    rl.trainer.run(run_cfg(Path(run_dir), *extra))
+    rl.run.train.run(run_cfg(Path(run_dir), *extra))
     print("FINISHED", flush=True)
 
 

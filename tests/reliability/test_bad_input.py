@@ -13,7 +13,7 @@ import pytest
 from envs.data.babi import load_babi_file
 from envs.data.noise import load_noise_corpus
 from envs.errors import DatasetFormatError
-from rl.validate import ConfigError, check_eval, check_group_choices, check_training
+from rl.run.validate import ConfigError, check_eval, check_group_choices, check_training
 from tests.conftest import ROOT, TINY, compose_cfg
 
 FIXTURES = ROOT / "tests" / "fixtures" / "babi"
@@ -226,7 +226,7 @@ def test_each_bad_learner_value_has_its_line(overrides):
 def test_a_replay_buffer_larger_than_the_machine_is_refused(monkeypatch):
     """The buffer is allocated up front (30 bytes per transition at T = 2): one line before the run
     folder exists, not a MemoryError after it."""
-    import rl.agents.dqn as dqn
+    import rl.learners.dqn as dqn
 
     monkeypatch.setattr(dqn, "physical_memory", lambda: 2**30)
     ok = ["learner=dqn", f"algo.dqn.hyperparams.buffer_size={2**30 // 30}"]

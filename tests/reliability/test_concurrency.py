@@ -12,13 +12,13 @@ import sys
 
 import pytest
 
-from rl.eval_run import read_records, run, unique_records
-from rl.storage import FolderInUseError
+from rl.run.evaluate import read_records, run, unique_records
+from runstore import FolderInUseError
 from tests.conftest import ROOT
 from tests.eval.conftest import eval_cfg
 
 HOLD = (
-    "import sys, time; from pathlib import Path; from rl.eval_run import output_lock; "
+    "import sys, time; from pathlib import Path; from rl.run.evaluate import output_lock; "
     "output_lock(Path(sys.argv[1])).acquire(); print('LOCKED', flush=True); time.sleep(300)"
 )
 
@@ -65,7 +65,7 @@ def test_summary_counts_each_sample_once(eval_run_dir, tmp_path):
 
 
 def test_lock_file_goes_with_its_holder(tmp_path):
-    from rl.storage import FolderLock
+    from runstore import FolderLock
 
     lock = FolderLock(tmp_path / ".lock", "run folder x", "wait").acquire()
     assert (tmp_path / ".lock").read_text().startswith(f"pid {os.getpid()} on ")

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rl import storage
-from rl.storage import CheckpointLoadError, FolderLock, NotWritableError, append_line, load_checkpoint, save_checkpoint
+import runstore as storage
+from runstore import CheckpointLoadError, FolderLock, NotWritableError, append_line, load_checkpoint, save_checkpoint
 from tests.conftest import ROOT
 from tests.reliability.harness import TINY_RUN, run_cfg
 
@@ -33,7 +33,7 @@ def copy_run(reference: Path, to: Path, skip: tuple[str, ...] = ()) -> Path:
 
 
 def resume(run_dir: Path) -> None:
-    from rl.trainer import run
+    from rl.run.train import run
 
     run(run_cfg(run_dir, "resume=true"))
 
@@ -82,7 +82,7 @@ def test_a_checkpoint_missing_an_entry_is_one_line(reference_run, tmp_path, key)
 
 
 def test_a_deleted_model_best_is_named_on_resume(reference_run, tmp_path):
-    from rl.trainer import RunFolderError
+    from rl.run.train import RunFolderError
 
     run_dir = copy_run(reference_run, tmp_path / "run", skip=("model_best.pt",))
     with pytest.raises(RunFolderError) as e:
@@ -155,7 +155,7 @@ def test_a_row_is_never_glued_onto_a_torn_line(tmp_path):
 def test_a_run_folder_that_becomes_read_only_mid_run(tmp_path, monkeypatch, growing_eval):
     """The third checkpoint write (model_best.pt of step 1) meets a read-only folder: one line,
     and the step-0 checkpoints stay whole for a resume once the folder is writable again."""
-    from rl.trainer import run
+    from rl.run.train import run
 
     calls: list[Path] = []
     real = storage._open_for_write
@@ -180,7 +180,8 @@ def test_a_run_folder_that_becomes_read_only_mid_run(tmp_path, monkeypatch, grow
 
 def test_resume_in_a_read_only_folder(reference_run, tmp_path, monkeypatch):
     """``resume=true`` in a read-only run folder ended in a PermissionError traceback."""
-    from rl.validate import ConfigError, check_output_folder
+    from rl.run.callbacks import check_output_folder
+    from rl.run.validate import ConfigError
     from tests.conftest import compose_cfg
 
     run_dir = copy_run(reference_run, tmp_path / "run")

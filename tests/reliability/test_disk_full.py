@@ -1,4 +1,4 @@
-"""ENOSPC injected through the writer every run file goes through (rl.storage._open_for_write)
+"""ENOSPC injected through the writer every run file goes through (runstore._open_for_write)
 and through the evaluation's record writer: "disk full" with the path and what to do, no
 temporary file left, the previous files intact, and the rerun ends where an uninterrupted run does."""
 
@@ -11,9 +11,9 @@ import json
 import pytest
 import torch
 
-from rl import storage
-from rl.storage import DiskFullError
-from rl.trainer import run
+import runstore as storage
+from rl.run.train import run
+from runstore import DiskFullError
 from tests.reliability.harness import assert_same_weights, metrics, run_cfg
 
 
@@ -64,7 +64,7 @@ def test_disk_full_during_checkpoint_keeps_the_previous(tmp_path, reference_run,
     assert state["learner"]["counters"]["optimizer_steps"] == 0
     assert [r["step"] for r in metrics(rd)] == [0]
     monkeypatch.undo()
-    from rl.trainer import Trainer
+    from rl.run.train import Trainer
     from tests.reliability.harness import step_return
 
     monkeypatch.setattr(Trainer, "in_training_eval", step_return)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-import rl.eval_run
-from rl.eval_run import EvalError, run
-from rl.storage import CheckpointLoadError, DiskFullError
+import rl.run.evaluate
+from rl.run.evaluate import EvalError, run
+from runstore import CheckpointLoadError, DiskFullError
 from tests.eval.conftest import eval_cfg
 
 STEM = "eval_seed42_ns12"
@@ -87,7 +87,7 @@ def test_disk_full_keeps_complete_records(eval_run_dir, tmp_path, monkeypatch):
             return FullOnThird(real_open(path, "ab"), encoding="utf-8")
         return real_open(path, mode, *args, **kwargs)
 
-    monkeypatch.setattr(rl.eval_run, "open", full_open, raising=False)
+    monkeypatch.setattr(rl.run.evaluate, "open", full_open, raising=False)
     out = tmp_path / f"{STEM}.jsonl"
     with pytest.raises(DiskFullError) as e:
         go(eval_run_dir, tmp_path, "num_samples=4")

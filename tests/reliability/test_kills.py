@@ -2,7 +2,7 @@
 equals an uninterrupted one (metrics rows, model_last.pt, model_best.pt), nothing doubled or lost.
 
 Each evaluation writes model_best.pt, then model_last.pt (holding the metrics row), then the row
-in metrics.jsonl (rl/trainer.py, Trainer.record_eval)."""
+in metrics.jsonl (rl/run/train.py, Trainer.record_eval)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import tempfile
 import pytest
 import torch
 
-from rl.build import agent_from_cfg
-from rl.storage import FolderInUseError, load_checkpoint
-from rl.trainer import RunFolderError, run
+from rl.run.build import qnet_from_cfg
+from rl.run.train import RunFolderError, run
+from runstore import FolderInUseError, load_checkpoint
 from tests.conftest import ROOT
 from tests.reliability.harness import assert_same_weights, metrics, run_cfg
 
@@ -132,7 +132,7 @@ def test_trained_run_without_model_last_is_not_wiped(tmp_path):
 def test_the_one_step_moves_the_weights(reference_run):
     """The premise of the weight comparisons above: step 1's model is not step 0's (the untrained
     agent is the packaged MiniLM, no random part)."""
-    untrained = agent_from_cfg(run_cfg(reference_run), torch.device("cpu")).state_dict()
+    untrained = qnet_from_cfg(run_cfg(reference_run), torch.device("cpu")).state_dict()
     trained = load_checkpoint(reference_run / "model_last.pt")["learner"]["agent"]
     assert untrained.keys() == trained.keys()
     assert [k for k in untrained if not torch.equal(untrained[k], trained[k])], "step 1 left every weight as it was"

@@ -2,7 +2,7 @@
 equals an uninterrupted run's entry for entry (weights, optimiser and scheduler, counters, acting
 generator, environments, global RNGs, and each learner's own state: DQN's replay buffer, waiting
 n-step transitions and ε, SAC-D's learned temperature and its optimiser). The resume reads the
-checkpoint with ``weights_only=True`` (rl/storage.py), so every entry must be tensors and plain
+checkpoint with ``weights_only=True`` (runstore/__init__.py), so every entry must be tensors and plain
 values. PQN's kills are in test_kills.py (SFT has no state of its own beyond what PQN's tests cover)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import torch
 
-from rl.storage import load_checkpoint
-from rl.trainer import RunFolderError, run
+from rl.run.train import RunFolderError, run
+from runstore import load_checkpoint
 from tests.reliability.harness import metrics, run_cfg
 from tests.reliability.test_kills import kill_at
 

@@ -1,5 +1,5 @@
 """A run folder from someone else is data: evaluation takes from its config.yaml only what
-describes the trained model and its environment (rl/eval_run.py RUN_KEYS), never the feedback
+describes the trained model and its environment (rl/run/evaluate.py RUN_KEYS), never the feedback
 server, the output folder or a value read from the evaluating machine's environment."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from rl.eval_run import EvalError, merge_eval_config
+from rl.run.evaluate import EvalError, merge_eval_config
 from tests.eval.conftest import eval_cfg, write_run_config
 
 EVIL = "http://203.0.113.9:8000/v1"
@@ -118,13 +118,13 @@ def test_an_older_run_config_evaluates_with_defaults_and_a_warning(tmp_path, cap
             f"{tmp_path}/config.yaml lacks {missing}={want!r} (another version of Q-RAG): evaluating with "
             f"today's defaults"
         ]
-    from rl.validate import check_eval
+    from rl.run.validate import check_eval
 
     check_eval(merged)
 
 
 def test_a_speed_switch_of_a_newer_version_is_ignored(tmp_path, caplog):
-    from rl.fast.switches import SpeedSwitches
+    from rl.model.fast.switches import SpeedSwitches
 
     def newer(saved):
         saved["speed"]["warp_drive"] = True
@@ -140,8 +140,9 @@ def test_a_speed_switch_of_a_newer_version_is_ignored(tmp_path, caplog):
 def test_a_read_only_run_folder_evaluates_into_output_dir(tmp_path, monkeypatch):
     """Hydra's own folder (.eval_hydra/) defaulted into the run folder even with output_dir=
     elsewhere, so a read-only run folder could not be evaluated at all."""
-    from rl import storage
-    from rl.validate import ConfigError, check_output_folder
+    import runstore as storage
+    from rl.run.callbacks import check_output_folder
+    from rl.run.validate import ConfigError
 
     run, out = tmp_path / "run", tmp_path / "out"
     write_run_config(run)
@@ -165,7 +166,7 @@ def test_a_read_only_run_folder_evaluates_into_output_dir(tmp_path, monkeypatch)
 def compose_cfg_hydra(overrides: list[str]):
     from hydra import compose, initialize_config_dir
 
-    from rl.config import PROJECT_ROOT
+    from rl.run.config import PROJECT_ROOT
 
     with initialize_config_dir(config_dir=str(PROJECT_ROOT / "configs"), version_base="1.3"):
         cfg = compose("testing", overrides=overrides, return_hydra_config=True)
@@ -195,13 +196,13 @@ def test_an_unreachable_feedback_server_is_one_line():
 def test_a_checkpoint_without_weights_is_one_line(tmp_path):
     import torch
 
-    from rl.eval_run import load_agent
-    from rl.storage import CheckpointLoadError, save_checkpoint
+    from rl.run.evaluate import load_qnet
+    from runstore import CheckpointLoadError, save_checkpoint
 
     write_run_config(tmp_path)
     save_checkpoint({"config": {}, "best": 0.0}, tmp_path / "model_best.pt")
     with pytest.raises(CheckpointLoadError) as e:
-        load_agent(merge_eval_config(eval_cfg(tmp_path)), tmp_path / "model_best.pt", torch.device("cpu"))
+        load_qnet(merge_eval_config(eval_cfg(tmp_path)), tmp_path / "model_best.pt", torch.device("cpu"))
     assert str(e.value) == (
         f"{tmp_path}/model_best.pt lacks learner.agent (it was not written whole by this version of Q-RAG); "
         f"restore it from a copy"

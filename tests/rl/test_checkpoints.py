@@ -1,4 +1,4 @@
-"""Checkpoint contents and sweep pruning (rl/checkpoints.py); the run-level check of what
+"""Checkpoint contents and sweep pruning (rl/run/checkpoints.py); the run-level check of what
 model_best.pt holds is in tests/rl/test_train_run.py::test_run_folder_contract."""
 
 import os
@@ -6,9 +6,9 @@ import os
 import pytest
 from omegaconf import OmegaConf
 
-from rl.checkpoints import prune_sweep_checkpoints
-from rl.storage import FolderLock
-from rl.trainer import RunFolderError, open_run_dir
+from rl.run.checkpoints import prune_sweep_checkpoints
+from rl.run.train import RunFolderError, open_run_dir
+from runstore import FolderLock
 
 
 def _job(sweep, name, finished_at):
@@ -52,7 +52,7 @@ def test_keep_last_checkpoints_prunes_older_finished_jobs(tmp_path):
 
 
 def test_keep_last_checkpoints_is_checked(tiny_cfg):
-    from rl.validate import ConfigError, check_training
+    from rl.run.validate import ConfigError, check_training
 
     with pytest.raises(ConfigError, match="keep_last_checkpoints"):
         check_training(tiny_cfg("keep_last_checkpoints=-1"))

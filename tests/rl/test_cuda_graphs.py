@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from rl.encoders import Embedder
-from rl.fast.batching import embed_sequences
-from rl.fast.cuda_graphs import ROW_BUCKETS, WIDTH_BUCKETS, GraphedEncoder, _bucket
+from rl.model.embedder import Embedder
+from rl.model.fast.batching import embed_sequences
+from rl.model.fast.cuda_graphs import ROW_BUCKETS, WIDTH_BUCKETS, GraphedEncoder, _bucket
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -1,4 +1,4 @@
-"""One DQN micro-step + optimiser step (rl/agents/dqn.py) against an independent computation.
+"""One DQN micro-step + optimiser step (rl/learners/dqn.py) against an independent computation.
 
 The learner runs unmodified on a 2-layer offline MiniLM over tiny BabiLong haystacks (dropout 0,
 so every value can be recomputed). The test records the 1-step transitions the learner acted
@@ -25,11 +25,11 @@ import pytest
 import torch
 from torch import nn
 
-import rl.agents.dqn
+import rl.learners.dqn
 from envs.data.registry import build_dataset
 from envs.env import Episode, PositionSettings
-from rl.agents.dqn import DQNLearner
-from rl.build import agent_from_cfg, build_learner, train_env
+from rl.learners.dqn import DQNLearner
+from rl.run.build import build_learner, qnet_from_cfg, train_env
 from tests.conftest import compose_cfg
 from tests.rl.test_learner_step import (
     assert_close_fast,
@@ -72,16 +72,16 @@ def build(*extra: str):
     cfg = compose_cfg(BASE + list(extra))
     device = torch.device("cpu")
     if not _CACHE:
-        agent = agent_from_cfg(cfg, device)
-        for m in agent.modules():
+        qnet = qnet_from_cfg(cfg, device)
+        for m in qnet.modules():
             if isinstance(m, nn.Dropout):
                 m.p = 0.0
-        _CACHE["agent"] = agent
+        _CACHE["agent"] = qnet
         _CACHE["data"] = build_dataset(cfg.envs, "train", int(cfg.seed), 0.0, cfg.get("legacy"))
-    agent = copy.deepcopy(_CACHE["agent"])
+    qnet = copy.deepcopy(_CACHE["agent"])
     env = train_env(cfg, _CACHE["data"], device, int(cfg.seed), cfg.get("legacy"))
     env.reset_all()
-    learner = build_learner(agent, env, cfg, cfg.get("legacy"))
+    learner = build_learner(qnet, env, cfg, cfg.get("legacy"))
     assert isinstance(learner, DQNLearner)
     return cfg, learner
 
@@ -135,23 +135,23 @@ def test_dqn_micro_step_matches_definition(case, monkeypatch):
 
     monkeypatch.setattr(learner, "_act", act)
     learner.micro_step()  # the first optimiser step: online and target encoders differ afterwards
-    ref = copy.deepcopy(learner.agent)
+    ref = copy.deepcopy(learner.qnet)
 
     rows: list[int] = []
     original_sample = learner.buffer.sample
     monkeypatch.setattr(learner.buffer, "sample", lambda b, g: rows.extend(original_sample(b, g)) or list(rows))
     seen = {}
-    original_targets = rl.agents.dqn.nstep_targets
+    original_targets = rl.learners.dqn.nstep_targets
 
     def targets(*args):
         seen["y"] = original_targets(*args).clone()
         return seen["y"]
 
-    monkeypatch.setattr(rl.agents.dqn, "nstep_targets", targets)
+    monkeypatch.setattr(rl.learners.dqn, "nstep_targets", targets)
     grads = {}
 
     def before_step(opt, args, kwargs):  # the (clipped) gradients AdamW receives
-        grads["seen"] = [p.grad.clone() for p in learner.agent.trainable_parameters()]
+        grads["seen"] = [p.grad.clone() for p in learner.qnet.trainable_parameters()]
 
     learner.optimizer.register_step_pre_hook(before_step)
 
@@ -217,10 +217,10 @@ def test_dqn_micro_step_matches_definition(case, monkeypatch):
         assert_close_fast(g_seen, g * CLIP / norm, rtol=1e-3, atol=1e-4 * gmax)
 
     # EMA of both target encoders
-    agent = learner.agent
+    qnet = learner.qnet
     for online, target, target0 in (
-        (agent.state_enc, agent.target_state, ref.target_state),
-        (agent.action_enc, agent.target_action, ref.target_action),
+        (qnet.state_enc, qnet.target_state, ref.target_state),
+        (qnet.action_enc, qnet.target_action, ref.target_action),
     ):
         for p, pt, pt0 in zip(online.parameters(), target.parameters(), target0.parameters(), strict=True):
             assert_close_fast(pt.detach(), TAU * p.detach() + (1 - TAU) * pt0.detach(), rtol=1e-6, atol=1e-8)
@@ -234,13 +234,13 @@ def test_hard_target_copy_every_interval(interval):
     _, learner = build(
         "algo.dqn.hyperparams.target_update=hard", f"algo.dqn.hyperparams.target_update_interval={interval}"
     )
-    agent = learner.agent
-    initial = copy.deepcopy(agent.target_state.state_dict())
+    qnet = learner.qnet
+    initial = copy.deepcopy(qnet.target_state.state_dict())
     for step in (1, 2):
         learner.micro_step()
         assert learner.counters.optimizer_steps == step
-    same = [torch.equal(a, b) for a, b in zip(agent.target_state.parameters(), agent.state_enc.parameters())]
-    kept = [torch.equal(v, initial[k]) for k, v in agent.target_state.state_dict().items()]
+    same = [torch.equal(a, b) for a, b in zip(qnet.target_state.parameters(), qnet.state_enc.parameters())]
+    kept = [torch.equal(v, initial[k]) for k, v in qnet.target_state.state_dict().items()]
     if interval == 2:
         assert all(same) and not all(kept)
     else:
@@ -279,14 +279,14 @@ def test_acting_after_the_warm_up(exploration, monkeypatch):
         "algo.dqn.hyperparams.temperature=0.2",
         "algo.dqn.hyperparams.top_k_actions=3",
     )
-    ref = copy.deepcopy(learner.agent)
+    ref = copy.deepcopy(learner.qnet)
     learner.env.episodes[0].selected.append(5)  # one slot mid-episode: chunk 5 is not available
     learner.env.episodes[0].available[5] = False
     before = [(ep, list(ep.selected)) for ep in learner.env.episodes]
     calls = []
-    original = rl.agents.dqn.sample_policy
+    original = rl.learners.dqn.sample_policy
     monkeypatch.setattr(
-        rl.agents.dqn,
+        rl.learners.dqn,
         "sample_policy",
         lambda q, a, k, t, g: calls.append((q, a.clone(), k, t)) or original(q, a, k, t, g),
     )

@@ -1,4 +1,4 @@
-"""DQN end to end (rl/agents/dqn.py): a killed and resumed run equals an uninterrupted one bit for
+"""DQN end to end (rl/learners/dqn.py): a killed and resumed run equals an uninterrupted one bit for
 bit on CPU (the replay buffer and the waiting n-step transitions are in the checkpoint), and the
 demo task is learned (docs/DQN.md)."""
 
@@ -8,9 +8,9 @@ import pytest
 import torch
 from omegaconf import open_dict
 
-from rl.agents.dqn import DQNLearner
-from rl.trainer import run
-from rl.validate import ConfigError, check_training
+from rl.learners.dqn import DQNLearner
+from rl.run.train import run
+from rl.run.validate import ConfigError, check_training
 from tests.conftest import DEMO_CUT, TINY, compose_cfg
 
 # TINY episodes last 2 steps; 3 warm-up + 1 + 1 vectorised steps leave half-assembled n-step transitions at the cut

@@ -1,14 +1,14 @@
-"""``Hyperparams.from_cfg`` (rl/agents/base.py): one generic reader for every learner's
+"""``Hyperparams.from_cfg`` (rl/learners/base.py): one generic reader for every learner's
 ``algo.<NAME>.hyperparams``, checked against the field-by-field reading each learner had before."""
 
 import pytest
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError
 
-from rl.agents.dqn import Hyper as DQNHyper
-from rl.agents.pqn import Hyper as PQNHyper
-from rl.agents.sac_d import SacHyper
-from rl.agents.sarsa import SarsaHyper
+from rl.learners.dqn import Hyper as DQNHyper
+from rl.learners.pqn import Hyper as PQNHyper
+from rl.learners.sac_d import SacHyper
+from rl.learners.sarsa import SarsaHyper
 from tests.conftest import ROOT
 
 

@@ -1,6 +1,6 @@
 """One micro-step + optimiser step of the real learners against an independent computation.
 
-The learners (rl/agents/pqn.py, rl/agents/sft.py, rl/agents/base.py) run unmodified on a 2-layer offline
+The learners (rl/learners/pqn.py, rl/learners/sft.py, rl/learners/base.py) run unmodified on a 2-layer offline
 MiniLM over tiny BabiLong haystacks. The test watches what they compute (the λ-returns' inputs
 and output, the gradients AdamW receives, the weights afterwards) and recomputes every value from
 the method's definition (paper §4, README's "Departures from the reference implementation" for the
@@ -37,8 +37,8 @@ from envs.data.registry import build_dataset
 from envs.env import PositionSettings, VecRetrievalEnv
 from envs.feedback import build_feedback
 from envs.positions import relative_codes_host
-from rl.agents.sft import SFTLearner
-from rl.build import agent_from_cfg, build_learner
+from rl.learners.sft import SFTLearner
+from rl.run.build import build_learner, qnet_from_cfg
 from tests.conftest import compose_cfg
 
 LR0, ALPHA0, TAU, GAMMA, LAM, TOPK, CLIP, STEPS = 1e-3, 0.05, 0.1, 0.9, 0.65, 2, 0.05, 4
@@ -79,11 +79,11 @@ def build(*extra: str):
     device = torch.device("cpu")
     legacy = cfg.get("legacy")
     if not _CACHE:  # weights and data are the slow part: once per module (every case has the same)
-        agent = agent_from_cfg(cfg, device)
-        for m in agent.modules():
+        qnet = qnet_from_cfg(cfg, device)
+        for m in qnet.modules():
             if isinstance(m, nn.Dropout):
                 m.p = 0.0
-        _CACHE["agent"] = agent
+        _CACHE["agent"] = qnet
         _CACHE["data"] = build_dataset(cfg.envs, "train", int(cfg.seed), 0.0, legacy)
     pristine, ds = _CACHE["agent"], _CACHE["data"]
     # the previous case used it as its reference: drop its gradients, restore the modes
@@ -95,7 +95,7 @@ def build(*extra: str):
         (pristine.target_action, False),
     ):
         enc.train(train)
-    agent = copy.deepcopy(pristine)
+    qnet = copy.deepcopy(pristine)
     env = VecRetrievalEnv(
         ds,
         build_feedback(cfg.feedback, cfg.envs, "train", legacy, str(cfg.envs.task)),
@@ -108,7 +108,7 @@ def build(*extra: str):
         "train",
     )
     env.reset_all()
-    learner = build_learner(agent, env, cfg, legacy)
+    learner = build_learner(qnet, env, cfg, legacy)
     return cfg, learner, pristine
 
 
@@ -140,15 +140,15 @@ class Watch:
 
         if original_returns is not None:
             monkeypatch.setattr(module, "lambda_returns", returns)
-        agent = learner.agent
-        for enc in (agent.target_state, agent.target_action):
+        qnet = learner.qnet
+        for enc in (qnet.target_state, qnet.target_action):
             enc.register_forward_pre_hook(
                 lambda mod, args, kw: self.target_modes.append(mod.training) and None, with_kwargs=True
             )
 
         def before_step(opt, args, kwargs):
             # zero_grad(set_to_none) drops these tensors after the step without touching them
-            self.grads = [p.grad for p in agent.trainable_parameters()]
+            self.grads = [p.grad for p in qnet.trainable_parameters()]
 
         learner.optimizer.register_step_pre_hook(before_step)
 
@@ -247,7 +247,7 @@ def global_norm(tensors) -> float:
 def check_optimiser_step(cfg, learner, ref, scalars, grads_ref, tau_expected, lr_before, lr_after, alpha_after):
     """lr, α and the EMA of both target encoders against the definition, from the pristine copy
     ``ref``; with independent gradients ``grads_ref`` also the clipping and the AdamW step."""
-    agent = learner.agent
+    qnet = learner.qnet
     if grads_ref is not None:
         check_gradients_and_adamw(cfg, learner, ref, scalars, grads_ref, lr_before)
     assert scalars["lr"] == pytest.approx(lr_after, rel=1e-12)
@@ -257,8 +257,8 @@ def check_optimiser_step(cfg, learner, ref, scalars, grads_ref, tau_expected, lr
         assert learner.alpha == pytest.approx(alpha_after, rel=1e-12)
         assert scalars["alpha"] == learner.alpha
     for online, target, target0 in (
-        (agent.state_enc, agent.target_state, ref.target_state),
-        (agent.action_enc, agent.target_action, ref.target_action),
+        (qnet.state_enc, qnet.target_state, ref.target_state),
+        (qnet.action_enc, qnet.target_action, ref.target_action),
     ):
         for p, pt, pt0 in zip(online.parameters(), target.parameters(), target0.parameters(), strict=True):
             want = tau_expected * p.detach() + (1 - tau_expected) * pt0.detach()
@@ -267,7 +267,7 @@ def check_optimiser_step(cfg, learner, ref, scalars, grads_ref, tau_expected, lr
 
 def check_gradients_and_adamw(cfg, learner, ref, scalars, grads_ref, lr_before):
     """The reported norm, the clipped gradients AdamW received and the weights after its step."""
-    agent, watch = learner.agent, learner._watch
+    qnet, watch = learner.qnet, learner._watch
     norm = global_norm(grads_ref)
     assert norm > 2 * CLIP, "precondition: clipping must be active for this check to mean anything"
     assert scalars["grad_norm"] == pytest.approx(norm, rel=1e-4)
@@ -282,7 +282,7 @@ def check_gradients_and_adamw(cfg, learner, ref, scalars, grads_ref, lr_before):
     # learner handed over, so that only the optimiser's settings are under test here
     opt = cfg.algo.optimizer
     eps, wd = float(opt.eps), float(opt.weight_decay)
-    for p1, p0, g in zip(agent.trainable_parameters(), ref.trainable_parameters(), watch.grads, strict=True):
+    for p1, p0, g in zip(qnet.trainable_parameters(), ref.trainable_parameters(), watch.grads, strict=True):
         if g is None:  # no gradient: AdamW leaves the parameter alone (no decay either)
             want = p0.detach()
         else:

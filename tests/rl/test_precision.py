@@ -1,11 +1,11 @@
-"""``precision`` is interpreted in one place (rl/precision.py) and defaulted in one (the yaml)."""
+"""``precision`` is interpreted in one place (rl/model/precision.py) and defaulted in one (the yaml)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from rl.precision import PRECISIONS, Precision
+from rl.model.precision import PRECISIONS, Precision
 
 CPU, GPU = torch.device("cpu"), torch.device("cuda", 0)  # a device object needs no GPU
 
@@ -38,7 +38,7 @@ def test_apply_sets_the_matmul_precision():
 
 
 def test_unknown_name_and_one_list_of_names():
-    from rl import validate
+    from rl.run import validate
 
     with pytest.raises(ValueError, match="precision must be one of auto, tf32, fp32, bf16, got 'fp16'"):
         Precision.resolve("fp16", CPU)
@@ -49,8 +49,8 @@ def test_the_yaml_holds_the_only_default():
     """No code path defaults it: the training config does, and the agent requires a Precision."""
     import inspect
 
-    from rl.agent import QRAGAgent
+    from rl.model.qnetwork import QNetwork
     from tests.conftest import compose_cfg
 
     assert compose_cfg([]).precision == "auto"
-    assert inspect.signature(QRAGAgent).parameters["precision"].default is inspect.Parameter.empty
+    assert inspect.signature(QNetwork).parameters["precision"].default is inspect.Parameter.empty

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from rl.qfunc import q_all, sample_policy, soft_values, twin_heads
+from rl.model.qfunc import q_all, sample_policy, soft_values, twin_heads
 
 
 def heads(s, a):

@@ -1,5 +1,5 @@
-"""The DQN replay memory (rl/replay.py): n-step assembly, ring buffer, sampling, checkpoint state,
-and the pure target maths of rl/agents/dqn.py, against hand-worked cases and brute force."""
+"""The DQN replay memory (rl/learners/replay.py): n-step assembly, ring buffer, sampling, checkpoint state,
+and the pure target maths of rl/learners/dqn.py, against hand-worked cases and brute force."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 import torch
 
-from rl.agents.dqn import bootstrap_values, nstep_targets
-from rl.replay import NStep, NStepAssembler, ReplayBuffer, Step
+from rl.learners.dqn import bootstrap_values, nstep_targets
+from rl.learners.replay import NStep, NStepAssembler, ReplayBuffer, Step
 
 G = 0.9
 

@@ -10,8 +10,8 @@ import json
 import pytest
 import torch
 
-from rl.agents import LEARNERS
-from rl.trainer import run
+from rl.learners import LEARNERS
+from rl.run.train import run
 from tests.conftest import interrupt_after
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from rl.returns import lambda_returns
+from rl.learners.returns import lambda_returns
 
 
 def brute_force(r, d, v, boot, gamma, lam, off_by_one=False):

@@ -1,7 +1,7 @@
 import torch
 from rotary_embedding_torch import RotaryEmbedding
 
-from rl.rotary import HalfRotary
+from rl.model.rotary import HalfRotary
 
 
 def test_matches_rotary_embedding_torch_per_half():
@@ -52,13 +52,13 @@ def test_agent_applies_the_configured_interpolate_factor():
     # algo.model.predictor.interpolate_factor reaches the agent's rotation, not only the config
     from omegaconf import OmegaConf
 
-    from rl.agent import QRAGAgent
-    from rl.fast.switches import SpeedSwitches
-    from rl.precision import Precision
+    from rl.model.fast.switches import SpeedSwitches
+    from rl.model.precision import Precision
+    from rl.model.qnetwork import QNetwork
 
     cpu = torch.device("cpu")
     model = OmegaConf.create({"name": "offline:minilm", "predictor": {"num_layers": 1, "interpolate_factor": 3}})
     layout = {"max_action_length": 12, "max_action_length_in_memory": 8, "max_state_length": 40}
-    agent = QRAGAgent(model, layout, cpu, Precision.resolve("fp32", cpu), 64, SpeedSwitches())
-    x, p = torch.randn(4, agent.dim), torch.tensor([0, 2, 3, 7])
-    torch.testing.assert_close(agent.rope(x, p), HalfRotary(agent.dim)(x, torch.tensor([0, 0, 1, 2])))
+    qnet = QNetwork(model, layout, cpu, Precision.resolve("fp32", cpu), 64, SpeedSwitches())
+    x, p = torch.randn(4, qnet.dim), torch.tensor([0, 2, 3, 7])
+    torch.testing.assert_close(qnet.rope(x, p), HalfRotary(qnet.dim)(x, torch.tensor([0, 0, 1, 2])))

@@ -1,4 +1,4 @@
-"""SAC-D (rl/agents/sac_d.py): the soft target and the temperature against brute-force
+"""SAC-D (rl/learners/sac_d.py): the soft target and the temperature against brute-force
 computations, and one real micro-step + optimiser step against an independent computation:
 
   π′(a|s′) = softmax(Q′/α) over the top-min(k, |A|) available chunks, Q′ = q′1 + q′2 (target)
@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import tests.rl.test_learner_step as tls
-from rl.agents.sac_d import SacDLearner, Temperature, sac_values, target_entropy
+from rl.learners.sac_d import SacDLearner, Temperature, sac_values, target_entropy
 from tests.rl.test_learner_step import (
     ALPHA0,
     LAM,

@@ -1,4 +1,4 @@
-"""SARSA (rl/agents/sarsa.py): the n-step target against a brute-force recursion, and one real
+"""SARSA (rl/learners/sarsa.py): the n-step target against a brute-force recursion, and one real
 micro-step + optimiser step against an independent computation from the definition:
 
   G_t = Σ_{i<m} γ^i r_{t+i} + γ^m Q′(s_{t+m}, a_{t+m}),  m = min(n, L − t), cut at an episode end
@@ -16,11 +16,11 @@ import random
 import pytest
 import torch
 
-import rl.agents.sarsa as sarsa_mod
+import rl.learners.sarsa as sarsa_mod
 import tests.rl.test_learner_step as tls
 from envs.env import PositionSettings
-from rl.agents.sarsa import SarsaLearner, policy_probs, sarsa_returns
-from rl.qfunc import sample_policy
+from rl.learners.sarsa import SarsaLearner, policy_probs, sarsa_returns
+from rl.model.qfunc import sample_policy
 from tests.rl.test_learner_step import (
     ALPHA0,
     LR0,

@@ -6,10 +6,10 @@ import pytest
 import torch
 from omegaconf import open_dict
 
-from rl.agents.sac_d import SacDLearner
-from rl.agents.sarsa import SarsaLearner
-from rl.trainer import run
-from rl.validate import ConfigError, check_training
+from rl.learners.sac_d import SacDLearner
+from rl.learners.sarsa import SarsaLearner
+from rl.run.train import run
+from rl.run.validate import ConfigError, check_training
 from tests.conftest import DEMO_CUT, TINY, compose_cfg, interrupt_after
 from tests.rl.test_train_run import read_metrics
 

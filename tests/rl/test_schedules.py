@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from rl.schedules import build_scheduler, lr_factor
+from rl.learners.schedules import build_scheduler, lr_factor
 
 
 def test_warmup_linear_ref_semantics():

@@ -1,4 +1,4 @@
-"""The SFT losses (rl/agents/sft.py) against straightforward computations written from their
+"""The SFT losses (rl/learners/sft.py) against straightforward computations written from their
 definitions: every chunk and every teacher-forced state embedded alone (no padding, no batching),
 position codes from the env's per-state path, gold chunks in document order. ``softmax``:
 cross-entropy as logsumexp over the available chunks minus the gold chunk's Q, mean over
@@ -12,8 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rl.agents.sft import SFTLearner, teacher_trajectory
-from rl.trainer import Trainer
+from rl.learners.sft import SFTLearner, teacher_trajectory
+from rl.run.train import Trainer
 
 DEFAULT_GROUP_TOKENS = SFTLearner.GROUP_TOKENS
 SFT = ["learner=sft", "batch_size=6", "final_eval_episodes=0", "eval_episodes=2"]  # qa2, T = 2
@@ -33,13 +33,13 @@ def embed_unpadded(encoder, seqs):
 
 def reference_terms(learner, eps):
     """Per sample, per teacher-forced hop: (Q over all chunks, availability, gold chunk)."""
-    agent, env = learner.agent, learner.env
+    qnet, env = learner.qnet, learner.env
     out = []
     for ep in eps:
         gold = sorted(set(int(i) for i in ep.sample["sf_idx"]))[: env.max_steps]
-        u = embed_unpadded(agent.action_enc, [agent.action_ids(ep, j) for j in range(ep.n_chunks)])
+        u = embed_unpadded(qnet.action_enc, [qnet.action_ids(ep, j) for j in range(ep.n_chunks)])
         states = embed_unpadded(
-            agent.state_enc, [agent.state_ids(ep, env.sort_by_index, selected=gold[:t]) for t in range(len(gold))]
+            qnet.state_enc, [qnet.state_ids(ep, env.sort_by_index, selected=gold[:t]) for t in range(len(gold))]
         )
         hops = []
         for t, s in enumerate(states):
@@ -47,7 +47,7 @@ def reference_terms(learner, eps):
             avail[gold[:t]] = False
             state = dataclasses.replace(ep, available=avail, selected=gold[:t])  # the env's state "gold[:t] held"
             codes = state.codes(env.pos)
-            hops.append(((u if codes is None else agent.rope(u, codes)) @ s, avail, gold[t]))
+            hops.append(((u if codes is None else qnet.rope(u, codes)) @ s, avail, gold[t]))
         out.append(hops)
     return out
 
@@ -69,22 +69,22 @@ def reference_loss(learner, eps, loss="softmax", early_stop=True):
     return torch.stack(per_sample).mean()
 
 
-def grads(agent):
-    return [None if p.grad is None else p.grad.clone() for p in agent.trainable_parameters()]
+def grads(qnet):
+    return [None if p.grad is None else p.grad.clone() for p in qnet.trainable_parameters()]
 
 
 @pytest.mark.parametrize("loss", ["softmax", "beam"])
 def test_sft_loss_and_gradients_match_the_definition(tiny_cfg, monkeypatch, loss):
     trainer = Trainer(tiny_cfg(*SFT, *([SOFTMAX] if loss == "softmax" else [])))
-    learner, agent = trainer.learner, trainer.agent
+    learner, qnet = trainer.learner, trainer.qnet
     assert isinstance(learner, SFTLearner) and learner.env.pos.processor == "relative"
     assert learner.hp.loss == loss  # beam is the default
-    for m in agent.modules():  # dropout off: both sides must draw no random masks
+    for m in qnet.modules():  # dropout off: both sides must draw no random masks
         if isinstance(m, torch.nn.Dropout):
             m.p = 0.0
     eps = learner.draw_episodes()
     assert len(eps) >= 3 and all(len(teacher_trajectory(ep.sample, 2)) == 2 for ep in eps)
-    lens = {len(agent.action_ids(ep, j)) for ep in eps for j in range(ep.n_chunks)}
+    lens = {len(qnet.action_ids(ep, j)) for ep in eps for j in range(ep.n_chunks)}
     assert len(lens) > 1  # chunks of mixed lengths: padding and length buckets are exercised
     if loss == "beam":  # some sample stops early: the test tells early stopping from none
         with torch.no_grad():
@@ -97,23 +97,23 @@ def test_sft_loss_and_gradients_match_the_definition(tiny_cfg, monkeypatch, loss
 
 
 def check_against_reference(learner, eps, monkeypatch, loss):
-    agent = learner.agent
-    agent.zero_grad(set_to_none=True)
-    agent.state_enc.train(), agent.action_enc.train()
+    qnet = learner.qnet
+    qnet.zero_grad(set_to_none=True)
+    qnet.state_enc.train(), qnet.action_enc.train()
     ref = reference_loss(learner, eps, loss)
     ref.backward()
-    want = grads(agent)
+    want = grads(qnet)
     assert sum(g is not None for g in want) > 0
     scale = max(float(w.abs().max()) for w in want if w is not None)  # float noise is relative to this
 
     for budget in (DEFAULT_GROUP_TOKENS, 1):  # all samples in one pass; one sample per pass
         monkeypatch.setattr(SFTLearner, "GROUP_TOKENS", budget)
         assert len(learner.groups(eps)) == (1 if budget > 1 else len(eps))
-        agent.zero_grad(set_to_none=True)
+        qnet.zero_grad(set_to_none=True)
         scalars = learner.loss_on(eps)
         assert scalars["transitions"] == 2 * len(eps)
         assert scalars["ce_loss"] == pytest.approx(ref.item(), rel=1e-5, abs=1e-6)
-        for w, g in zip(want, grads(agent)):
+        for w, g in zip(want, grads(qnet)):
             if w is None:
                 assert g is None or float(g.abs().max()) <= 1e-5 * scale
             else:

@@ -1,4 +1,4 @@
-"""Speed switches (rl/fast/) change only the schedule, never the results; the agent owns its caches.
+"""Speed switches (rl/model/fast/) change only the schedule, never the results; the agent owns its caches.
 
 Covers: the length-bucketing planner against a brute-force optimum, bucketed vs reference
 embedding, streamed vs one-shot tokenisation, the config parsing of the ``speed`` block (removed
@@ -21,12 +21,13 @@ import torch
 from omegaconf import OmegaConf
 
 from envs.env import Episode
-from rl.encoders import assemble_tokens, load_tokenizer, text_length, token_layout, tokenize_sample
-from rl.fast import switches as switches_module
-from rl.fast.batching import embed_sequences, plan_slices
-from rl.fast.switches import REMOVED, SpeedSwitches
-from rl.fast.tokenize import stream_chunk_tokens
-from rl.precision import Precision
+from rl.model.embedder import load_tokenizer
+from rl.model.fast import switches as switches_module
+from rl.model.fast.batching import embed_sequences, plan_slices
+from rl.model.fast.switches import REMOVED, SpeedSwitches
+from rl.model.fast.tokenize import stream_chunk_tokens
+from rl.model.precision import Precision
+from rl.model.tokens import assemble_tokens, text_length, token_layout, tokenize_sample
 
 MODEL = OmegaConf.create({"name": "offline:minilm"})
 CPU = torch.device("cpu")
@@ -174,7 +175,7 @@ def test_streamed_tokens_equal_one_shot(tok):
     chunks = [" ".join(rng.choice(words, int(rng.integers(1, 14)))) + "." for _ in range(41)]
     chunks[5] = ""  # an empty chunk
     q, qp, pp = "Where is Mary?", "query: ", "passage: "
-    parts = list(stream_chunk_tokens(tok, chunks, layout, pp, first=3, largest=8, ahead=True))
+    parts = list(stream_chunk_tokens(tok, chunks, layout.content_cut, pp, first=3, largest=8, ahead=True))
     assert [p[0] for p in parts] == [0, 3, 9, 17, 25, 33]  # doubling slices, capped at `largest`
     streamed = assemble_tokens(tok, q, parts, layout, qp)
     one_shot = tokenize_sample(tok, q, chunks, layout, qp, pp)
@@ -184,7 +185,9 @@ def test_streamed_tokens_equal_one_shot(tok):
         assert a.action_chunks == [tok(pp + c, add_special_tokens=False)["input_ids"][:cut] for c in chunks]
         assert a.text_len == len(tok(qp + q)["input_ids"]) + sum(len(tok(c)["input_ids"]) for c in chunks)
     assert any(len(tok(c, add_special_tokens=False)["input_ids"]) > cut for c in chunks)  # the cut matters
-    no_prefix = assemble_tokens(tok, q, list(stream_chunk_tokens(tok, chunks, layout, "", first=2, largest=4)), layout)
+    no_prefix = assemble_tokens(
+        tok, q, list(stream_chunk_tokens(tok, chunks, layout.content_cut, "", first=2, largest=4)), layout
+    )
     assert no_prefix.action_chunks is no_prefix.chunks and no_prefix.chunks == one_shot.chunks
 
 
@@ -227,7 +230,7 @@ def test_removed_switches_are_ignored_with_one_warning(monkeypatch, caplog):
     assert set(REMOVED) == {"token_cache", "batched_targets", "batch_envs", "single_encoder_eval", "pinned_transfers"}
     assert not set(REMOVED) & set(SpeedSwitches().as_dict())
     old = {"speed": {**{k: False for k in REMOVED}, "chunk_cache": False}}
-    with caplog.at_level(logging.WARNING, logger="rl.fast.switches"):
+    with caplog.at_level(logging.WARNING, logger="rl.model.fast.switches"):
         assert SpeedSwitches.from_cfg(OmegaConf.create(old)) == dataclasses.replace(SpeedSwitches(), chunk_cache=False)
         assert SpeedSwitches.from_cfg(OmegaConf.create({"speed": {k: True for k in REMOVED}})) == SpeedSwitches()
     warnings = [r.getMessage() for r in caplog.records]
@@ -240,7 +243,7 @@ def test_speed_block_through_the_eval_merge(tmp_path):
     """testing.yaml's all-null block keeps the run's switches; the command line overrides them;
     a run folder from before the block (top-level compile_encoders) gets the defaults + compile;
     one with the removed switches loads and evaluates with the rest."""
-    from rl.eval_run import merge_eval_config
+    from rl.run.evaluate import merge_eval_config
     from tests.eval.conftest import TRAIN_OVERRIDES, eval_cfg, write_run_config
 
     run_dir = tmp_path / "run"
@@ -265,8 +268,8 @@ def test_speed_block_through_the_eval_merge(tmp_path):
 
 # -- the agent's caches ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def small_agent():
-    from rl.agent import QRAGAgent
+def small_qnet():
+    from rl.model.qnetwork import QNetwork
 
     model = OmegaConf.create(
         {
@@ -282,7 +285,7 @@ def small_agent():
         "eval_max_action_length_in_memory": 6,
         "max_state_length": 40,
     }
-    return QRAGAgent(model, layout, CPU, Precision.resolve("fp32", CPU), 64, SpeedSwitches())
+    return QNetwork(model, layout, CPU, Precision.resolve("fp32", CPU), 64, SpeedSwitches())
 
 
 SAMPLE = {
@@ -302,15 +305,15 @@ def _episode(sample=SAMPLE):
     return Episode(0, dict(sample), torch.ones(len(sample["chunks"]), dtype=torch.bool))
 
 
-def test_agent_tokens_match_the_tokenizer(small_agent):
+def test_agent_tokens_match_the_tokenizer(small_qnet):
     """State and action ids spliced from the agent's cached ids equal those built from the
     tokenizer's own output, text by text (the reference re-tokenises every state)."""
-    agent, tok = small_agent, small_agent.tokenizer
+    qnet, tok = small_qnet, small_qnet.tokenizer
     cls, sep = tok.cls_token_id, tok.sep_token_id
     ids = lambda text, cut: tok(text, add_special_tokens=False)["input_ids"][:cut]  # noqa: E731
     ep = _episode()
-    tokens = agent.tokens(ep)
-    assert agent.tokens(ep) is tokens  # tokenised once per episode
+    tokens = qnet.tokens(ep)
+    assert qnet.tokens(ep) is tokens  # tokenised once per episode
     assert tokens.action_chunks != tokens.chunks  # the passage prefix is in the action ids
     for sel in ([], [1], [3, 0], [4, 1, 2], [0, 1, 2, 3, 4]):
         for sort in (False, True):
@@ -321,9 +324,9 @@ def test_agent_tokens_match_the_tokenizer(small_agent):
                     want += ids(SAMPLE["chunks"][j], mem) + [sep]
                 if len(want) > 40:
                     want = want[:39] + [sep]
-                assert agent.state_ids(ep, sort, evaluation, selected=sel) == want, (sel, sort, evaluation)
+                assert qnet.state_ids(ep, sort, evaluation, selected=sel) == want, (sel, sort, evaluation)
     for j, chunk in enumerate(SAMPLE["chunks"]):
-        assert agent.action_ids(ep, j) == [cls] + ids("passage: " + chunk, 10) + [sep]
+        assert qnet.action_ids(ep, j) == [cls] + ids("passage: " + chunk, 10) + [sep]
     n_special = 2
     want_len = len(tok("query: " + SAMPLE["question"])["input_ids"]) + sum(
         len(tok(c)["input_ids"]) for c in SAMPLE["chunks"]
@@ -331,91 +334,91 @@ def test_agent_tokens_match_the_tokenizer(small_agent):
     assert text_length(tokens, n_special) == want_len
 
 
-def test_agent_caches_are_its_own_and_die_with_the_episode(small_agent):
+def test_agent_caches_are_its_own_and_die_with_the_episode(small_qnet):
     """Tokens and chunk embeddings live in the agent, not on the episode; an episode no longer
     referenced takes its entries with it; embeddings are recomputed when the weights change."""
-    agent = small_agent
-    agent.caches.tokens.clear()
-    for c in agent.caches.chunks.values():
+    qnet = small_qnet
+    qnet.caches.tokens.clear()
+    for c in qnet.caches.chunks.values():
         c.clear()
     ep = _episode()
     before = dict(vars(ep))
-    u = agent.chunk_embeddings(ep, "online", train=False)
-    assert u.shape == (len(SAMPLE["chunks"]), agent.dim)
-    assert agent.chunk_embeddings(ep, "online", train=False) is u  # a hit
-    want = agent.embed(agent.action_enc, [agent.action_ids(ep, j) for j in range(ep.n_chunks)], train=False)
+    u = qnet.chunk_embeddings(ep, "online", train=False)
+    assert u.shape == (len(SAMPLE["chunks"]), qnet.dim)
+    assert qnet.chunk_embeddings(ep, "online", train=False) is u  # a hit
+    want = qnet.embed(qnet.action_enc, [qnet.action_ids(ep, j) for j in range(ep.n_chunks)], train=False)
     torch.testing.assert_close(u, want, rtol=1e-5, atol=1e-6)
-    agent.weights_version += 1  # an optimiser step: stale
-    assert agent.chunk_embeddings(ep, "online", train=False) is not u
-    agent.chunk_embeddings(ep, "target", train=False)
+    qnet.weights_version += 1  # an optimiser step: stale
+    assert qnet.chunk_embeddings(ep, "online", train=False) is not u
+    qnet.chunk_embeddings(ep, "target", train=False)
     assert vars(ep).keys() == before.keys()  # nothing hung on the environment's object
-    assert agent.caches.sizes() == {"tokens": 1, "pretokenized": 0, "chunks_online": 1, "chunks_target": 1}
+    assert qnet.caches.sizes() == {"tokens": 1, "pretokenized": 0, "chunks_online": 1, "chunks_target": 1}
     alive = weakref.ref(ep)
     del ep
     gc.collect()
     assert alive() is None  # the caches did not keep the finished episode alive
-    assert agent.caches.sizes() == {"tokens": 0, "pretokenized": 0, "chunks_online": 0, "chunks_target": 0}
+    assert qnet.caches.sizes() == {"tokens": 0, "pretokenized": 0, "chunks_online": 0, "chunks_target": 0}
     many = [_episode() for _ in range(5)]
-    agent.ensure_chunk_embeddings(many + many[:2], "online", train=False)  # one pass, duplicates once
-    assert len(agent.caches.chunks["online"]) == 5
+    qnet.ensure_chunk_embeddings(many + many[:2], "online", train=False)  # one pass, duplicates once
+    assert len(qnet.caches.chunks["online"]) == 5
     del many
     gc.collect()
-    assert agent.caches.sizes()["chunks_online"] == 0 and agent.caches.sizes()["tokens"] == 0
+    assert qnet.caches.sizes()["chunks_online"] == 0 and qnet.caches.sizes()["tokens"] == 0
 
 
-def test_chunk_cache_off_reembeds_every_rollout(small_agent):
-    agent = small_agent
+def test_chunk_cache_off_reembeds_every_rollout(small_qnet):
+    qnet = small_qnet
     ep = _episode()
-    u = agent.chunk_embeddings(ep, "online", train=False)
+    u = qnet.chunk_embeddings(ep, "online", train=False)
     try:
-        agent.speed = dataclasses.replace(agent.speed, chunk_cache=False)
-        agent.tick += 1  # a rollout starts (the learner counts them from 1)
-        first = agent.chunk_embeddings(ep, "online", train=False)
-        assert first is not u and agent.chunk_embeddings(ep, "online", train=False) is first  # same rollout
-        agent.tick += 1  # the next rollout
-        assert agent.chunk_embeddings(ep, "online", train=False) is not first
+        qnet.speed = dataclasses.replace(qnet.speed, chunk_cache=False)
+        qnet.tick += 1  # a rollout starts (the learner counts them from 1)
+        first = qnet.chunk_embeddings(ep, "online", train=False)
+        assert first is not u and qnet.chunk_embeddings(ep, "online", train=False) is first  # same rollout
+        qnet.tick += 1  # the next rollout
+        assert qnet.chunk_embeddings(ep, "online", train=False) is not first
     finally:
-        agent.speed = SpeedSwitches()
+        qnet.speed = SpeedSwitches()
 
 
-def test_streamed_haystack_equals_one_pass(small_agent, monkeypatch):
+def test_streamed_haystack_equals_one_pass(small_qnet, monkeypatch):
     """The large-haystack path (tokenised slice by slice while embedding; GPU only by default,
     forced here at a tiny threshold) gives the agent the same tokens and chunk embeddings."""
-    from rl.fast import encoding
+    from rl.model.fast import encoding
 
-    agent = small_agent
+    qnet = small_qnet
     monkeypatch.setattr(encoding, "STREAM_MIN_CHUNKS", 3)
     monkeypatch.setattr(encoding, "STREAM_FIRST_SLICE", 2)
-    monkeypatch.setattr(agent.encoding, "streaming", True)
+    monkeypatch.setattr(qnet.encoding, "streaming", True)
     streamed, plain = _episode(), _episode()
     with monkeypatch.context() as m:
-        m.setattr(type(agent), "tokenize", lambda self, sample: pytest.fail("the streamed path tokenised in one go"))
-        u_streamed = agent.chunk_embeddings(streamed, "online", train=False)
-    monkeypatch.setattr(agent.encoding, "streaming", False)
-    u_plain = agent.chunk_embeddings(plain, "online", train=False)
+        m.setattr(type(qnet), "tokenize", lambda self, sample: pytest.fail("the streamed path tokenised in one go"))
+        u_streamed = qnet.chunk_embeddings(streamed, "online", train=False)
+    monkeypatch.setattr(qnet.encoding, "streaming", False)
+    u_plain = qnet.chunk_embeddings(plain, "online", train=False)
     torch.testing.assert_close(u_streamed, u_plain, rtol=1e-5, atol=1e-6)
-    a, b = agent.tokens(streamed), agent.tokens(plain)
+    a, b = qnet.tokens(streamed), qnet.tokens(plain)
     assert (a.question, a.chunks, a.action_chunks, a.text_len) == (b.question, b.chunks, b.action_chunks, b.text_len)
 
 
-def test_adopted_tokens_serve_that_sample_only_while_it_lives(small_agent):
+def test_adopted_tokens_serve_that_sample_only_while_it_lives(small_qnet):
     """The evaluation haystack cache hands pre-tokenised samples over; they are used for every
     episode over that very sample object and dropped with it."""
-    from rl.haystack_cache import CachedSample
+    from rl.run.haystack_cache import CachedSample
 
-    agent = small_agent
+    qnet = small_qnet
     sample = CachedSample(SAMPLE)
-    tokens = agent.tokenize(SAMPLE)
-    agent.adopt_tokens(sample, tokens)
+    tokens = qnet.tokenize(SAMPLE)
+    qnet.adopt_tokens(sample, tokens)
     ep = Episode(0, sample, torch.ones(len(SAMPLE["chunks"]), dtype=torch.bool))
-    assert agent.tokens(ep) is tokens
-    assert agent.tokens(_episode()) is not tokens  # an equal sample, another object: tokenised itself
+    assert qnet.tokens(ep) is tokens
+    assert qnet.tokens(_episode()) is not tokens  # an equal sample, another object: tokenised itself
     with pytest.raises(TypeError, match="weakly referenced"):
-        agent.adopt_tokens(dict(SAMPLE), tokens)
+        qnet.adopt_tokens(dict(SAMPLE), tokens)
     alive = weakref.ref(sample)
     del sample, ep
     gc.collect()
-    assert alive() is None and len(agent.caches.pretokenized) == 0
+    assert alive() is None and len(qnet.caches.pretokenized) == 0
 
 
 # -- learner and evaluation: all switches on vs all off -------------------------------------------
@@ -437,22 +440,22 @@ RUN = [
 ]
 
 
-def _no_dropout(agent):
-    for m in agent.modules():
+def _no_dropout(qnet):
+    for m in qnet.modules():
         if isinstance(m, torch.nn.Dropout):
             m.p = 0.0
 
 
 def test_learner_and_eval_all_on_equals_all_off(tiny_cfg, tmp_path):
-    from rl.trainer import Trainer
+    from rl.run.train import Trainer
 
     trainers = {}
     for name, extra in (("on", []), ("off", ALL_OFF)):
         trainers[name] = Trainer(tiny_cfg(*RUN, *extra, run_dir=tmp_path / name))
-        _no_dropout(trainers[name].agent)
+        _no_dropout(trainers[name].qnet)
     on, off = trainers["on"], trainers["off"]
-    assert on.agent.speed == SpeedSwitches() and off.agent.speed == SpeedSwitches.all_off()
-    init = {k: v.clone() for k, v in on.agent.state_dict().items()}
+    assert on.qnet.speed == SpeedSwitches() and off.qnet.speed == SpeedSwitches.all_off()
+    init = {k: v.clone() for k, v in on.qnet.state_dict().items()}
     for t in (on, off):
         t.learner.env.reset_all()
     logs = {"on": [], "off": []}
@@ -460,7 +463,7 @@ def test_learner_and_eval_all_on_equals_all_off(tiny_cfg, tmp_path):
         for _ in range(4):  # 2 optimiser steps (no warm-up): micro-steps 3-4 run on changed weights
             logs[name].append(t.learner.micro_step())
     assert on.learner.counters == off.learner.counters and on.learner.counters.optimizer_steps == 2
-    assert on.agent.tick == 4 and on.agent.weights_version == 2
+    assert on.qnet.tick == 4 and on.qnet.weights_version == 2
     for a, b in zip(logs["on"], logs["off"]):
         assert set(a) == set(b)
         for k in a:
@@ -470,7 +473,7 @@ def test_learner_and_eval_all_on_equals_all_off(tiny_cfg, tmp_path):
     assert returns_on  # some episodes ended (returns compared, not vacuous)
     assert [ep.index for ep in on.learner.env.episodes] == [ep.index for ep in off.learner.env.episodes]
     assert [ep.selected for ep in on.learner.env.episodes] == [ep.selected for ep in off.learner.env.episodes]
-    sd_on, sd_off = on.agent.state_dict(), off.agent.state_dict()
+    sd_on, sd_off = on.qnet.state_dict(), off.qnet.state_dict()
     assert any(not torch.equal(sd_on[k], init[k]) for k in sd_on if k.startswith("state_enc."))  # weights moved
     for k in sd_on:
         torch.testing.assert_close(sd_on[k], sd_off[k], rtol=1e-5, atol=1e-6, msg=k)

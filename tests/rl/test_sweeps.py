@@ -10,7 +10,8 @@ import pytest
 import torch
 import yaml
 
-from rl.config import PROJECT_ROOT, pick_device, sweep_jobs
+from rl.distributed import pick_device
+from rl.run.config import PROJECT_ROOT, sweep_jobs
 from tests.conftest import TINY, compose_cfg
 
 ARGS = [a for a in TINY if not a.startswith(("steps_count", "eval_interval", "final_eval_episodes"))] + [

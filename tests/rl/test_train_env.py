@@ -3,7 +3,7 @@
 import torch
 
 from envs.data.registry import build_dataset
-from rl.build import train_env
+from rl.run.build import train_env
 from tests.conftest import compose_cfg
 
 

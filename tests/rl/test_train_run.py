@@ -7,8 +7,8 @@ import sys
 import pytest
 import torch
 
-from rl.agents.pqn import PQNLearner
-from rl.trainer import RunFolderError, run
+from rl.learners.pqn import PQNLearner
+from rl.run.train import RunFolderError, run
 from tests.conftest import ROOT, TINY, interrupt_after
 
 

@@ -1,0 +1,120 @@
+"""Plan Q-RAG: beam search over retrieval trajectories (DESIGN §4.6).
+
+Every partial trajectory is expanded by its ``beam_expand`` best available chunks by Q; the
+``beam_width`` expansions with the highest Q of their most recent action are kept; after T steps
+(or when no chunk is left) the trajectory whose last action has the highest Q is returned.
+Per step this costs one batched state-encoder pass over the beam members; chunks are embedded
+once per sample (the episode's cached online embeddings) and only re-rotated with the relative
+codes of each member's own selection.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from envs.env import Episode, PositionSettings
+from envs.feedback import Feedback
+from rl.eval.greedy import EvalSettings, _record, eval_env
+from rl.model.qnetwork import QNetwork
+from rl.model.tokens import state_ids, text_length
+
+# q_fn(selections) -> [len(selections), N] Q-values of every chunk for each partial trajectory
+QFunction = Callable[[Sequence[Sequence[int]]], torch.Tensor]
+
+
+@dataclass
+class Beam:
+    selected: list[int] = field(default_factory=list)
+    q_values: list[float] = field(default_factory=list)  # Q of each chosen action
+
+    @property
+    def score(self) -> float:
+        return self.q_values[-1] if self.q_values else float("-inf")
+
+
+def beam_search(q_fn: QFunction, n_chunks: int, max_steps: int, width: int, expand: int) -> Beam:
+    """The best trajectory of at most ``max_steps`` distinct chunks. Ties: earlier beam member,
+    then lower chunk index (so width = expand = 1 is exactly the greedy policy)."""
+    if width < 1 or expand < 1:
+        raise ValueError(f"eval.beam_width and eval.beam_expand must be ≥ 1, got {width} and {expand}")
+    beams = [Beam()]
+    for _ in range(min(max_steps, n_chunks)):
+        q = q_fn([b.selected for b in beams]).float()
+        candidates: list[tuple[float, int, int]] = []
+        for m, b in enumerate(beams):
+            row = q[m].clone()
+            if b.selected:
+                row[torch.as_tensor(b.selected, device=row.device)] = float("-inf")
+            candidates += [(v, m, a) for v, a in _top(row, min(expand, n_chunks - len(b.selected)))]
+        candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
+        beams = [Beam(beams[m].selected + [a], beams[m].q_values + [v]) for v, m, a in candidates[:width]]
+    return max(beams, key=lambda b: b.score)  # max keeps the first of equal scores
+
+
+def _top(row: torch.Tensor, k: int) -> list[tuple[float, int]]:
+    """The k largest entries as (value, index), ties broken towards the lower index (as argmax)."""
+    kth = torch.topk(row, k).values[-1]
+    idx = torch.nonzero(row >= kth).flatten()  # O(N); more than k only on ties at the boundary
+    pairs = sorted(zip(row[idx].tolist(), idx.tolist()), key=lambda p: (-p[0], p[1]))
+    return pairs[:k]
+
+
+def qnet_q_function(qnet: QNetwork, ep: Episode, pos: PositionSettings, sort_by_index: bool) -> QFunction:
+    """Q over the episode's sample for any partial selection, reusing its cached chunk embeddings."""
+    u = qnet.chunk_embeddings(ep, "online", train=False)
+    tokens = qnet.tokens(ep)
+
+    def q_fn(selections: Sequence[Sequence[int]]) -> torch.Tensor:
+        states = []
+        for sel in selections:
+            order = sorted(sel) if sort_by_index else list(sel)
+            ids, truncated = state_ids(tokens, order, qnet.layout, qnet.eval_memory_content)
+            qnet.state_truncations += int(truncated)
+            states.append(ids)
+        s_emb = qnet.embed(qnet.state_enc, states, train=False)  # one pass for the whole beam
+        rows = []
+        for sel, e in zip(selections, s_emb):
+            available = torch.ones(ep.n_chunks, dtype=torch.bool, device=ep.available.device)
+            if sel:
+                available[torch.as_tensor(list(sel), device=available.device)] = False
+            view = Episode(ep.index, ep.sample, available, random_positions=ep.random_positions)
+            rows.append(qnet.rotate(u, view.codes(pos, available)) @ e.float())
+        return torch.stack(rows)
+
+    return q_fn
+
+
+@torch.no_grad()
+def beam_episodes(
+    qnet: QNetwork,
+    dataset: Any,
+    indices: Sequence[int],
+    feedback: Feedback,
+    settings: EvalSettings,
+    width: int = 4,
+    expand: int = 3,
+) -> Iterator[dict[str, Any]]:
+    """One record per sample index (same fields as ``greedy_episodes``); ``q_values[t]`` is the
+    Q of the action the returned trajectory took at step t."""
+    if settings.stop_q_threshold is not None:
+        raise ValueError(
+            "eval.stop_q_threshold is not supported with eval.planner=beam; use the "
+            "post-hoc qvalue filter (scripts/stopping_analysis.py) on the beam's q_values"
+        )
+    env = eval_env(qnet, dataset, feedback, settings, 1)
+    n_special = 2 if qnet.layout.bos is not None else 1
+    for index in indices:
+        t0 = time.perf_counter()
+        ep = env.start(0, int(index))
+        q_fn = qnet_q_function(qnet, ep, settings.positions, settings.sort_by_index)
+        best = beam_search(q_fn, ep.n_chunks, settings.max_steps, width, expand)
+        for a in best.selected:  # replay through the env: rewards from the test feedback
+            _, dones, _ = env.step([0], [a])
+            if dones[0]:
+                break
+        yield _record(ep, best.q_values[: ep.t], text_length(qnet.tokens(ep), n_special), time.perf_counter() - t0)

@@ -1,0 +1,36 @@
+"""Learners: one file per learning rule, all on the same Q-network, environments and evaluation.
+
+``algo.objective`` (set by ``learner=<name>``, configs/learner/<name>.yaml) picks one; the trainer
+uses it only through :class:`rl.learners.base.Learner`. Adding a learner = a module here, its entry
+in ``LEARNERS`` and configs/learner/<name>.yaml.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envs.env import VecRetrievalEnv
+from rl.learners.base import Learner, LearnerBase
+from rl.learners.dqn import DQNLearner
+from rl.learners.pqn import PQNLearner
+from rl.learners.sac_d import SacDLearner
+from rl.learners.sarsa import SarsaLearner
+from rl.learners.sft import SFTLearner
+from rl.model.qnetwork import QNetwork
+
+LEARNERS: dict[str, type[LearnerBase]] = {
+    "pqn": PQNLearner,
+    "sft": SFTLearner,
+    "dqn": DQNLearner,
+    "sarsa": SarsaLearner,
+    "sac_d": SacDLearner,
+}
+
+
+def build_learner(qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Any) -> Learner:
+    """The learner named by ``algo.objective``: pqn (Q-RAG), sft (the "multi-step RAG w. SFT"
+    baseline, DESIGN §4.5), sarsa, sac_d (rl/learners/sarsa.py, rl/learners/sac_d.py)."""
+    objective = str(cfg.algo.objective)
+    if objective not in LEARNERS:
+        raise ValueError(f"algo.objective must be one of {sorted(LEARNERS)}, got {objective!r}")
+    return LEARNERS[objective](qnet, env, cfg, legacy)

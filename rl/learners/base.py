@@ -1,0 +1,247 @@
+"""The learner contract and what every learner shares.
+
+:class:`Learner` is everything the trainer (rl/run/train.py) and the tools (scripts/bench.py) use of a
+learner; nothing else is read by name. :class:`LearnerBase` holds what the learners share: AdamW and
+the LR schedule over the Q-network's trainable encoders (``algo.optimizer``, ``algo.scheduler``),
+gradient clipping (``algo.max_grad_norm``), counters, the acting generator, the gradient step (DESIGN
+§5.5 steps 1-4) and the checkpoint state. A learner adds its objective (``micro_step``) and its
+post-step updates; its own hyperparameters live in ``algo.<objective>.hyperparams``
+(configs/learner/<objective>.yaml).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+import torch
+
+from envs.env import VecRetrievalEnv
+from envs.seeding import derive_seed
+from rl import distributed as dist
+from rl.learners.schedules import build_scheduler
+from rl.model.qnetwork import QNetwork
+
+
+@dataclass
+class Counters:
+    micro_steps: int = 0
+    optimizer_steps: int = 0
+    env_steps: int = 0
+    episodes: int = 0
+
+
+@dataclass(frozen=True)
+class BatchShape:
+    """Transitions per optimiser step = rollout_len × n_envs (≥ batch_size) × k_accum."""
+
+    rollout_len: int
+    n_envs: int
+    k_accum: int
+    batch_size: int
+
+
+class Hyperparams:
+    """Base of a learner's hyperparameter dataclass: :meth:`from_cfg` reads one key per field.
+
+    The key is the field's name, or ``field(metadata={"key": ...})`` where the config spells it
+    otherwise (``Lambda`` for ``lam``). Each value is converted by the field's annotation
+    (``float``, ``int``, ``bool``, ``str``; ``X | None`` keeps a null). Every key must be in the node
+    (the learner's yaml holds every default): a missing one raises the config's own error, naming
+    it. Keys without a field are not read (Hydra refuses overrides of keys the yaml lacks).
+    """
+
+    @classmethod
+    def from_cfg(cls, hp: Any) -> Any:
+        """The dataclass from ``algo.<NAME>.hyperparams`` (configs/learner/<NAME>.yaml)."""
+        hints = typing.get_type_hints(cls)
+        values = {}
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            value = getattr(hp, f.metadata.get("key", f.name))
+            kind = hints[f.name]
+            args = typing.get_args(kind)
+            if typing.get_origin(kind) in (typing.Union, types.UnionType) and type(None) in args:
+                if value is None:
+                    values[f.name] = None
+                    continue
+                (kind,) = (a for a in args if a is not type(None))
+            values[f.name] = kind(value)
+        return cls(**values)
+
+
+class Learner(Protocol):
+    """What the trainer may use of a learner (``algo.objective`` picks one, rl/learners/__init__.py)."""
+
+    LOSS: ClassVar[str]  # the main loss among micro_step()'s scalars (log line, progress bar)
+    qnet: QNetwork
+    env: VecRetrievalEnv  # the training environments (persistent slots)
+    counters: Counters
+    policy_gen: torch.Generator  # acting randomness, one stream per data-parallel rank
+
+    def micro_step(self) -> dict[str, float]:
+        """One micro-step; the scalars to log. The micro-step that took an optimiser step also
+        returns that step's scalars (``lr``, ``grad_norm``, and e.g. ``alpha``)."""
+        ...
+
+    def drain_returns(self) -> list[float]:
+        """Returns of the training episodes finished since the last call."""
+        ...
+
+    def eval_row(self) -> dict[str, float]:
+        """Extra columns of a metrics.jsonl row (the schedule's current values)."""
+        ...
+
+    def batch_shape(self) -> BatchShape: ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a resume needs (on CPU the resumed run equals an uninterrupted one)."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class LearnerBase:
+    """Shared plumbing; subclasses set ``LOSS`` and implement ``micro_step``."""
+
+    NAME: ClassVar[str]  # algo.objective, configs/learner/<NAME>.yaml, algo.<NAME>.hyperparams
+    LOSS: ClassVar[str] = "loss"
+
+    @classmethod
+    def check_config(cls, checker: Any, hp: str) -> None:
+        """Add this learner's value checks of ``hp`` (= algo.<NAME>.hyperparams) to an
+        rl.run.validate.Checker; run before anything is written."""
+
+    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
+        self.qnet, self.env = qnet, env
+        algo = cfg.algo
+        self.max_grad_norm = float(algo.max_grad_norm)
+        self.k_accum = int(cfg.accumulate_grads)
+        self.batch_size = int(cfg.batch_size)
+        self.rollout_len = math.ceil(self.batch_size / env.n_envs)  # L = ceil(B / E)
+        opt = algo.optimizer
+        self.optimizer = torch.optim.AdamW(
+            qnet.trainable_parameters(),
+            lr=float(opt.lr),
+            betas=tuple(opt.betas),
+            eps=float(opt.eps),
+            weight_decay=float(opt.weight_decay),
+        )
+        qnet.watch(self.optimizer)  # each optimiser step makes the Q-network's cached embeddings stale
+        self.base_lr = float(opt.lr)
+        self.scheduler = build_scheduler(self.optimizer, algo.scheduler)
+        self.counters = Counters()
+        self._finished_returns: list[float] = []
+        # each data-parallel rank samples its own actions (rank 0 = the 1-process seed)
+        self.policy_gen = torch.Generator().manual_seed(derive_seed(dist.rank_seed(int(cfg.seed)), "policy") % 2**63)
+
+    def gradient_step(self) -> dict[str, float]:
+        """Average gradients across ranks, clip, AdamW, scheduler, zero (DESIGN §5.5 steps 1-4)."""
+        params = self.qnet.trainable_parameters()
+        if dist.enabled():  # data parallel: same mean gradient on every rank -> same weights
+            dist.average_gradients(params)
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return {"grad_norm": float(grad_norm), "lr": self.optimizer.param_groups[0]["lr"]}
+
+    def drain_returns(self) -> list[float]:
+        out, self._finished_returns = self._finished_returns, []
+        return out
+
+    def eval_row(self) -> dict[str, float]:
+        return {"lr": self.optimizer.param_groups[0]["lr"]}
+
+    def batch_shape(self) -> BatchShape:
+        return BatchShape(self.rollout_len, self.env.n_envs, self.k_accum, self.batch_size)
+
+    def hyperparams(self, cfg: Any) -> Any:
+        """``algo.<NAME>.hyperparams`` (configs/learner/<NAME>.yaml), with a clear error when the
+        learner's node is missing (``algo.objective`` set without its ``learner=`` group)."""
+        name = self.NAME
+        node = (cfg.algo.get(name) or {}).get("hyperparams")
+        if node is None:
+            raise ValueError(
+                f"algo.{name}.hyperparams is missing: choose the learner with learner={name} "
+                f"(configs/learner/{name}.yaml), not algo.objective alone"
+            )
+        return node
+
+    def finish_step(self) -> None:
+        """Count the optimiser step (the Q-network dropped its stale caches itself, DESIGN §5.5 step 8)."""
+        self.counters.optimizer_steps += 1
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.qnet.state_dict(),  # the key of the first release's files, which still load
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "counters": vars(self.counters).copy(),
+            "policy_gen": self.policy_gen.get_state(),
+            "env": self.env.state_dict(),
+            "weights_version": self.qnet.weights_version,
+            **self.extra_state(),
+        }
+
+    def extra_state(self) -> dict[str, Any]:
+        """A subclass's own checkpoint entries (merged into :meth:`state_dict`)."""
+        return {}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`extra_state` saved."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.qnet.load_state_dict(state["agent"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.counters = Counters(**state["counters"])
+        if "policy_gen" in state:
+            self.policy_gen.set_state(state["policy_gen"])
+        self.env.load_state_dict(state["env"])
+        self.load_extra_state(state)
+
+
+class TwinHeadLearner(LearnerBase):
+    """A learner whose loss regresses Q(s, a) = q1 + q2 of chosen chunks towards targets (PQN,
+    SARSA, SAC-D, DQN); each computes its targets its own way and hands them to :meth:`regress`."""
+
+    def optimizer_step(self) -> dict[str, float]:
+        """The learner's optimiser step (gradient step, then its own updates), every K micro-steps."""
+        raise NotImplementedError
+
+    def regress(
+        self, states: list[list[int]], actions: list[list[int]], codes: list[int], g: torch.Tensor
+    ) -> dict[str, float]:
+        """One backward pass of the twin-head loss (DESIGN §5.4)
+        [0.5·mean((2q1 − g)²) + 0.5·mean((2q2 − g)²)] / K, (q1, q2) the online heads of the chosen
+        chunks (token ids; ``codes``: each chunk's position code p̂(a), -1 for none); every K
+        micro-steps the optimiser step. Returns the micro-step's scalars."""
+        q1, q2 = self.qnet.online_heads(states, actions, None if self.env.pos.processor == "none" else codes)
+        loss = (0.5 * ((2 * q1 - g) ** 2).mean() + 0.5 * ((2 * q2 - g) ** 2).mean()) / self.k_accum
+        loss.backward()
+        self.counters.micro_steps += 1
+        with torch.no_grad():
+            q = (q1 + q2).detach()
+            scalars = {
+                "qf_loss": float(loss) * self.k_accum,
+                "q_mean": float(q.mean()),
+                "td_abs": float((q - g).abs().mean()),
+                "target_mean": float(g.mean()),
+            }
+        if self.counters.micro_steps % self.k_accum == 0:
+            scalars.update(self.optimizer_step())
+        return scalars
+
+    def regress_on(self, transitions: list[Any], g: torch.Tensor) -> dict[str, float]:
+        """:meth:`regress` on rollout transitions (rl.learners.acting.Transition) towards ``g``."""
+        qnet = self.qnet
+        return self.regress(
+            [tr.state for tr in transitions],
+            [qnet.action_ids(tr.ep, tr.action) for tr in transitions],
+            [tr.code for tr in transitions],
+            g,
+        )

@@ -1,0 +1,284 @@
+"""DQN on Q-RAG's Q-network (docs/DQN.md): the same Q-network (state/action encoders, positions,
+EMA target encoders), environments and evaluation as PQN; only the learning rule differs.
+
+Each micro-step steps every environment ``env_steps_per_update`` times with an ε-greedy or
+softmax behaviour policy, stores the n-step transitions in a replay buffer (rl/learners/replay.py: sample
+references and selections, rebuilt into token ids at every use because the encoders change), and
+regresses Q(s_t, a_t) = q1 + q2 on a uniformly drawn batch towards
+
+    y = R + γ^k (1 − done) V′(s_{t+k}),   R = Σ_{i<k} γ^i r_{t+i},  k ≤ n
+    V′(s) = max_{a ∈ A(s)} Q′(s, a)                       (DQN)
+    V′(s) = Q′(s, argmax_{a ∈ A(s)} Q(s, a))              (Double DQN: online argmax, target value)
+
+with Q′ from the target encoders and A(s) the chunks not yet selected. As in PQN, each twin head
+regresses to half the target (loss ½·mean((2q1 − y)²) + ½·mean((2q2 − y)²)), so Q = q1 + q2 is
+what greedy evaluation ranks by.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from envs.env import Episode, VecRetrievalEnv
+from rl.learners.base import BatchShape, Hyperparams, TwinHeadLearner
+from rl.learners.replay import NStepAssembler, ReplayBuffer, Step, physical_memory
+from rl.model.qfunc import NEG_INF, masked_topk, sample_policy
+from rl.model.qnetwork import QNetwork
+
+EXPLORATION = ("epsilon", "softmax")
+TARGET_UPDATES = ("ema", "hard")
+
+
+def bootstrap_values(
+    target_q: torch.Tensor, available: torch.Tensor, online_q: torch.Tensor | None = None
+) -> torch.Tensor:
+    """V′ for S states of one sample: target_q, online_q [S, N], available [S, N] bool -> [S].
+    Without ``online_q`` the target network's max over available chunks; with it (Double DQN)
+    the target network's value of the online network's best available chunk. 0 where nothing
+    is available (such a state is terminal)."""
+    chooser = target_q if online_q is None else online_q
+    best = chooser.masked_fill(~available, NEG_INF).argmax(-1, keepdim=True)
+    v = target_q.gather(-1, best).squeeze(-1)
+    return torch.where(available.any(-1), v, torch.zeros_like(v))
+
+
+def nstep_targets(
+    ret: torch.Tensor, k: torch.Tensor, done: torch.Tensor, v_next: torch.Tensor, gamma: float
+) -> torch.Tensor:
+    """y = R + γ^k (1 − done) V′(s_{t+k}) for a batch of n-step transitions."""
+    return ret + gamma ** k.to(ret.dtype) * (1.0 - done.to(ret.dtype)) * v_next
+
+
+@dataclass
+class Hyper(Hyperparams):
+    """``algo.dqn.hyperparams`` (configs/learner/dqn.yaml holds every default)."""
+
+    gamma: float
+    n_step: int
+    double: bool
+    buffer_size: int
+    learning_starts: int
+    env_steps_per_update: int
+    exploration: str
+    epsilon_start: float
+    epsilon_end: float
+    epsilon_decay_steps: int
+    temperature: float
+    top_k_actions: int | None
+    target_update: str
+    tau: float
+    target_update_interval: int
+    acting_dropout: bool
+
+    def __post_init__(self) -> None:
+        if self.exploration not in EXPLORATION:
+            raise ValueError(f"algo.dqn.hyperparams.exploration must be one of {EXPLORATION}, got {self.exploration!r}")
+        if self.target_update not in TARGET_UPDATES:
+            raise ValueError(
+                f"algo.dqn.hyperparams.target_update must be one of {TARGET_UPDATES}, got {self.target_update!r}"
+            )
+
+
+class DQNLearner(TwinHeadLearner):
+    NAME = "dqn"
+    LOSS = "qf_loss"
+    VIEW_CACHE = 64  # replayed samples whose token ids stay cached (a sample recurs often in a small dataset)
+
+    @classmethod
+    def check_config(cls, checker: Any, hp: str) -> None:
+        """Every value of ``algo.dqn.hyperparams`` checked before a run folder is written."""
+        for k in ("gamma", "tau", "epsilon_start", "epsilon_end"):
+            checker.number(f"{hp}.{k}", 0.0, 1.0)
+        checker.integer(f"{hp}.n_step", 1, high=127)
+        checker.integer(f"{hp}.buffer_size", 1)
+        checker.integer(f"{hp}.learning_starts", 0)
+        checker.integer(f"{hp}.env_steps_per_update", 1)
+        checker.integer(f"{hp}.epsilon_decay_steps", 1)
+        checker.integer(f"{hp}.target_update_interval", 1)
+        checker.integer(f"{hp}.top_k_actions", 1, nullable=True)
+        checker.number(f"{hp}.temperature", 0.0, low_open=True)
+        checker.choice(f"{hp}.exploration", EXPLORATION)
+        checker.choice(f"{hp}.target_update", TARGET_UPDATES)
+        for k in ("double", "acting_dropout"):
+            checker.boolean(f"{hp}.{k}")
+        _, size = checker.value(f"{hp}.buffer_size")
+        _, steps = checker.value("envs.max_steps")
+        if isinstance(size, int) and isinstance(steps, int) and steps > 0:
+            need, have = size * ReplayBuffer.row_bytes(steps), physical_memory()
+            if have and need > have:  # allocated up front: fail here, not after the run folder exists
+                checker.errors.append(
+                    f"{hp}.buffer_size={size}: the replay buffer needs {need / 2**30:.1f} GiB "
+                    f"({ReplayBuffer.row_bytes(steps)} bytes per transition at envs.max_steps={steps}), "
+                    f"more than this machine's {have / 2**30:.1f} GiB"
+                )
+        present, processor = checker.value("envs.positions_processor")
+        if present and processor == "random":  # the same refusal as __init__, before the run folder exists
+            checker.errors.append(
+                "envs.positions_processor='random': learner=dqn replays transitions from sample indices and "
+                "does not keep the codes random positions draw per episode; use relative, absolute or none"
+            )
+
+    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
+        super().__init__(qnet, env, cfg, legacy)
+        self.hp = Hyper.from_cfg(self.hyperparams(cfg))
+        if env.pos.processor == "random":
+            raise ValueError(
+                "learner=dqn replays transitions from sample indices, but envs.positions_processor=random "
+                "draws codes per episode that the buffer does not keep: use relative, absolute or none"
+            )
+        self.sort_by_index = env.sort_by_index
+        self.buffer = ReplayBuffer(self.hp.buffer_size, env.max_steps)
+        self.nstep = NStepAssembler(env.n_envs, self.hp.n_step, self.hp.gamma)
+        self.epsilon = self.hp.epsilon_start
+        self._views: OrderedDict[int, Episode] = OrderedDict()
+
+    # -- acting ---------------------------------------------------------------------------
+    def epsilon_at(self, env_steps: int) -> float:
+        """Linear decay from epsilon_start to epsilon_end over epsilon_decay_steps env steps
+        counted from the end of the warm-up."""
+        hp = self.hp
+        frac = min(1.0, max(0, env_steps - hp.learning_starts) / max(1, hp.epsilon_decay_steps))
+        return hp.epsilon_start + frac * (hp.epsilon_end - hp.epsilon_start)
+
+    def _act(self) -> list[Step]:
+        """One vectorised step: choose an action in every slot, step, store, reset finished slots."""
+        env, qnet, hp = self.env, self.qnet, self.hp
+        slots = list(range(env.n_envs))
+        episodes = [env.episodes[s] for s in slots]
+        codes = [ep.codes(env.pos) for ep in episodes]
+        if self.counters.env_steps < hp.learning_starts:
+            self.epsilon = 1.0  # warm-up: uniform over the available chunks
+        else:
+            self.epsilon = self.epsilon_at(self.counters.env_steps) if hp.exploration == "epsilon" else 0.0
+        if self.epsilon > 0:
+            explore = [bool(torch.rand(1, generator=self.policy_gen).item() < self.epsilon) for _ in episodes]
+        else:
+            explore = [False] * len(episodes)
+        greedy = [i for i, x in enumerate(explore) if not x]
+        q = {}
+        if greedy:
+            states = [qnet.state_ids(episodes[i], self.sort_by_index) for i in greedy]
+            rows = qnet.q_values([episodes[i] for i in greedy], states, [codes[i] for i in greedy], hp.acting_dropout)
+            q = dict(zip(greedy, rows))
+        actions = []
+        for i, ep in enumerate(episodes):
+            if explore[i]:
+                avail = torch.nonzero(ep.available).flatten()
+                actions.append(int(avail[torch.randint(len(avail), (1,), generator=self.policy_gen).item()]))
+            elif hp.exploration == "softmax":
+                actions.append(sample_policy(q[i], ep.available, hp.top_k_actions, hp.temperature, self.policy_gen))
+            else:
+                actions.append(int(masked_topk(q[i], ep.available, 1)[1][0]))
+        steps = [
+            Step(ep.index, list(ep.selected), a, -1 if c is None else int(c[a]), 0.0, False)
+            for ep, a, c in zip(episodes, actions, codes)
+        ]
+        rewards, dones, _ = env.step(slots, actions)
+        self.counters.env_steps += len(slots)
+        for slot, st, r, d in zip(slots, steps, rewards, dones):
+            st.reward, st.done = float(r), bool(d)
+            for tr in self.nstep.push(slot, st):
+                self.buffer.add(tr)
+            if d:
+                self._finished_returns.append(env.episodes[slot].ret)
+                self.counters.episodes += 1
+                env.reset_random(slot)
+        return steps
+
+    # -- replayed samples -----------------------------------------------------------------
+    def _view(self, index: int) -> Episode:
+        """An episode object of dataset sample ``index`` through which the Q-network rebuilds and
+        caches its token ids; its availability is unused (each state's comes from its selection)."""
+        ep = self._views.get(index)
+        if ep is None:
+            sample = self.env.dataset[index]
+            ep = Episode(index, sample, torch.ones(len(sample["chunks"]), dtype=torch.bool, device=self.qnet.device))
+            self._views[index] = ep
+            if len(self._views) > self.VIEW_CACHE:
+                self._views.popitem(last=False)
+        else:
+            self._views.move_to_end(index)
+        return ep
+
+    @torch.no_grad()
+    def _bootstrap(self, episodes: list[Episode], selections: list[list[int]]) -> torch.Tensor:
+        """V′(s) for (sample, selection) pairs, batched over states, grouped by sample."""
+        qnet, pos = self.qnet, self.env.pos
+        items = list(zip(episodes, selections))
+        states = [qnet.state_ids(ep, self.sort_by_index, selected=sel) for ep, sel in items]
+        target = qnet.chunk_scores(
+            items, qnet.embed(qnet.target_state, states, train=False), "target", pos, False, False
+        )
+        if not self.hp.double:
+            online = itertools.repeat(None)  # no online scores: V′ = max Q′
+        else:
+            s_on = qnet.embed(qnet.state_enc, states, train=False)
+            online = (q for _, q, _ in qnet.chunk_scores(items, s_on, "online", pos, False, False))
+        out = torch.zeros(len(episodes), device=qnet.device)
+        for (idx, q_target, avail), q_online in zip(target, online):
+            out[torch.tensor(idx, device=qnet.device)] = bootstrap_values(q_target, avail, q_online)
+        return out
+
+    # -- one micro-step -------------------------------------------------------------------
+    def micro_step(self) -> dict[str, float]:
+        """Act (the warm-up first, until the buffer can be sampled), then one backward pass on a
+        replayed batch; every K micro-steps an optimiser step."""
+        qnet, hp = self.qnet, self.hp
+        qnet.new_rollout()  # speed.chunk_cache=false: chunks are embedded again at every micro-step
+        while self.counters.env_steps < hp.learning_starts or len(self.buffer) == 0:
+            self._act()
+        for _ in range(hp.env_steps_per_update):
+            self._act()
+        batch = [self.buffer.get(i) for i in self.buffer.sample(self.batch_size, self.policy_gen)]
+        episodes = [self._view(tr.index) for tr in batch]
+        dev = qnet.device
+        ret = torch.tensor([tr.ret for tr in batch], device=dev)
+        k = torch.tensor([tr.k for tr in batch], device=dev)
+        done = torch.tensor([tr.done for tr in batch], device=dev)
+        v_next = torch.zeros(len(batch), device=dev)
+        need = [i for i, tr in enumerate(batch) if not tr.done]  # V′ after a done is multiplied by 0
+        if need:
+            v_next[torch.tensor(need, device=dev)] = self._bootstrap(
+                [episodes[i] for i in need], [batch[i].path for i in need]
+            )
+        y = nstep_targets(ret, k, done, v_next, hp.gamma)
+
+        scalars = self.regress(
+            [qnet.state_ids(ep, self.sort_by_index, selected=tr.selected) for ep, tr in zip(episodes, batch)],
+            [qnet.action_ids(ep, tr.action) for ep, tr in zip(episodes, batch)],
+            [tr.code for tr in batch],
+            y,
+        )
+        return {**scalars, "buffer_size": float(len(self.buffer))}
+
+    def optimizer_step(self) -> dict[str, float]:
+        """Clip, AdamW, scheduler, zero; then the target encoders: EMA with weight τ at every step,
+        or a hard copy every target_update_interval steps."""
+        scalars = self.gradient_step()
+        if self.hp.target_update == "ema":
+            self.qnet.update_targets(self.hp.tau)
+        elif (self.counters.optimizer_steps + 1) % self.hp.target_update_interval == 0:
+            self.qnet.update_targets(1.0)
+        self.finish_step()
+        return {**scalars, "epsilon": self.epsilon}
+
+    def batch_shape(self) -> BatchShape:
+        """Env transitions collected per optimiser step (env_steps_per_update × E × K); each
+        micro-step replays batch_size of the stored ones."""
+        return BatchShape(self.hp.env_steps_per_update, self.env.n_envs, self.k_accum, self.batch_size)
+
+    def eval_row(self) -> dict[str, float]:
+        return {**super().eval_row(), "epsilon": self.epsilon}
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"replay": self.buffer.state_dict(), "nstep": self.nstep.state_dict(), "epsilon": self.epsilon}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        self.buffer.load_state_dict(state["replay"])
+        self.nstep.load_state_dict(state["nstep"])
+        self.epsilon = float(state["epsilon"])

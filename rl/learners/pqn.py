@@ -1,0 +1,118 @@
+"""PQN-style learner (DESIGN §4.2, §4.4, §5): on-policy rollouts from persistent environments,
+soft λ-returns, twin-head regression, AdamW with an LR-tied temperature and EMA targets.
+
+Target values V(s_t) are computed for the whole rollout in one batched pass after it ends.
+This equals computing them at acting time (DESIGN §5.2): target encoders and α only change at
+optimiser steps, never inside a rollout, and run deterministically in eval mode by default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from envs.env import Episode, VecRetrievalEnv
+from envs.legacy import flag
+from rl.learners.acting import Transition, rollout_values, soft_act
+from rl.learners.base import Hyperparams, TwinHeadLearner
+from rl.learners.returns import lambda_returns
+from rl.model.qfunc import soft_values
+from rl.model.qnetwork import QNetwork
+
+
+@dataclass
+class Hyper(Hyperparams):
+    """``algo.pqn.hyperparams`` (configs/learner/pqn.yaml holds every default)."""
+
+    gamma: float = 0.99
+    alpha: float = 0.01
+    lam: float = field(default=0.65, metadata={"key": "Lambda"})
+    tau: float = 0.1
+    top_k_actions: int | None = 5
+    alpha_min: float = 1e-6
+    soft_target: bool = True
+    use_target_networks: bool = True
+    acting_dropout: bool = True
+
+
+class PQNLearner(TwinHeadLearner):
+    NAME = "pqn"
+    LOSS = "qf_loss"
+    HYPER: type[Hyperparams] = Hyper  # the dataclass of algo.<NAME>.hyperparams
+
+    @classmethod
+    def check_config(cls, checker: Any, hp: str) -> None:
+        for k in ("gamma", "Lambda", "tau"):
+            checker.number(f"{hp}.{k}", 0.0, 1.0)
+        checker.number(f"{hp}.alpha", 0.0)
+        checker.number(f"{hp}.alpha_min", 0.0)
+        checker.integer(f"{hp}.top_k_actions", 1, nullable=True)
+        for k in ("soft_target", "use_target_networks", "acting_dropout"):
+            checker.boolean(f"{hp}.{k}")
+
+    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
+        super().__init__(qnet, env, cfg, legacy)
+        self.hp = self.HYPER.from_cfg(self.hyperparams(cfg))
+        self.alpha = self.hp.alpha  # α = α₀ until the first optimiser step
+        self.learning_start = int(cfg.learning_start)
+        self.sort_by_index = env.sort_by_index
+        # legacy.* switches that reproduce defects of the reference's PQN (README, "Departures")
+        self.legacy_off_by_one = flag(legacy, "lambda_return_off_by_one")
+        self.legacy_drop_last = flag(legacy, "drop_last_transition")
+        self.legacy_topk = flag(legacy, "target_topk_before_mask")
+        self.target_train_mode = flag(legacy, "dropout_in_targets")
+
+    # -- acting ---------------------------------------------------------------------------
+    def _act(self) -> list[Transition]:
+        return soft_act(self)
+
+    # -- targets --------------------------------------------------------------------------
+    @torch.no_grad()
+    def _target_values(self, items: list[tuple[Episode, list[int]]]) -> torch.Tensor:
+        """V(s) = V_1 + V_2 of the target heads (rl.model.qfunc.soft_values) for (episode, chunks held)."""
+        out = torch.zeros(len(items), device=self.qnet.device)
+        for idx, heads, avail in self.qnet.target_heads(
+            items, self.env.pos, self.sort_by_index, self.target_train_mode
+        ):
+            out[torch.tensor(idx, device=out.device)] = soft_values(
+                heads,
+                avail,
+                self.hp.top_k_actions,
+                self.alpha,
+                soft=self.hp.soft_target,
+                legacy_topk_before_mask=self.legacy_topk,
+            )
+        return out
+
+    # -- one micro-step -------------------------------------------------------------------
+    def micro_step(self) -> dict[str, float]:
+        """Roll out L steps in every env, soft values of the target heads, λ-returns, one backward
+        pass of the twin loss; every K micro-steps an optimiser step. Returns the scalars."""
+        self.qnet.new_rollout()
+        steps = [self._act() for _ in range(self.rollout_len)]  # [L][E]
+        bootstrap = [(ep, list(ep.selected)) for ep in self.env.episodes]  # s_L
+        if self.legacy_drop_last:
+            self._act()  # the reference's (L+1)-th step: advances the envs, never trained
+        rewards, dones, v_next, v_last = rollout_values(steps, bootstrap, self._target_values, self.qnet.device)
+        returns = lambda_returns(rewards, dones, v_next, v_last, self.hp.gamma, self.hp.lam, self.legacy_off_by_one)
+        return self.regress_on([tr for step in steps for tr in step], returns.flatten())
+
+    def optimizer_step(self) -> dict[str, float]:
+        """DESIGN §5.5, in order: clip, AdamW, scheduler, zero, α, EMA, (acting alias), stale caches."""
+        scalars = self.gradient_step()
+        self.alpha = max(self.hp.alpha * scalars["lr"] / self.base_lr, self.hp.alpha_min)
+        tau = self.hp.tau if self.hp.use_target_networks else 1.0  # "w/o Target": E′ ≡ E
+        self.qnet.update_targets(tau)
+        self.finish_step()
+        return {**scalars, "alpha": self.alpha}
+
+    def eval_row(self) -> dict[str, float]:
+        return {**super().eval_row(), "alpha": self.alpha}
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"alpha": self.alpha}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        self.alpha = float(state["alpha"])

@@ -1,0 +1,207 @@
+"""Soft actor-critic for discrete actions (SAC-D) on Q-RAG's Q-network (``learner=sac_d``).
+
+The critic is the twin-head Q-network of Q-RAG: Q(s, a) = q1 + q2, and the loss regresses each
+2·q_h to the target (rl/learners/pqn.py), so 2·q_h is head h's own estimate of Q. SAC's two critics are
+these two head estimates; their clipped minimum enters the target.
+
+The actor. The retriever has one network, the Q-network, and no policy head; as in the authors'
+SAC code, the actor is implicit: π(a|s) = softmax(Q(s, a)/α) over the top-min(k, |A|) available
+chunks (``top_k_actions``; null = all available chunks). This is PQN's soft behaviour policy,
+so acting is PQN's (rl/learners/acting.py) and there is no separate actor loss: the soft Q-regression is the policy
+improvement step (the softmax of the soft Q-function is the minimiser of SAC's actor objective).
+
+Target. With Q′ = q′1 + q′2 of the target encoders and the policy π′ = softmax(Q′/α) over its
+top-k available chunks of the next state (the implicit actor evaluated with the target weights,
+so the target needs no extra encoder pass),
+
+  V(s′) = Σ_a π′(a|s′) [min(2q′1, 2q′2)(s′, a) − α log π′(a|s′)],
+
+and G = r + γ(1 − d) V(s′) (``Lambda`` > 0 mixes them into PQN's λ-returns; 0 is SAC's one-step
+target). When the two heads agree this is PQN's soft value α·logsumexp(Q′/α) over the top k.
+
+Temperature. ``learn_alpha: false`` keeps α fixed at ``alpha`` (not tied to the learning rate as
+in PQN). ``learn_alpha: true`` learns log α by its own Adam (``alpha_lr``) on
+J(log α) = log α · mean_s[H(π′(·|s)) − H̄(s)] over the states whose V was computed since the last
+optimiser step, H̄(s) = ``target_entropy_ratio`` · log(support size of s): α rises while the
+policy is less random than the target and falls while it is more. An episode of one step has no
+next state, so such rollouts leave α where it is. log α and its optimiser are checkpointed.
+PQN's legacy switches reproduce defects of the reference's PQN and do not apply here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from envs.env import Episode, VecRetrievalEnv
+from rl.learners.acting import Transition, rollout_values, soft_act
+from rl.learners.base import Hyperparams, TwinHeadLearner
+from rl.learners.returns import lambda_returns
+from rl.model.qnetwork import QNetwork
+
+NEG_INF = float("-inf")
+
+
+def sac_values(
+    heads: torch.Tensor, available: torch.Tensor, k: int | None, alpha: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(V [S], entropy of π′ [S], support size [S]) for head scores [S, 2, N] of the target network
+    and availability [S, N]. π′ = softmax((q′1 + q′2)/α) over the top-min(k, |A|) available chunks,
+    V = Σ π′ (min(2q′1, 2q′2) − α log π′). A state with nothing available has V = H = 0."""
+    heads = heads.float()
+    q = heads.sum(1)
+    n = q.shape[-1]
+    kk = n if k is None else min(int(k), n)
+    vals, idx = torch.topk(q.masked_fill(~available, NEG_INF), kk, dim=-1)
+    support = torch.clamp(available.sum(-1), max=kk)  # [S]
+    in_support = torch.arange(kk, device=q.device) < support.view(-1, 1)
+    top = vals[:, :1]
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    logits = ((vals - top) / alpha).masked_fill(~in_support, NEG_INF)
+    logits = torch.where(in_support.any(-1, keepdim=True), logits, torch.zeros_like(logits))
+    logp = torch.log_softmax(logits, -1)
+    p = logp.exp()
+    logp = logp.masked_fill(~in_support, 0.0)  # 0·(−inf) would be nan
+    q_min = 2 * torch.minimum(heads[:, 0], heads[:, 1]).gather(1, idx)
+    v = (p * (q_min.masked_fill(~in_support, 0.0) - alpha * logp)).sum(-1)
+    h = -(p * logp).sum(-1)
+    some = support > 0
+    return torch.where(some, v, torch.zeros_like(v)), torch.where(some, h, torch.zeros_like(h)), support
+
+
+def target_entropy(support: torch.Tensor, ratio: float) -> torch.Tensor:
+    """H̄(s) = ratio · log(support size): a fraction of the largest entropy over the support."""
+    return ratio * torch.log(torch.clamp(support.double(), min=1.0))
+
+
+def alpha_loss(log_alpha: torch.Tensor, entropy: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """J(log α) = log α · mean(H − H̄): its gradient step raises α while H < H̄, lowers it while H > H̄."""
+    return log_alpha * (entropy.double() - target.double()).mean().detach()
+
+
+class Temperature:
+    """α = max(exp(log α), α_min), log α fixed or learned by Adam on :func:`alpha_loss`."""
+
+    def __init__(self, alpha: float, lr: float, alpha_min: float, learn: bool):
+        if alpha <= 0:
+            raise ValueError(f"the temperature alpha must be > 0, got {alpha}")
+        self.learn, self.alpha_min = learn, alpha_min
+        self.log_alpha = torch.tensor(math.log(alpha), dtype=torch.float64, requires_grad=True)
+        self.optimizer = torch.optim.Adam([self.log_alpha], lr=lr)
+
+    @property
+    def alpha(self) -> float:
+        return max(math.exp(self.log_alpha.item()), self.alpha_min)
+
+    def step(self, entropy: torch.Tensor, target: torch.Tensor) -> float:
+        """One Adam step of log α (when learned); returns J(log α) before it."""
+        loss = alpha_loss(self.log_alpha, entropy, target)
+        if self.learn:
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.optimizer.step()
+        return float(loss.detach())
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"log_alpha": self.log_alpha.detach().clone(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
+
+@dataclass
+class SacHyper(Hyperparams):
+    """``algo.sac_d.hyperparams`` (configs/learner/sac_d.yaml documents and defaults every key)."""
+
+    gamma: float
+    lam: float = field(metadata={"key": "Lambda"})
+    alpha: float
+    learn_alpha: bool
+    alpha_lr: float
+    target_entropy_ratio: float
+    alpha_min: float
+    tau: float
+    top_k_actions: int | None
+    use_target_networks: bool
+    acting_dropout: bool
+
+
+class SacDLearner(TwinHeadLearner):
+    NAME = "sac_d"
+    LOSS = "qf_loss"
+
+    @classmethod
+    def check_config(cls, checker: Any, hp: str) -> None:
+        for k in ("gamma", "Lambda", "tau", "target_entropy_ratio"):
+            checker.number(f"{hp}.{k}", 0.0, 1.0)
+        checker.number(f"{hp}.alpha", 0.0, low_open=True)
+        checker.number(f"{hp}.alpha_lr", 0.0)
+        checker.number(f"{hp}.alpha_min", 0.0)
+        checker.integer(f"{hp}.top_k_actions", 1, nullable=True)
+        for k in ("learn_alpha", "use_target_networks", "acting_dropout"):
+            checker.boolean(f"{hp}.{k}")
+
+    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
+        super().__init__(qnet, env, cfg, legacy)
+        self.hp = SacHyper.from_cfg(self.hyperparams(cfg))
+        self.learning_start = int(cfg.learning_start)
+        self.sort_by_index = env.sort_by_index
+        self.temperature = Temperature(self.hp.alpha, self.hp.alpha_lr, self.hp.alpha_min, self.hp.learn_alpha)
+        self.alpha = self.temperature.alpha
+        self._entropy: list[torch.Tensor] = []  # H(π′) of the target states since the last optimiser step
+        self._target_h: list[torch.Tensor] = []
+
+    # -- acting (PQN's behaviour policy, the implicit actor) ---------------------------------
+    def _act(self) -> list[Transition]:
+        return soft_act(self)
+
+    # -- targets and one micro-step --------------------------------------------------------
+    @torch.no_grad()
+    def _target_values(self, items: list[tuple[Episode, list[int]]]) -> torch.Tensor:
+        """SAC-D's V(s) for (episode, chunks held) pairs; records the entropies for the α step."""
+        out = torch.zeros(len(items), device=self.qnet.device)
+        for idx, heads, avail in self.qnet.target_heads(items, self.env.pos, self.sort_by_index, False):
+            v, h, support = sac_values(heads, avail, self.hp.top_k_actions, self.alpha)
+            out[torch.tensor(idx, device=out.device)] = v
+            self._entropy.append(h.cpu())
+            self._target_h.append(target_entropy(support, self.hp.target_entropy_ratio).cpu())
+        return out
+
+    def micro_step(self) -> dict[str, float]:
+        """Roll out L steps in every env, SAC-D's λ-returns (``Lambda`` = 0: r + γV(s′)), one
+        backward pass of the twin loss; every K micro-steps an optimiser step."""
+        self.qnet.new_rollout()
+        steps = [self._act() for _ in range(self.rollout_len)]  # [L][E]
+        bootstrap = [(ep, list(ep.selected)) for ep in self.env.episodes]
+        rewards, dones, v_next, v_last = rollout_values(steps, bootstrap, self._target_values, self.qnet.device)
+        returns = lambda_returns(rewards, dones, v_next, v_last, self.hp.gamma, self.hp.lam)
+        return self.regress_on([tr for step in steps for tr in step], returns.flatten())
+
+    def optimizer_step(self) -> dict[str, float]:
+        """Clip, AdamW, schedule (shared), then the temperature step, EMA."""
+        scalars = self.gradient_step()
+        if self._entropy:
+            h, target = torch.cat(self._entropy), torch.cat(self._target_h)
+            scalars["entropy"] = float(h.mean())
+            scalars["alpha_loss"] = self.temperature.step(h, target)
+        self._entropy, self._target_h = [], []
+        self.alpha = self.temperature.alpha
+        self.qnet.update_targets(self.hp.tau if self.hp.use_target_networks else 1.0)
+        self.finish_step()
+        return {**scalars, "alpha": self.alpha}
+
+    def eval_row(self) -> dict[str, float]:
+        return {**super().eval_row(), "alpha": self.alpha}
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"alpha": self.alpha, "temperature": self.temperature.state_dict()}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        self.alpha = float(state["alpha"])
+        self.temperature.load_state_dict(state["temperature"])
+        self.alpha = self.temperature.alpha

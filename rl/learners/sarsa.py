@@ -1,0 +1,183 @@
+"""SARSA on Q-RAG's Q-network (``learner=sarsa``): on-policy TD(0) / n-step with the action the
+behaviour policy actually took next.
+
+Same Q-network, acting (rl/learners/acting.py), loss and optimiser step as PQN (rl/learners/pqn.py); only
+the regression target differs. PQN regresses towards soft λ-returns of V(s′) = a soft maximum over the next state's
+chunks; SARSA towards
+
+  G_t = Σ_{i<m} γ^i r_{t+i} + γ^m Q′(s_{t+m}, a_{t+m}),   m = min(n, L − t),
+
+cut at the first episode end inside the window (no bootstrap across it). Q′ = q′1 + q′2 is the
+target network (both heads), a_{t+m} the chunk the rollout actually chose in s_{t+m}.
+
+At the rollout's end (t + m = L) the next action has not been taken yet: the envs are persistent
+and the next micro-step will choose it. The target then uses its expectation under the policy
+that will choose it, E_{a∼π(·|s_L)} Q′(s_L, a), with π exactly the behaviour policy of the next
+acting step (uniform over the available chunks while warming up, otherwise the soft top-k policy
+softmax((Q − max Q)/α) of the online network in acting mode, α tied to the learning rate as in
+PQN). Taking the expectation instead of a sample keeps the target free of extra randomness and
+leaves the acting random stream untouched (expected SARSA at the rollout's boundary only).
+
+Behaviour policy, α schedule, EMA targets and the twin-head loss
+0.5·mean((2q1 − G)²) + 0.5·mean((2q2 − G)²) are PQN's. PQN's legacy switches reproduce defects of
+the reference's PQN and do not apply here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from envs.env import Episode, VecRetrievalEnv
+from rl.learners.acting import Transition, policy_probs, soft_act, warming_up
+from rl.learners.base import Hyperparams, TwinHeadLearner
+from rl.model.qnetwork import QNetwork
+
+
+def sarsa_returns(
+    rewards: torch.Tensor, dones: torch.Tensor, q_taken: torch.Tensor, bootstrap: torch.Tensor, gamma: float, n: int
+) -> torch.Tensor:
+    """n-step SARSA targets, time-major [L, E]. ``q_taken[t]`` = Q′(s_t, a_t) of the action taken at
+    step t (row 0 is never used); ``bootstrap`` = the value of s_L after the last step;
+    ``dones[t] = 1``: the episode ended at step t (nothing is bootstrapped across it)."""
+    if n < 1:
+        raise ValueError(f"n-step SARSA needs n >= 1, got {n}")
+    rewards, dones, q_taken = rewards.float(), dones.float(), q_taken.float()
+    L = rewards.shape[0]
+    out = torch.empty_like(rewards)
+    for t in range(L):
+        acc = torch.zeros_like(rewards[0])
+        disc = torch.ones_like(rewards[0])
+        for j in range(t, min(t + n, L)):
+            acc = acc + disc * rewards[j]
+            disc = disc * gamma * (1.0 - dones[j])
+        end = t + n
+        acc = acc + disc * (bootstrap.float() if end >= L else q_taken[end])
+        out[t] = acc
+    return out
+
+
+@dataclass
+class SarsaHyper(Hyperparams):
+    """``algo.sarsa.hyperparams`` (configs/learner/sarsa.yaml documents and defaults every key);
+    the acting, α-schedule and EMA keys mean what they mean for PQN."""
+
+    gamma: float
+    n_steps: int
+    alpha: float
+    alpha_min: float
+    tau: float
+    top_k_actions: int | None
+    use_target_networks: bool
+    acting_dropout: bool
+
+
+class SarsaLearner(TwinHeadLearner):
+    NAME = "sarsa"
+    LOSS = "qf_loss"
+
+    @classmethod
+    def check_config(cls, checker: Any, hp: str) -> None:
+        for k in ("gamma", "tau"):
+            checker.number(f"{hp}.{k}", 0.0, 1.0)
+        checker.integer(f"{hp}.n_steps", 1)
+        checker.number(f"{hp}.alpha", 0.0, low_open=True)
+        checker.number(f"{hp}.alpha_min", 0.0)
+        checker.integer(f"{hp}.top_k_actions", 1, nullable=True)
+        for k in ("use_target_networks", "acting_dropout"):
+            checker.boolean(f"{hp}.{k}")
+
+    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
+        super().__init__(qnet, env, cfg, legacy)
+        self.hp = SarsaHyper.from_cfg(self.hyperparams(cfg))
+        self.alpha = self.hp.alpha  # α = α₀ until the first optimiser step, then tied to the LR
+        self.learning_start = int(cfg.learning_start)
+        self.sort_by_index = env.sort_by_index
+        self.n_steps = self.hp.n_steps
+
+    # -- acting (PQN's behaviour policy) ----------------------------------------------------
+    @property
+    def warming_up(self) -> bool:
+        return warming_up(self)
+
+    def _act(self) -> list[Transition]:
+        return soft_act(self)
+
+    # -- targets --------------------------------------------------------------------------
+    @torch.no_grad()
+    def _q_taken(self, items: list[tuple[Episode, list[int], int]]) -> torch.Tensor:
+        """Q′(s, a) = q′1 + q′2 of the target network for (episode, chunks held, chosen chunk)."""
+        out = torch.zeros(len(items), device=self.qnet.device)
+        states = [(ep, sel) for ep, sel, _ in items]
+        for idx, heads, _ in self.qnet.target_heads(states, self.env.pos, self.sort_by_index, False):
+            acts = torch.tensor([items[i][2] for i in idx], device=heads.device)
+            q = heads.sum(1)  # [S, N]
+            out[torch.tensor(idx, device=out.device)] = q.gather(1, acts.view(-1, 1)).squeeze(1)
+        return out
+
+    @torch.no_grad()
+    def _expected_next_q(self, episodes: list[Episode]) -> torch.Tensor:
+        """E_{a∼π(·|s)} Q′(s, a) in every env's current state, π the policy of the next acting step."""
+        qnet, train = self.qnet, self.hp.acting_dropout
+        q_target: list[torch.Tensor] = [torch.empty(0)] * len(episodes)
+        states = [(ep, list(ep.selected)) for ep in episodes]
+        for idx, heads, _ in qnet.target_heads(states, self.env.pos, self.sort_by_index, False):
+            for row, i in enumerate(idx):
+                q_target[i] = heads[row].sum(0)
+        if not self.warming_up:  # the online Q the next acting step will sample from
+            ids = [qnet.state_ids(ep, self.sort_by_index) for ep in episodes]
+            q_online = qnet.q_values(episodes, ids, [ep.codes(self.env.pos) for ep in episodes], train=train)
+        out = torch.zeros(len(episodes), device=qnet.device)
+        for i, ep in enumerate(episodes):
+            if not bool(ep.available.any()):
+                continue
+            if self.warming_up:  # uniform over the available chunks
+                probs = ep.available.double() / float(ep.available.sum())
+            else:
+                probs = policy_probs(q_online[i], ep.available, self.hp.top_k_actions, self.alpha)
+            out[i] = (probs * q_target[i].double()).sum().float()
+        return out
+
+    # -- one micro-step -------------------------------------------------------------------
+    def micro_step(self) -> dict[str, float]:
+        """Roll out L steps in every env (PQN's acting), n-step SARSA targets, one backward pass;
+        every K micro-steps an optimiser step (PQN's: clip, AdamW, schedule, α, EMA)."""
+        qnet, L, E, n = self.qnet, self.rollout_len, self.env.n_envs, self.n_steps
+        qnet.new_rollout()
+        steps: list[list[Transition]] = [self._act() for _ in range(L)]
+        rewards = torch.tensor([[tr.reward for tr in s] for s in steps], device=qnet.device)
+        dones = torch.tensor([[float(tr.done) for tr in s] for s in steps], device=qnet.device)
+        # Q′(s_t, a_t) enters only the target of step t − n, and only if no episode ended in
+        # between: the others are multiplied by zero and not computed.
+        needed = [(t, e) for t in range(n, L) for e in range(E) if not any(steps[j][e].done for j in range(t - n, t))]
+        q_taken = torch.zeros(L, E, device=qnet.device)
+        if needed:
+            vals = self._q_taken([(steps[t][e].ep, steps[t][e].selected, steps[t][e].action) for t, e in needed])
+            for (t, e), v in zip(needed, vals):
+                q_taken[t, e] = v
+        # the bootstrap enters only where the last step did not end the episode
+        live = [e for e in range(E) if not steps[L - 1][e].done]
+        boot = torch.zeros(E, device=qnet.device)
+        if live:
+            boot[torch.tensor(live, device=qnet.device)] = self._expected_next_q([self.env.episodes[e] for e in live])
+        returns = sarsa_returns(rewards, dones, q_taken, boot, self.hp.gamma, n)
+        return self.regress_on([tr for s in steps for tr in s], returns.flatten())
+
+    def optimizer_step(self) -> dict[str, float]:
+        """PQN's: clip, AdamW, scheduler, zero, α tied to the learning rate, EMA."""
+        scalars = self.gradient_step()
+        self.alpha = max(self.hp.alpha * scalars["lr"] / self.base_lr, self.hp.alpha_min)
+        self.qnet.update_targets(self.hp.tau if self.hp.use_target_networks else 1.0)
+        self.finish_step()
+        return {**scalars, "alpha": self.alpha}
+
+    def eval_row(self) -> dict[str, float]:
+        return {**super().eval_row(), "alpha": self.alpha}
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"alpha": self.alpha}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        self.alpha = float(state["alpha"])

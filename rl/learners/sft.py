@@ -1,0 +1,226 @@
+"""Supervised baseline "multi-step RAG w. SFT" (paper Table 3; DESIGN §4.5), ``algo.objective: sft``.
+
+The paper names only "the Beam-Retriever trajectory-supervision loss on gold facts"; the authors'
+public code has no such learner for the Q-RAG encoders, only their copy of Beam Retriever (a
+cross-encoder baseline). ``algo.sft.hyperparams.loss`` picks how that loss is carried over to the
+bi-encoder's Q(s_t, a):
+
+* ``beam`` (default, Beam Retriever's training signal at beam width 1): at hop t the state is the
+  question plus the first t gold chunks; every available chunk is classified on its own, gold or
+  not: binary cross-entropy with logit Q(s_t, a), averaged over the hop's candidates, summed over
+  hops, mean over samples. A hop is trained only while every earlier greedy pick was the gold chunk
+  (Beam Retriever stops a sample's hops at the first miss of its beam).
+* ``softmax`` (rounds 2-3): every hop teacher-forced, softmax cross-entropy of Q(s_t, ·) over the
+  available chunks with the next gold chunk as the target, mean over transitions: a stronger
+  ranking signal (a listwise loss) than the per-chunk one.
+
+Both walk the gold chunks in document order (at most T of them): the bAbI parser keeps no other
+order (envs/data/babi.py), where Beam Retriever on BabiLong followed the dataset's listed order.
+
+Same Q-network (encoders E_s, E_a, state layout, rotation by the chunk position codes of s_t) and the
+same greedy evaluation as Q-RAG; only the learning signal differs. No rollouts, no target values:
+the target encoders, α and the acting generator are unused. The learner contract is
+:class:`rl.learners.base.Learner`; the main scalar is ``ce_loss`` (the loss of the chosen kind).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from envs.env import Episode, VecRetrievalEnv
+from envs.types import sf_known
+from rl.learners.base import Hyperparams, LearnerBase
+from rl.model.fast.ragged import FramedIds, RaggedIds
+from rl.model.qnetwork import QNetwork, availability
+
+MAX_DRAWS_PER_TRANSITION = 100  # give up when the training set has (almost) no gold facts
+LOSSES = ("beam", "softmax")
+
+
+@dataclass
+class Hyper(Hyperparams):
+    """``algo.sft.hyperparams`` (configs/learner/sft.yaml holds every default)."""
+
+    loss: str = "beam"
+
+
+def teacher_trajectory(sample: dict[str, Any], max_steps: int) -> list[int]:
+    """Gold chunk indices in document order, truncated to the step budget T."""
+    if not sf_known(sample):
+        return []
+    return sorted(set(int(i) for i in sample["sf_idx"]))[:max_steps]
+
+
+def beam_hop_losses(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Beam Retriever's loss along one teacher-forced trajectory (beam width 1): per hop, the mean
+    binary cross-entropy of every available chunk (logit Q, label "is this hop's gold chunk"), and
+    whether the hop is trained (all earlier greedy picks were gold). ``logits`` [T′, N] holds −inf
+    at unavailable chunks. Returns (losses [T′], trained [T′] as 0/1 floats)."""
+    avail = torch.isfinite(logits)
+    labels = torch.zeros_like(logits).scatter_(1, target[:, None], 1.0)
+    bce = F.binary_cross_entropy_with_logits(logits.masked_fill(~avail, 0.0), labels, reduction="none")
+    per_hop = (bce * avail).sum(1) / avail.sum(1)
+    hit = (logits.argmax(1) == target).float()
+    trained = torch.cat([hit.new_ones(1), torch.cumprod(hit, 0)[:-1]])
+    return per_hop, trained
+
+
+class SFTLearner(LearnerBase):
+    NAME = "sft"
+    LOSS = "ce_loss"
+
+    @classmethod
+    def check_config(cls, checker: Any, hp: str) -> None:
+        checker.choice(f"{hp}.loss", LOSSES)
+
+    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
+        # batch_size = minimum teacher-forced transitions per micro-step; rollout_len is nominal
+        # (for the trainer's batch log); the policy generator is unused by this objective.
+        super().__init__(qnet, env, cfg, legacy)
+        self.hp = Hyper.from_cfg(self.hyperparams(cfg))
+
+    def trajectory(self, ep: Episode) -> list[int]:
+        """The teacher-forced gold trajectory of ``ep``'s sample."""
+        return teacher_trajectory(ep.sample, self.env.max_steps)
+
+    # -- data -----------------------------------------------------------------------------
+    def draw_episodes(self) -> list[Episode]:
+        """Training samples drawn by the env's reset generator (checkpointed with the env) until
+        they hold at least ``batch_size`` teacher-forced transitions."""
+        episodes: list[Episode] = []
+        n, draws = 0, 0
+        while n < self.batch_size:
+            draws += 1
+            if draws > MAX_DRAWS_PER_TRANSITION * self.batch_size:
+                raise RuntimeError(
+                    "learner=sft needs training samples with gold chunks (sf_idx); "
+                    f"none found in {draws - 1} draws from the {self.env.name} set"
+                )
+            ep = self.env.reset_random(0)
+            steps = len(self.trajectory(ep))
+            if steps:
+                episodes.append(ep)
+                n += steps
+        return episodes
+
+    # -- loss -----------------------------------------------------------------------------
+    # Samples whose framed chunk and state tokens add up to at most this many share one
+    # forward/backward pass (a larger haystack goes alone): bounds activation memory like one
+    # haystack at a time did, without a backward pass and an encoder call per sample.
+    GROUP_TOKENS = 1 << 15
+
+    def trajectory_logits(self, ep: Episode) -> tuple[torch.Tensor, torch.Tensor]:
+        """Q(s_t, ·) over the chunks of ``ep``'s sample for every teacher-forced state (unavailable
+        chunks at −inf), with gradient, encoders in train mode: (logits [T′, N], targets [T′])."""
+        return self.group_logits([ep])[0]
+
+    def group_logits(self, episodes: Sequence[Episode]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """:meth:`trajectory_logits` of several samples from one length-bucketed encoder pass over
+        all their chunks and one over all their teacher-forced states."""
+        qnet, layout = self.qnet, self.qnet.layout
+        golds = [self.trajectory(ep) for ep in episodes]
+        content = RaggedIds.concat([RaggedIds.from_lists(qnet.tokens(ep).action_chunks) for ep in episodes])
+        chunks = qnet.embed(
+            qnet.action_enc,
+            FramedIds(content, layout.bos, layout.sep, layout.action_content),
+            train=True,
+            grad=True,
+            bucket_grad=True,
+        )  # [ΣN, d], un-rotated, same ids as action_ids
+        states = qnet.embed(
+            qnet.state_enc,
+            [
+                qnet.state_ids(ep, self.env.sort_by_index, selected=gold[:t])
+                for ep, gold in zip(episodes, golds)
+                for t in range(len(gold))
+            ],
+            train=True,
+            grad=True,
+            bucket_grad=True,
+        )  # [ΣT′, d]
+        out, c0, s0 = [], 0, 0
+        for ep, gold in zip(episodes, golds):
+            n, steps = ep.n_chunks, len(gold)
+            avail = availability(n, [gold[:t] for t in range(steps)], qnet.device)
+            # the env's position codes of every state "gold[:t] selected", in one batched computation
+            codes = ep.codes(self.env.pos, avail)
+            rotated = qnet.rotate(chunks[c0 : c0 + n].expand(steps, -1, -1), codes)  # [T′, N, d]
+            logits = torch.bmm(rotated, states[s0 : s0 + steps].float()[:, :, None])[:, :, 0]
+            out.append((logits.masked_fill(~avail, float("-inf")), torch.tensor(gold, device=qnet.device)))
+            c0, s0 = c0 + n, s0 + steps
+        return out
+
+    def groups(self, episodes: Sequence[Episode]) -> list[list[Episode]]:
+        """Consecutive samples packed into passes of at most GROUP_TOKENS framed tokens."""
+        qnet, n_frame = self.qnet, 2 if self.qnet.layout.bos is not None else 1
+        out: list[list[Episode]] = []
+        used = 0
+        for ep in episodes:
+            lens = np.minimum(RaggedIds.from_lists(qnet.tokens(ep).action_chunks).lens, qnet.layout.action_content)
+            steps = len(self.trajectory(ep))
+            # a state holds the question and at most T′−1 segments of memory_content tokens
+            cost = int(lens.sum()) + n_frame * ep.n_chunks + steps * steps * (qnet.layout.memory_content + 1)
+            if not out or used + cost > self.GROUP_TOKENS:
+                out.append([])
+                used = 0
+            out[-1].append(ep)
+            used += cost
+        return out
+
+    def loss_on(self, episodes: Sequence[Episode], scale: float = 1.0) -> dict[str, float]:
+        """Backpropagate ``scale`` × the loss of ``eps`` (``softmax``: mean cross-entropy over all
+        teacher-forced transitions; ``beam``: mean over samples of the summed hop losses), one
+        backward pass per group of samples (:meth:`groups`). Returns scalars."""
+        n_total = sum(len(self.trajectory(ep)) for ep in episodes)
+        beam = self.hp.loss == "beam"
+        denom = len(episodes) if beam else n_total
+        sums = torch.zeros(4, device=self.qnet.device)  # Σ loss, Σ Q(s, gold), correct argmax, hops trained
+        for group in self.groups(episodes):
+            parts = self.group_logits(group)
+            if beam:
+                hops = [beam_hop_losses(logits, target) for logits, target in parts]
+                loss = sum((per_hop * trained).sum() for per_hop, trained in hops)
+            else:
+                loss = sum(F.cross_entropy(logits, target, reduction="sum") for logits, target in parts)
+            (loss * (scale / denom)).backward()
+            with torch.no_grad():
+                sums[0] += loss.detach()
+                for logits, target in parts:
+                    sums[1] += logits.gather(1, target[:, None]).sum()
+                    sums[2] += (logits.argmax(1) == target).sum()
+                # softmax trains every teacher-forced hop; beam stops at a sample's first miss
+                sums[3] += sum(trained.sum() for _, trained in hops) if beam else sum(len(t) for _, t in parts)
+        loss_sum, q_sum, correct, trained = sums.tolist()  # one device sync per micro-step
+        return {
+            "ce_loss": loss_sum / denom,
+            "q_mean": q_sum / n_total,
+            "sft_acc": correct / n_total,
+            "hops_trained": trained / n_total,
+            "transitions": float(n_total),
+        }
+
+    # -- one micro-step -------------------------------------------------------------------
+    def micro_step(self) -> dict[str, float]:
+        episodes = self.draw_episodes()
+        scalars = self.loss_on(episodes, 1.0 / self.k_accum)
+        self.counters.micro_steps += 1
+        self.counters.env_steps += int(scalars["transitions"])
+        self.counters.episodes += len(episodes)
+        if self.counters.micro_steps % self.k_accum == 0:
+            scalars.update(self.optimizer_step())
+        return scalars
+
+    def optimizer_step(self) -> dict[str, float]:
+        """DESIGN §5.5 steps 1-4 and 8 (clip, AdamW, scheduler, zero, stale caches); no α, no EMA."""
+        scalars = self.gradient_step()
+        self.finish_step()
+        return scalars
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"objective": "sft", **super().state_dict()}

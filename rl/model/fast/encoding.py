@@ -1,0 +1,133 @@
+"""The Q-network's encoding path, chosen once when the Q-network is built (:class:`EncodingPath`).
+
+The Q-network asks for embeddings of id sequences; this decides how the encoder runs: CUDA-graph
+replays or ``torch.compile`` for gradient-free calls, length-bucketed or reference-padded
+batches, pinned host-to-device copies, several samples' chunks in one pass, and large
+haystacks tokenised on a CPU thread while the GPU embeds. None of it changes the embeddings
+(tests/rl/test_speed.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from rl.model.fast.batching import embed_sequences
+from rl.model.fast.cuda_graphs import GraphedEncoder
+from rl.model.fast.ragged import FramedIds, RaggedIds
+from rl.model.fast.switches import SpeedSwitches
+from rl.model.fast.tokenize import stream_chunk_tokens
+from rl.model.tokens import SampleTokens, TokenLayout, assemble_tokens
+
+# Haystacks this large are tokenised on a CPU thread while the GPU embeds what is ready, in
+# slices doubling from STREAM_FIRST_SLICE chunks. Smaller values were measured slower (H200: W2
+# 0.12 s vs 0.066 s with 1024 / 256): more, smaller eager encoder calls.
+STREAM_MIN_CHUNKS = 8192
+STREAM_FIRST_SLICE = 2048
+
+
+class EncodingPath:
+    """Runs the Q-network's encoders on id sequences; every choice is made here, once."""
+
+    def __init__(
+        self,
+        encoders: Sequence[nn.Module],
+        switches: SpeedSwitches,
+        layout: TokenLayout,
+        left_pad: bool,
+        device: torch.device,
+        amp: torch.dtype | None,
+        max_batch: int,
+    ):
+        self.layout, self.left_pad, self.device, self.amp = layout, left_pad, device, amp
+        self.max_batch = int(max_batch)
+        self.bucket = switches.length_bucketing
+        # without bucketing, chunks are padded to max_action_length as the reference pads them
+        self.chunk_width = None if switches.length_bucketing else layout.action_cap
+        self.streaming = switches.overlap_tokenization and device.type == "cuda"
+        if device.type == "cuda":
+            # cuDNN's attention builds a plan for every new shape (~10 ms each); bucketed
+            # haystack slices have many shapes. Flash / memory-efficient kernels need no plan.
+            torch.backends.cuda.enable_cudnn_sdp(False)
+        # gradient-free passes (acting, chunk and target embeddings) only: the compiled wrappers
+        # and graphs share the encoders' weights, so optimiser and EMA updates are seen
+        self.compiled: dict[nn.Module, Any] = {}
+        self.graphs: dict[nn.Module, GraphedEncoder] = {}
+        if switches.compile:
+            self.compiled = {enc: torch.compile(enc, dynamic=True) for enc in encoders}
+        elif switches.cuda_graphs and device.type == "cuda":
+            pool = torch.cuda.graph_pool_handle()
+            self.graphs = {enc: GraphedEncoder(enc, layout.pad, left_pad, amp, pool) for enc in encoders}
+
+    def __call__(
+        self,
+        encoder: nn.Module,
+        seqs: Any,
+        grad: bool = False,
+        out: torch.Tensor | None = None,
+        chunks: bool = False,
+        bucket_grad: bool = False,
+    ) -> torch.Tensor:
+        """Embeddings [len(seqs), d] fp32 of id lists (or an IdLists/FramedIds set), in the
+        encoder's current dropout mode. ``chunks`` marks action sequences. Gradient calls run
+        as one padded batch unless ``bucket_grad`` (many sequences of mixed lengths, e.g. the
+        SFT loss's chunk sets)."""
+        if not grad and len(seqs):
+            graphed = self.graphs.get(encoder)
+            e = graphed(seqs) if graphed is not None else None
+            if e is not None:
+                return e if out is None else out.copy_(e)
+        fn = encoder if grad else self.compiled.get(encoder, encoder)
+        with torch.set_grad_enabled(grad):
+            return embed_sequences(
+                fn,
+                seqs,
+                self.layout.pad,
+                self.device,
+                self.max_batch,
+                self.amp,
+                left=self.left_pad,
+                bucket=self.bucket and (bucket_grad or not grad),
+                pad_to=self.chunk_width if chunks else None,
+                out=out,
+            )
+
+    def chunk_sets(self, encoder: nn.Module, token_sets: Sequence[SampleTokens]) -> list[torch.Tensor]:
+        """Un-rotated chunk embeddings of several samples from one gradient-free pass over all
+        their chunks (framed ``[bos] ids [sep]`` as :func:`rl.model.tokens.action_ids` frames them)."""
+        content = RaggedIds.concat([RaggedIds.from_lists(t.action_chunks) for t in token_sets])
+        bounds = np.concatenate(([0], np.cumsum([len(t.action_chunks) for t in token_sets]))).tolist()
+        framed = FramedIds(content, self.layout.bos, self.layout.sep, self.layout.action_content)
+        emb = self(encoder, framed, chunks=True)
+        return [emb[bounds[k] : bounds[k + 1]] for k in range(len(token_sets))]
+
+    def streams(self, n_chunks: int) -> bool:
+        """Whether a haystack of ``n_chunks`` is tokenised while it is embedded."""
+        return self.streaming and n_chunks >= STREAM_MIN_CHUNKS
+
+    def tokenize_and_embed(
+        self,
+        encoder: nn.Module,
+        tokenizer: Any,
+        question: str,
+        chunks: Sequence[str],
+        dim: int,
+        query_prefix: str,
+        passage_prefix: str,
+    ) -> tuple[SampleTokens, torch.Tensor]:
+        """A large haystack's tokens (the same ids as :func:`rl.model.tokens.tokenize_sample`) and
+        its chunk embeddings, tokenised slice by slice on a CPU thread while the GPU embeds."""
+        emb = torch.empty((len(chunks), dim), device=self.device)
+        parts = []
+        for part in stream_chunk_tokens(
+            tokenizer, chunks, self.layout.content_cut, passage_prefix, first=STREAM_FIRST_SLICE
+        ):
+            act = part.action_ids if part.action_ids is not None else part.ids
+            framed = FramedIds(act, self.layout.bos, self.layout.sep, self.layout.action_content)
+            self(encoder, framed, out=emb[part.start : part.start + len(part.ids)], chunks=True)
+            parts.append(part)
+        return assemble_tokens(tokenizer, question, parts, self.layout, query_prefix), emb

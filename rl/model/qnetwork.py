@@ -1,0 +1,320 @@
+"""The Q-network: encoders, the Q-function over a sample, and its per-sample caches (DESIGN §2, §3.4, §4.1).
+
+Five roles, three modules: E_s and E_a are trained; E_s′ and E_a′ are EMA targets; the acting
+state encoder E_s^π is E_s itself (weights change only at optimiser steps, so an alias equals
+the reference's hard copy), run in the dropout mode chosen for acting. How the encoders are run
+(bucketing, CUDA graphs, compile, streamed tokenisation) is the speed layer's business: an
+:class:`rl.model.fast.encoding.EncodingPath` chosen once here, from the ``speed`` switches.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from envs.env import Episode, PositionSettings
+from rl.model.caches import ChunkEmbeddings, QNetworkCaches
+from rl.model.embedder import Embedder, load_backbone, load_tokenizer
+from rl.model.fast.encoding import EncodingPath
+from rl.model.fast.switches import SpeedSwitches
+from rl.model.precision import Precision
+from rl.model.qfunc import q_all, twin_heads
+from rl.model.rotary import HalfRotary
+from rl.model.tokens import SampleTokens, TokenLayout, action_ids, state_ids, token_layout, tokenize_sample
+
+log = logging.getLogger(__name__)
+
+_IGNORED_MODEL_KEYS = ("hidden_dim", "output_dim")
+
+
+class QNetwork(nn.Module):
+    def __init__(
+        self,
+        model_cfg: Any,
+        layout_cfg: dict[str, Any],
+        device: torch.device,
+        precision: Precision,
+        embed_batch_size: int,
+        speed: SpeedSwitches,
+    ):
+        super().__init__()
+        predictor = model_cfg.get("predictor", {}) or {}
+        if any(predictor.get(k) is not None for k in _IGNORED_MODEL_KEYS):
+            log.warning(
+                "algo.model.predictor.hidden_dim/output_dim are accepted and ignored: "
+                "Q-RAG applies no head to the pooled embedding"
+            )
+        self.tokenizer = load_tokenizer(model_cfg)
+        backbone = load_backbone(model_cfg)
+        pooling = str(model_cfg.get("pooling", "mean"))
+        self.state_enc = Embedder(
+            backbone, pooling, float(model_cfg.get("pool_scale", 0.1)), bool(model_cfg.get("normalize", False))
+        )
+        self.action_enc = copy.deepcopy(self.state_enc)  # load once, deep-copy
+        self.target_state = copy.deepcopy(self.state_enc).requires_grad_(False)
+        self.target_action = copy.deepcopy(self.state_enc).requires_grad_(False)
+        self.dim = self.state_enc.dim
+        self.rope = HalfRotary(self.dim, interpolate_factor=float(predictor.get("interpolate_factor", 1)))
+        model_max = int(getattr(backbone.config, "max_position_embeddings", 512))
+        if getattr(backbone.config, "model_type", "") in ("xlm-roberta", "roberta"):
+            model_max -= 2  # position ids start after the padding index
+        self.layout: TokenLayout = token_layout(
+            self.tokenizer,
+            layout_cfg["max_action_length"],
+            layout_cfg["max_action_length_in_memory"],
+            layout_cfg.get("max_state_length"),
+            model_max,
+        )
+        eval_mem = layout_cfg.get("eval_max_action_length_in_memory")
+        self.eval_memory_content = max(1, int(eval_mem) - 2) if eval_mem else self.layout.memory_content
+        self.query_prefix = str(model_cfg.get("query_prefix", "") or "")
+        self.passage_prefix = str(model_cfg.get("passage_prefix", "") or "")
+        left_pad = pooling == "last" and self.layout.padding_side == "left"
+        self.device = device
+        self.embed_batch_size = int(embed_batch_size)
+        self.to(device)
+        # from_pretrained returns the backbone in eval mode inside a wrapper that says "train":
+        # make every encoder's flag true for all its submodules, since set_mode trusts it.
+        self.state_enc.train()
+        self.action_enc.train()
+        self.target_state.eval()
+        self.target_action.eval()
+        self.speed = speed  # the switches in force (read only: the choices are made below, once)
+        self.encoding = EncodingPath(
+            (self.state_enc, self.action_enc, self.target_state, self.target_action),
+            speed,
+            self.layout,
+            left_pad,
+            device,
+            precision.autocast,
+            embed_batch_size,
+        )
+        self.caches = QNetworkCaches()
+        self.weights_version = 0  # bumped whenever the weights change: cached embeddings go stale
+        self.tick = 0  # bumped at every rollout start; keys the chunk cache when speed.chunk_cache is off
+        self.state_truncations = 0
+
+    # -- cache invalidation ---------------------------------------------------------------
+    def watch(self, optimizer: torch.optim.Optimizer) -> None:
+        """Treat every step of ``optimizer`` (over this network's weights) as a weight change."""
+        optimizer.register_step_post_hook(lambda *_: self._weights_changed())
+
+    def _weights_changed(self) -> None:
+        self.weights_version += 1
+
+    def new_rollout(self) -> None:
+        """A rollout starts: with ``speed.chunk_cache`` off, chunks are embedded again from here."""
+        self.tick += 1
+
+    def load_state_dict(self, state: Any, strict: bool = True, assign: bool = False) -> Any:
+        out = super().load_state_dict(state, strict=strict, assign=assign)
+        self._weights_changed()
+        return out
+
+    # -- tokens ---------------------------------------------------------------------------
+    def tokenize(self, sample: dict[str, Any]) -> SampleTokens:
+        """Content ids of a sample's question and chunks, cut once at the largest cap."""
+        return tokenize_sample(
+            self.tokenizer, sample["question"], sample["chunks"], self.layout, self.query_prefix, self.passage_prefix
+        )
+
+    def adopt_tokens(self, sample: dict[str, Any], tokens: SampleTokens) -> None:
+        """Take ``tokens`` (from :meth:`tokenize`, e.g. stored by the evaluation haystack cache)
+        for every episode over this very ``sample`` object, for as long as it lives."""
+        self.caches.pretokenized.put(sample, tokens)
+
+    def tokens(self, ep: Episode) -> SampleTokens:
+        """The episode's sample tokenised once (or as handed over by :meth:`adopt_tokens`)."""
+        cached = self.caches.tokens.get(ep)
+        if cached is None:
+            cached = self.caches.pretokenized.get(ep.sample)
+            if cached is None:
+                cached = self.tokenize(ep.sample)
+            self.caches.tokens.put(ep, cached)
+        return cached
+
+    def state_ids(
+        self, ep: Episode, sort_by_index: bool, evaluation: bool = False, selected: Sequence[int] | None = None
+    ) -> list[int]:
+        """Token ids of the state holding ``selected`` (default: the episode's current selection),
+        with the evaluation or the rollout segment cap."""
+        sel = ep.selected if selected is None else selected
+        order = sorted(sel) if sort_by_index else list(sel)
+        mem = self.eval_memory_content if evaluation else self.layout.memory_content
+        ids, truncated = state_ids(self.tokens(ep), order, self.layout, mem)
+        self.state_truncations += int(truncated)
+        return ids
+
+    def action_ids(self, ep: Episode, j: int) -> list[int]:
+        return action_ids(self.tokens(ep), j, self.layout)
+
+    # -- embeddings -----------------------------------------------------------------------
+    @staticmethod
+    def set_mode(module: nn.Module, train: bool) -> None:
+        """Switch dropout mode only when it differs: ``train()`` walks every submodule, which
+        dominated the acting loop when done twice per encoder call."""
+        if module.training != train:
+            module.train(train)
+
+    def embed(
+        self,
+        encoder: Embedder,
+        seqs: Any,
+        train: bool,
+        grad: bool = False,
+        out: torch.Tensor | None = None,
+        chunks: bool = False,
+        bucket_grad: bool = False,
+    ) -> torch.Tensor:
+        """Embeddings [len(seqs), d] fp32 of id sequences, dropout in ``train`` mode, through the
+        Q-network's encoding path (``chunks``, ``bucket_grad``: see :class:`EncodingPath`)."""
+        self.set_mode(encoder, train)
+        return self.encoding(encoder, seqs, grad=grad, out=out, chunks=chunks, bucket_grad=bucket_grad)
+
+    def chunk_embeddings(self, ep: Episode, which: str, train: bool) -> torch.Tensor:
+        """Un-rotated embeddings u_j of every chunk of the episode's sample, kept until the
+        weights change. ``which`` is 'online' (E_a) or 'target' (E_a′)."""
+        self.ensure_chunk_embeddings([ep], which, train)
+        return self.caches.chunks[which].get(ep).emb
+
+    def ensure_chunk_embeddings(self, episodes: Sequence[Episode], which: str, train: bool) -> None:
+        """Embed the chunks of every episode of ``eps`` whose cached embeddings are missing or
+        stale, in one encoder pass over all of them."""
+        cache = self.caches.chunks[which]
+        stamp = (self.weights_version, train, 0 if self.speed.chunk_cache else self.tick)
+        todo: list[Episode] = []
+        seen: set[int] = set()  # ids of episodes alive during this call
+        for ep in episodes:
+            hit = cache.get(ep)
+            if (hit is None or hit.stamp != stamp) and id(ep) not in seen:
+                todo.append(ep)
+                seen.add(id(ep))
+        if not todo:
+            return
+        enc = self.action_enc if which == "online" else self.target_action
+        self.set_mode(enc, train)
+        ep = todo[0]
+        if len(todo) == 1 and self.encoding.streams(ep.n_chunks) and self._untokenized(ep):
+            tokens, emb = self.encoding.tokenize_and_embed(
+                enc,
+                self.tokenizer,
+                ep.sample["question"],
+                ep.sample["chunks"],
+                self.dim,
+                self.query_prefix,
+                self.passage_prefix,
+            )
+            self.caches.tokens.put(ep, tokens)
+            cache.put(ep, ChunkEmbeddings(stamp, emb))
+            return
+        for ep, emb in zip(todo, self.encoding.chunk_sets(enc, [self.tokens(ep) for ep in todo])):
+            cache.put(ep, ChunkEmbeddings(stamp, emb))
+
+    def _untokenized(self, ep: Episode) -> bool:
+        return self.caches.tokens.get(ep) is None and self.caches.pretokenized.get(ep.sample) is None
+
+    def rotate(self, emb: torch.Tensor, codes: torch.Tensor | None) -> torch.Tensor:
+        return emb.float() if codes is None else self.rope(emb, codes)
+
+    # -- Q-values ---------------------------------------------------------------------------
+    def q_values(
+        self, episodes: Sequence[Episode], states: list[list[int]], codes: Sequence[Any], train: bool
+    ) -> list[torch.Tensor]:
+        """Q(s_i, ·) [N_i] of every chunk of each episode's sample, for the state token ids
+        ``states[i]`` and the chunks' position codes ``codes[i]`` (None: no positions):
+        Q(s, a) = ⟨E_s(s), R(p̂(a))·E_a(a)⟩ with the online encoders, one state pass."""
+        s_emb = self.embed(self.state_enc, states, train=train)
+        self.ensure_chunk_embeddings(episodes, "online", train)
+        return [
+            q_all(s_emb[i], self.rotate(self.chunk_embeddings(ep, "online", train), c))
+            for i, (ep, c) in enumerate(zip(episodes, codes))
+        ]
+
+    def chunk_scores(
+        self,
+        items: Sequence[tuple[Episode, Sequence[int]]],
+        s_emb: torch.Tensor,
+        which: str,
+        pos: PositionSettings,
+        train: bool,
+        heads: bool,
+    ) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
+        """Scores of every chunk for the states ``items`` = (episode, chunks held) whose state
+        embeddings are ``s_emb`` [len(items), d], per sample: (the items' indices, scores, availability
+        [S, N] bool). Scores are Q [S, N] (``heads`` false) or both heads q_h = ⟨s_h, ã_h⟩ [S, 2, N]
+        (h = each half of the vectors); ``which`` = 'online' or 'target' chunk encoder. A sample's
+        chunks are embedded once and rotated by the position codes of each of its states."""
+        self.ensure_chunk_embeddings([ep for ep, _ in items], which, train)
+        groups: dict[int, list[int]] = {}
+        for i, (ep, _) in enumerate(items):
+            groups.setdefault(id(ep), []).append(i)
+        h = s_emb.shape[-1] // 2
+        for idx in groups.values():
+            ep = items[idx[0]][0]
+            avail = availability(ep.n_chunks, [items[i][1] for i in idx], self.device)
+            u = self.chunk_embeddings(ep, which, train)
+            rotated = self.rotate(u.expand(len(idx), -1, -1), ep.codes(pos, avail)).float()  # [S, N, d]
+            s = s_emb[idx].float()
+            if heads:
+                scores = torch.stack(
+                    (
+                        torch.einsum("snd,sd->sn", rotated[..., :h], s[:, :h]),
+                        torch.einsum("snd,sd->sn", rotated[..., h:], s[:, h:]),
+                    ),
+                    dim=1,
+                )
+            else:
+                scores = torch.einsum("snd,sd->sn", rotated, s)
+            yield idx, scores, avail
+
+    @torch.no_grad()
+    def target_heads(
+        self, items: Sequence[tuple[Episode, Sequence[int]]], pos: PositionSettings, sort_by_index: bool, train: bool
+    ) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
+        """Both heads of the target network Q′ for every chunk of the states ``items``, per sample:
+        (indices, heads [S, 2, N], availability [S, N]); one target state pass for all of them."""
+        if not items:
+            return
+        states = [self.state_ids(ep, sort_by_index, selected=sel) for ep, sel in items]
+        s_emb = self.embed(self.target_state, states, train=train)
+        yield from self.chunk_scores(items, s_emb, "target", pos, train, heads=True)
+
+    def online_heads(
+        self, states: list[list[int]], actions: list[list[int]], codes: list[int] | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(q1, q2) [B] of the online network for chosen chunks, with gradient, dropout on: states and
+        chunks (token ids) encoded again, each chunk rotated by its position code (``codes`` None:
+        no positions)."""
+        s_emb = self.embed(self.state_enc, states, train=True, grad=True)
+        a_emb = self.embed(self.action_enc, actions, train=True, grad=True)
+        if codes is not None:
+            a_emb = self.rope(a_emb, torch.tensor(codes, device=self.device))
+        return twin_heads(s_emb, a_emb)
+
+    # -- target updates -------------------------------------------------------------------
+    @torch.no_grad()
+    def update_targets(self, tau: float) -> None:
+        """θ′ ← τ·θ + (1 − τ)·θ′ for both target encoders; buffers copied (DESIGN §5.5 step 6)."""
+        for online, target in ((self.state_enc, self.target_state), (self.action_enc, self.target_action)):
+            # one multi-tensor kernel per encoder instead of ~200 lerp_ launches (same formula)
+            torch._foreach_lerp_(list(target.parameters()), [p.detach() for p in online.parameters()], tau)
+            for b, tb in zip(online.buffers(), target.buffers()):
+                tb.copy_(b)
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        return [*self.state_enc.parameters(), *self.action_enc.parameters()]
+
+
+def availability(n_chunks: int, selections: Sequence[Sequence[int]], device: torch.device) -> torch.Tensor:
+    """[S, N] bool: chunk j is available in state i unless it is in ``selections[i]`` (built on the
+    host, one copy)."""
+    avail = np.ones((len(selections), n_chunks), dtype=bool)
+    for row, sel in enumerate(selections):
+        avail[row, list(sel)] = False
+    return torch.from_numpy(avail).to(device, non_blocking=True)

@@ -1,0 +1,74 @@
+"""From a run config to the objects a run is made of: the Q-network, the training environments, the
+learner and the evaluation settings. Training (rl/run/train.py), evaluation (rl/run/evaluate.py) and
+the benchmark (scripts/bench.py) build them here, so evaluation never imports the trainer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+
+from envs.env import PositionSettings, VecRetrievalEnv
+from envs.feedback import build_feedback
+from rl.eval.greedy import EvalSettings
+from rl.learners import build_learner
+from rl.model.fast.switches import SpeedSwitches
+from rl.model.precision import Precision
+from rl.model.qnetwork import QNetwork
+
+__all__ = ["qnet_from_cfg", "build_learner", "eval_settings", "skip_length_counts", "train_env"]
+
+
+def qnet_from_cfg(cfg: DictConfig, device: torch.device) -> QNetwork:
+    layout = {
+        "max_action_length": int(cfg.max_action_length),
+        "max_action_length_in_memory": int(cfg.max_action_length_in_memory),
+        "eval_max_action_length_in_memory": cfg.eval_max_action_length_in_memory,
+        "max_state_length": cfg.max_state_length,
+    }
+    return QNetwork(
+        cfg.algo.model,
+        layout,
+        device,
+        Precision.resolve(str(cfg.precision), device),
+        int(cfg.embed_batch_size),
+        SpeedSwitches.from_cfg(cfg),
+    )
+
+
+def skip_length_counts(dataset: Any) -> None:
+    """Training reads no sample's ``num_tokens``: a dataset that counts it on the side (BabiLong's
+    sentence mode, ``record_num_tokens``) skips the length tokenizer (docs/BENCH.md, W1)."""
+    base = getattr(dataset, "base", dataset)  # a registry Subset (train/validation split)
+    if hasattr(base, "record_num_tokens"):
+        base.record_num_tokens = False
+
+
+def train_env(cfg: DictConfig, dataset: Any, device: torch.device, seed: int, legacy: Any) -> VecRetrievalEnv:
+    """``envs_parallel`` persistent training environments over ``dataset`` (ground-truth or LLM
+    feedback as configured), seeded with ``seed``; ``dataset`` stops counting ``num_tokens``."""
+    skip_length_counts(dataset)
+    feedback = build_feedback(cfg.feedback, cfg.envs, "train", legacy, str(cfg.envs.task))
+    return VecRetrievalEnv(
+        dataset,
+        feedback,
+        int(cfg.envs_parallel),
+        int(cfg.envs.max_steps),
+        PositionSettings.from_cfg(cfg.envs),
+        bool(cfg.envs.sort_by_index),
+        device,
+        seed,
+        "train",
+    )
+
+
+def eval_settings(cfg: DictConfig) -> EvalSettings:
+    stop = (cfg.get("eval") or {}).get("stop_q_threshold")
+    return EvalSettings(
+        max_steps=int(cfg.envs.max_steps),
+        positions=PositionSettings.from_cfg(cfg.envs),
+        sort_by_index=bool(cfg.envs.sort_by_index),
+        stop_q_threshold=None if stop is None else float(stop),
+        group_size=int(cfg.eval_group_size),
+    )

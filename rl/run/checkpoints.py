@@ -1,0 +1,68 @@
+"""What each checkpoint of a run folder holds (README, "The run folder").
+
+``model_last.pt`` holds what an exact resume needs and nothing that can be rebuilt: the online
+and target encoders, AdamW's two moments per weight, the scheduler, counters, every RNG, the
+environments mid-episode and the metric rows (rl/run/train.py ``Trainer.checkpoint``).
+``model_best.pt`` holds only what evaluation reads: the online state and action encoders
+(greedy and beam evaluation never run the target encoders, DESIGN §3.4), so it is a quarter of
+``model_last.pt`` once the optimiser has moments. Saving and loading stay in runstore/__init__.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+# Agent state-dict prefixes of the target encoders: training state, never read by evaluation.
+TARGET_PREFIXES = ("target_state.", "target_action.")
+
+
+def eval_weights(qnet: nn.Module) -> dict[str, Any]:
+    """The Q-network's weights without its target encoders."""
+    return {k: v for k, v in qnet.state_dict().items() if not k.startswith(TARGET_PREFIXES)}
+
+
+def load_eval_weights(qnet: nn.Module, weights: dict[str, Any], source: Path | str) -> None:
+    """Load ``weights`` (from model_best.pt, or a full Q-network state of model_last.pt or an older
+    model_best.pt) into ``qnet``. Without target encoders in the file, the targets become copies
+    of the online encoders, so the Q-network is whole; anything else missing is an error."""
+    missing, unexpected = qnet.load_state_dict(weights, strict=False)
+    lacking = [k for k in missing if not k.startswith(TARGET_PREFIXES)]
+    if lacking or unexpected:
+        raise ValueError(
+            f"{source}: the weights do not fit this model ("
+            + ", ".join(
+                f"{len(x)} {what}, e.g. {x[0]}" for x, what in ((lacking, "missing"), (unexpected, "unknown")) if x
+            )
+            + "): was it trained with another algo.model?"
+        )
+    if missing:
+        for online, target in ((qnet.state_enc, qnet.target_state), (qnet.action_enc, qnet.target_action)):
+            target.load_state_dict(online.state_dict())
+
+
+def prune_sweep_checkpoints(sweep_dir: Path, keep: int, own: Path) -> list[Path]:
+    """``keep_last_checkpoints``: among the finished jobs of a sweep folder (those holding
+    summary.json), all but the ``keep`` most recently finished lose model_last.pt, their resume
+    state; model_best.pt, metrics.jsonl and summary.json stay. A job whose folder is locked (a
+    training still running there) is left alone; ``own`` is this job's folder, whose lock we hold.
+    Returns the files removed."""
+    from runstore import FolderInUseError, FolderLock
+
+    finished = [d for d in sweep_dir.iterdir() if (d / "summary.json").is_file() and (d / "model_last.pt").is_file()]
+    finished.sort(key=lambda d: (d / "summary.json").stat().st_mtime_ns, reverse=True)
+    removed: list[Path] = []
+    for d in finished[keep:]:
+        if d.resolve() == own.resolve():
+            (d / "model_last.pt").unlink(missing_ok=True)
+            removed.append(d / "model_last.pt")
+            continue
+        try:
+            with FolderLock(d / ".lock", f"run folder {d}", ""):
+                (d / "model_last.pt").unlink(missing_ok=True)
+                removed.append(d / "model_last.pt")
+        except FolderInUseError:
+            continue
+    return removed

@@ -1,0 +1,145 @@
+"""Hydra/OmegaConf glue shared by the entry points: resolvers, run folders, seeding."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import random
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def register_resolvers() -> None:
+    """``${qrag_root:}`` = the project folder, so data paths don't depend on the shell's cwd;
+    ``${qrag_sweep_jobs:N}`` = concurrent sweep jobs for N per visible GPU (:func:`sweep_jobs`);
+    ``${qrag_first:a,b}`` = a unless it is null or empty, else b."""
+    if not OmegaConf.has_resolver("qrag_root"):
+        OmegaConf.register_new_resolver("qrag_root", lambda: str(PROJECT_ROOT))
+    if not OmegaConf.has_resolver("qrag_sweep_jobs"):
+        OmegaConf.register_new_resolver("qrag_sweep_jobs", sweep_jobs)
+    if not OmegaConf.has_resolver("qrag_first"):  # the first argument that is set (null and "" are not)
+        OmegaConf.register_new_resolver("qrag_first", lambda *xs: next((x for x in xs if x not in (None, "")), None))
+
+
+def sweep_jobs(jobs_per_gpu: Any) -> int:
+    """``n_jobs`` of ``hydra/launcher=parallel``: ``jobs_per_gpu`` for every visible GPU, or
+    ``jobs_per_gpu`` processes on a machine without one. Counting GPUs does not initialise CUDA
+    in the launching process (torch counts them through NVML)."""
+    n = int(jobs_per_gpu)
+    if n < 1:
+        raise ValueError(f"jobs_per_gpu must be >= 1, got {jobs_per_gpu!r}")
+    return n * max(1, torch.cuda.device_count())
+
+
+register_resolvers()
+
+
+def seed_everything(seed: int, deterministic: bool = True) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+    if deterministic:
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+
+
+def rng_state() -> dict[str, Any]:
+    """Every global RNG as tensors and plain values (loadable with ``weights_only=True``)."""
+    numpy_state = np.random.get_state(legacy=False)
+    numpy_state["state"]["key"] = numpy_state["state"]["key"].tolist()
+    state = {"python": random.getstate(), "numpy": numpy_state, "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def code_version() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def hydra_output_dir() -> Path | None:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return Path(HydraConfig.get().runtime.output_dir)
+    except (ImportError, ValueError):
+        return None
+
+
+# Keys that configs saved by earlier versions still carry although nothing reads them any more.
+REMOVED_KEYS = ("envs.env", "envs.test_env", "algo.model.predictor.input_dim", "algo.model.predictor.max_seq_len")
+
+
+def upgrade_run_config(saved: dict[str, Any]) -> dict[str, Any]:
+    """A run folder's saved config (config.yaml, or a checkpoint's config) in today's layout: the
+    one migration of old runs. Removed keys are dropped; keys added since get the value the run
+    used, as its dataset declares them (``DatasetSpec.added_keys``). Code then reads every key
+    without a default of its own."""
+    from envs.data.registry import dataset_spec
+
+    out = copy.deepcopy(saved)
+    for dotted in REMOVED_KEYS:
+        *parents, leaf = dotted.split(".")
+        node: Any = out
+        for key in parents:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    envs = out.get("envs")
+    if isinstance(envs, dict) and "name" in envs:
+        for key, value in dataset_spec(str(envs["name"])).added_keys.items():
+            envs.setdefault(key, value)
+    return out
+
+
+def without_hydra(cfg: DictConfig) -> DictConfig:
+    """A copy of the config without the ``hydra`` node (its resolvers only work inside Hydra)."""
+    plain = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+    if "hydra" in plain:
+        del plain["hydra"]
+    return plain
+
+
+def config_differences(old: DictConfig, new: DictConfig, ignore: tuple[str, ...] = ("resume",)) -> list[str]:
+    """Dotted keys whose resolved values differ between two configs."""
+    a = OmegaConf.to_container(old, resolve=True)
+    b = OmegaConf.to_container(new, resolve=True)
+    out: list[str] = []
+
+    def walk(x: Any, y: Any, prefix: str) -> None:
+        if isinstance(x, dict) and isinstance(y, dict):
+            for k in sorted(set(x) | set(y), key=str):
+                key = f"{prefix}.{k}" if prefix else str(k)
+                if key in ignore:
+                    continue
+                walk(x.get(k, "<absent>"), y.get(k, "<absent>"), key)
+        elif x != y:
+            out.append(f"{prefix}: {x!r} -> {y!r}")
+
+    walk(a, b, "")
+    return out

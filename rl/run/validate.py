@@ -1,0 +1,337 @@
+"""Every config value checked before anything is written (README.md, "Failure and recovery").
+
+``check_training`` / ``check_eval`` raise :class:`ConfigError` holding one line per bad value; the
+entry points print each as an ``error:`` line. The Hydra callback of rl/run/callbacks.py runs the
+same checks before Hydra creates the run folder, so a mistyped command leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from rl.model.precision import PRECISIONS
+
+EVAL_SPLITS = ("validation", "test")
+PLANNERS = ("greedy", "beam")
+POSITIONS = ("none", "absolute", "random", "relative")
+# A value that becomes part of a file or folder name: no separators, no leading dot.
+SAFE_NAME = re.compile(r"[A-Za-z0-9_+=,-][A-Za-z0-9_.+=,-]*")
+KEY_ENV = "QRAG_API_KEY"  # the variable prompts_and_metrics/llm/server_backend.py reads first
+MAX_SEED = 2**64 - 1  # torch.manual_seed's limit
+# A key whose name says it holds a credential, at any depth (api_key, hf_token, password, ...);
+# tokenizer settings (max_tokens, num_tokens, length_tokenizer) do not match.
+SECRET_KEY = re.compile(
+    r"(^|[_.-])(api[_-]?key|apikey|secret|password|passwd|credentials?|token|auth|authorization|bearer)"
+    r"([_.-]|$)|(access|private|secret|session|auth)[_-]?key$",
+    re.IGNORECASE,
+)
+# Values shaped like well-known credentials, whatever key holds them.
+SECRET_VALUE = re.compile(r"\b(sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16})")
+SPECIAL_TOKEN = re.compile(r"(bos|eos|pad|unk|sep|cls|mask)_token$", re.IGNORECASE)  # tokenizer settings
+ENV_READ = re.compile(r"\$\{\s*oc\.env\s*:\s*([^,}]*)")
+
+
+class ConfigError(ValueError):
+    """One or more bad config values; ``lines`` holds one message per value."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+class Checker:
+    def __init__(self, cfg: DictConfig):
+        self.cfg = cfg
+        self.errors: list[str] = []
+
+    def value(self, key: str) -> tuple[bool, Any]:
+        node = OmegaConf.select(self.cfg, key, default="<absent>", throw_on_missing=False)
+        if isinstance(node, str) and node == "<absent>":
+            return False, None
+        if OmegaConf.is_config(node):
+            node = OmegaConf.to_container(node, resolve=True)
+        return True, node
+
+    def add(self, key: str, got: Any, want: str) -> None:
+        self.errors.append(f"{key}={got!r}: expected {want}")
+
+    def check(self, key: str, ok: Callable[[Any], bool], want: str, nullable: bool = False) -> None:
+        present, v = self.value(key)
+        if not present or (v is None and nullable):
+            return
+        try:
+            good = ok(v)
+        except (TypeError, ValueError):
+            good = False
+        if not good:
+            self.add(key, v, want)
+
+    def integer(self, key: str, low: int, nullable: bool = False, high: int | None = None) -> None:
+        want = f"an integer >= {low}" + (f" and <= {high}" if high is not None else "")
+        self.check(
+            key,
+            lambda v: _is_int(v) and v >= low and (high is None or v <= high),
+            want + (" or null" if nullable else ""),
+            nullable,
+        )
+
+    def number(
+        self, key: str, low: float, high: float | None = None, low_open: bool = False, nullable: bool = False
+    ) -> None:
+        def ok(v: Any) -> bool:
+            in_range = (v > low if low_open else v >= low) and (high is None or v <= high)
+            return _is_num(v) and math.isfinite(v) and in_range
+
+        rng = "" if low == float("-inf") else f" {'>' if low_open else '>='} {low:g}"
+        rng += f" and <= {high:g}" if high is not None else ""
+        _, v = self.value(key)
+        finite = "a finite number" if _is_num(v) and not math.isfinite(v) else "a number"
+        self.check(key, ok, f"{finite}{rng}" + (" or null" if nullable else ""), nullable)
+
+    def choice(self, key: str, options: tuple[str, ...]) -> None:
+        self.check(key, lambda v: v in options, f"one of {', '.join(options)}")
+
+    def boolean(self, key: str) -> None:
+        self.check(key, lambda v: isinstance(v, bool), "true or false")
+
+    def name(self, key: str) -> None:
+        """A value that ends up in a file name (output paths stay inside their folders)."""
+        self.check(
+            key,
+            lambda v: _is_int(v) or (isinstance(v, str) and SAFE_NAME.fullmatch(v) is not None),
+            "a plain name (letters, digits, _ . + = , -; no / and no leading dot)",
+            nullable=True,
+        )
+
+
+def _device_ok(v: Any) -> bool:
+    import torch
+
+    if v in ("auto", "cpu"):
+        return True
+    m = re.fullmatch(r"cuda(?::(\d+))?", str(v))
+    return m is not None and torch.cuda.is_available() and int(m.group(1) or 0) < torch.cuda.device_count()
+
+
+def _device_want() -> str:
+    import torch
+
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return "auto or cpu" + (f" or cuda:N with N < {n}" if n else " (no CUDA device here)")
+
+
+def _check_dataset(c: Checker) -> None:
+    """``envs.name`` names a registered dataset, whose own settings are checked by its spec."""
+    from envs.data.registry import dataset_spec
+
+    present, name = c.value("envs.name")
+    if not present:
+        return
+    try:
+        spec = dataset_spec(str(name))
+    except KeyError as e:
+        c.errors.append(str(e.args[0]))
+        return
+    c.errors.extend(spec.config_errors(c.cfg.envs))
+
+
+def _leaves(node: Any, prefix: str = "") -> list[tuple[str, str, Any]]:
+    """(dotted key, last key name, value) of every leaf of a plain config tree, ``hydra`` left out."""
+    out: list[tuple[str, str, Any]] = []
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
+    for k, v in items:
+        key = f"{prefix}.{k}" if prefix and isinstance(node, dict) else f"{prefix}[{k}]" if prefix else str(k)
+        if not prefix and k == "hydra":
+            continue
+        if isinstance(v, (dict, list)):
+            out += _leaves(v, key)
+        else:
+            out.append((key, str(k), v))
+    return out
+
+
+def _check_secrets(c: Checker) -> None:
+    """No credential anywhere in the tree: it would be saved in config.yaml, .hydra/, the
+    checkpoint and the logs."""
+    for key, name, v in _leaves(OmegaConf.to_container(c.cfg, resolve=False)):
+        if isinstance(v, str) and (m := ENV_READ.search(v)) and SECRET_KEY.search(m.group(1).strip()):
+            c.errors.append(
+                f"{key}: reads the environment variable {m.group(1).strip()}, a credential, into the config (it "
+                f"would be saved in config.yaml, the logs and the checkpoint); remove it"
+            )
+        elif v not in (None, "") and not _is_num(v) and SECRET_KEY.search(name) and not SPECIAL_TOKEN.search(name):
+            api = re.search(r"api[_-]?key", name, re.IGNORECASE)
+            c.errors.append(
+                f"{key}: {'keys' if api else 'credentials'} are not taken from the config (it is saved in config.yaml, "
+                f"the logs and the checkpoint); remove it and "
+                + (f"export {KEY_ENV}=<key> instead" if api else "pass it through an environment variable instead")
+            )
+        elif isinstance(v, str) and SECRET_VALUE.search(v):
+            c.errors.append(f"{key}: holds what looks like a credential (it would be saved to files); remove it")
+
+
+def _check_finite(c: Checker) -> None:
+    """No NaN or infinity under any key (the keys checked with a range already said so)."""
+    reported = {re.split(r"[=:]", line)[0] for line in c.errors}
+    for key, _, v in _leaves(OmegaConf.to_container(c.cfg, resolve=False)):
+        if _is_num(v) and not math.isfinite(v) and key not in reported:
+            c.errors.append(f"{key}={v!r}: expected a finite number")
+
+
+def _check_common(c: Checker) -> None:
+    """Keys shared by training and evaluation (the evaluation config holds the run's)."""
+    c.integer("seed", 0, high=MAX_SEED)
+    c.check("device", _device_ok, _device_want())
+    c.choice("precision", PRECISIONS)
+    c.integer("max_action_length", 1)
+    c.integer("max_action_length_in_memory", 1)
+    c.integer("eval_max_action_length_in_memory", 1, nullable=True)
+    c.integer("max_state_length", 1, nullable=True)
+    c.integer("embed_batch_size", 1)
+    c.integer("eval_group_size", 1)
+    c.integer("envs.max_steps", 1)
+    c.choice("envs.positions_processor", POSITIONS)
+    c.integer("envs.step_size", 1)
+    c.boolean("envs.sort_by_index")
+    c.name("envs.task")
+    c.name("envs.test_split")
+    c.name("envs.context_length")
+    c.check("envs.length", lambda v: _is_int(v) and (v >= 1 or v == -1), "an integer >= 1, or -1 for all")
+    c.integer("envs.subsample_size", 1)
+    c.integer("envs.max_chunks_count", 1)
+    c.integer("envs.prompt_reserve_tokens", 0)
+    c.integer("envs.min_noise_sentence_tokens", 0)
+    c.integer("envs.tokens_per_fact", 1)
+    _check_dataset(c)
+    from rl.model.fast.switches import REMOVED, SpeedSwitches
+
+    known = {f.name for f in dataclasses.fields(SpeedSwitches)} | set(REMOVED)
+    _, speed = c.value("speed")
+    for k in speed or {}:
+        if k in known:
+            c.check(f"speed.{k}", lambda v: isinstance(v, bool), "true or false", nullable=True)
+        else:
+            c.errors.append(f"speed.{k}: no such speed switch; known: {', '.join(sorted(known - set(REMOVED)))}")
+    _check_secrets(c)
+
+
+def check_training(cfg: DictConfig) -> None:
+    """Raise ConfigError naming every bad value of a training config."""
+    c = Checker(cfg)
+    _check_common(c)
+    c.integer("learning_start", 0)
+    c.integer("steps_count", 0)
+    c.integer("batch_size", 1)
+    c.integer("accumulate_grads", 1)
+    c.integer("eval_interval", 1)
+    c.integer("eval_episodes", 1)
+    c.integer("envs_parallel", 1)
+    c.integer("final_eval_episodes", -1)
+    c.integer("jobs_per_gpu", 1)
+    c.integer("keep_last_checkpoints", 0, nullable=True)
+    c.boolean("resume")
+    c.choice("eval_split", EVAL_SPLITS)
+    c.check("validation_fraction", lambda v: _is_num(v) and 0 <= v < 1, "a number >= 0 and < 1")
+    # imported here so that importing this module (the Hydra callback) stays light
+    from rl.learners import LEARNERS
+    from rl.learners.schedules import SCHEDULERS
+    from rl.model.embedder import POOLINGS
+
+    c.choice("algo.model.pooling", POOLINGS)
+    c.number("algo.model.pool_scale", 0.0, low_open=True)
+    c.integer("algo.model.predictor.num_layers", 1, nullable=True)
+    c.number("algo.model.predictor.interpolate_factor", 0.0, low_open=True)
+    for k in ("use_fast_tokenizer", "trust_remote_code", "normalize", "random_init"):
+        c.boolean(f"algo.model.{k}")
+    c.choice("algo.objective", tuple(LEARNERS))
+    # Adam moves every weight by about lr per step: above 1 the run diverges at once
+    c.number("algo.optimizer.lr", 0.0, 1.0, low_open=True)
+    _, lr = c.value("algo.optimizer.lr")
+    # AdamW multiplies the weights by 1 - lr·weight_decay each step: above 1 they flip sign
+    c.number("algo.optimizer.weight_decay", 0.0, 1.0 / lr if _is_num(lr) and 0 < lr <= 1 else None)
+    c.number("algo.optimizer.eps", 0.0, low_open=True)
+    c.check(
+        "algo.optimizer.betas",
+        lambda v: len(v) == 2 and all(_is_num(b) and 0 <= b < 1 for b in v),
+        "two numbers in [0, 1)",
+    )
+    c.choice("algo.scheduler.name", SCHEDULERS)
+    c.integer("algo.scheduler.warmup", 0)
+    c.integer("algo.scheduler.total", 0)
+    # lr falls to ratio·lr₀; a ratio above 1 makes the warm-up's lr negative (rl/learners/schedules.py)
+    c.number("algo.scheduler.ratio", 0.0, 1.0)
+    c.boolean("algo.scheduler.smooth_warmup")
+    c.number("algo.max_grad_norm", 0.0, low_open=True)
+    learner = LEARNERS.get(str(c.value("algo.objective")[1]))
+    if learner is not None:
+        hp = f"algo.{learner.NAME}.hyperparams"
+        if c.value(hp)[0]:
+            learner.check_config(c, hp)
+        else:  # algo.objective=<name> alone: the learner's settings were never composed
+            c.errors.append(
+                f"algo.objective={learner.NAME!r} without {hp}: choose the learner with learner={learner.NAME} "
+                f"(configs/learner/{learner.NAME}.yaml), not algo.objective alone"
+            )
+    c.integer("logger.log_interval", 1)
+    _check_finite(c)
+    if c.errors:
+        raise ConfigError(c.errors)
+
+
+def check_eval(cfg: DictConfig) -> None:
+    """Raise ConfigError naming every bad value of a merged evaluation config."""
+    c = Checker(cfg)
+    _check_common(c)
+    c.check("num_samples", lambda v: _is_int(v) and (v >= 1 or v == -1), "an integer >= 1, or -1 for all")
+    c.boolean("use_last")
+    c.boolean("trust_remote_code")
+    c.boolean("overwrite")
+    c.choice("eval.planner", PLANNERS)
+    c.integer("eval.beam_width", 1)
+    c.integer("eval.beam_expand", 1)
+    c.number("eval.stop_q_threshold", float("-inf"), nullable=True)
+    c.integer("eval.group_size", 1, nullable=True)
+    c.name("eval_env")
+    _check_finite(c)
+    if c.errors:
+        raise ConfigError(c.errors)
+
+
+def check_group_choices(argv: list[str], config_dir: Path) -> None:
+    """``group=option`` on the command line must name configs/<group>/<option>.yaml (Hydra would
+    otherwise skip an unknown optional preset and run the defaults)."""
+    errors = []
+    for arg in argv:
+        key, eq, value = arg.lstrip("+~").partition("=")
+        folder = config_dir / key
+        if not eq or "." in key or "/" in key or "(" in value or not folder.is_dir():
+            continue  # not a group choice, or a sweep expression (choice(...), range(...)) left to Hydra
+        for option in value.split(","):  # a multirun sweep lists several
+            if option in ("null", "") or (folder / f"{option}.yaml").is_file():
+                continue
+            known = sorted(p.stem for p in folder.glob("*.yaml"))
+            errors.append(f"{key}={option}: no configs/{key}/{option}.yaml; known: {', '.join(known)}")
+    if errors:
+        raise ConfigError(errors)
+
+
+def report_and_exit(err: ConfigError) -> None:
+    for line in err.lines:
+        print(f"error: {line}", file=sys.stderr)
+    raise SystemExit(2)
