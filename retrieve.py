@@ -6,7 +6,7 @@
 
 Prints the chunks each question retrieves with the step, Q-value and position (chunk index and
 character span in the text), or writes one JSON line per question to ``output``; ``export``
-writes the encoders as Hugging Face folders. The work is rl/retriever.py's QRAGRetriever.
+writes the encoders as Hugging Face folders (rl/run/export.py). The work is rl/run/retriever.py's QRAGRetriever.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import hydra
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
-import rl.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
-from rl.config import PROJECT_ROOT
-from rl.retriever import QRAGRetriever, Retrieval, RetrieverError, eval_config, read_questions, user_errors
-from rl.validate import ConfigError, check_group_choices, report_and_exit
+import rl.run.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
+from rl.run.config import PROJECT_ROOT
+from rl.run.retriever import QRAGRetriever, Retrieval, RetrieverError, eval_config, read_questions, user_errors
+from rl.run.validate import ConfigError, check_group_choices, report_and_exit
 
 
 def run(cfg: DictConfig) -> list[Retrieval] | dict[str, Any]:

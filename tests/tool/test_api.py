@@ -1,4 +1,4 @@
-"""QRAGRetriever (rl/retriever.py) against eval_retriever's loop on the same real samples, its stop
+"""QRAGRetriever (rl/run/retriever.py) against eval_retriever's loop on the same real samples, its stop
 rule, text splitting and bad inputs."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from envs.data.registry import build_dataset
-from rl.eval_run import run as eval_run
-from rl.retriever import QRAGRetriever, RetrieverError, split_text
+from rl.run.evaluate import run as eval_run
+from rl.run.retriever import QRAGRetriever, RetrieverError, split_text
 
 from .conftest import eval_cfg
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from rl.encoders import Embedder
-from rl.retriever import QRAGRetriever
+from rl.model.embedder import Embedder
+from rl.run.retriever import QRAGRetriever
 from tests.conftest import ROOT
 
 from .conftest import eval_cfg
@@ -81,13 +81,13 @@ def test_export_reloads_with_transformers_to_identical_embeddings(tiny_run: Path
     assert done["sentence_transformer"]  # an untrained run: state and chunk encoders are one set of weights
     settings = json.loads((tmp_path / "exp" / "qrag_retriever.json").read_text())
     texts = ["Where is Mary?", "Mary moved to the kitchen after she had been to the garden."]
-    for name, enc in (("state_encoder", r.agent.state_enc), ("chunk_encoder", r.agent.action_enc)):
+    for name, enc in (("state_encoder", r.qnet.state_enc), ("chunk_encoder", r.qnet.action_enc)):
         folder = tmp_path / "exp" / name
         tok = AutoTokenizer.from_pretrained(folder)
         batch = tok(texts, padding=True, return_tensors="pt")
         assert (
             batch["input_ids"].tolist()
-            == r.agent.tokenizer(texts, padding=True, return_tensors="pt")["input_ids"].tolist()
+            == r.qnet.tokenizer(texts, padding=True, return_tensors="pt")["input_ids"].tolist()
         )
         model = AutoModel.from_pretrained(folder).eval()
         reloaded = Embedder(model, settings["pooling"], settings["pool_scale"], settings["normalize"]).eval()
@@ -106,10 +106,10 @@ def test_export_reloads_with_transformers_to_identical_embeddings(tiny_run: Path
     assert [m["type"].rsplit(".", 1)[1] for m in modules] == ["Transformer", "Pooling"]
     pooling = json.loads((st / "1_Pooling" / "config.json").read_text())
     assert pooling["pooling_mode_mean_tokens"] and not pooling["pooling_mode_cls_token"]
-    assert pooling["word_embedding_dimension"] == r.agent.dim
+    assert pooling["word_embedding_dimension"] == r.qnet.dim
     assert torch.equal(
         AutoModel.from_pretrained(st).embeddings.word_embeddings.weight,
-        r.agent.state_enc.backbone.embeddings.word_embeddings.weight,
+        r.qnet.state_enc.backbone.embeddings.word_embeddings.weight,
     )
     readme = (tmp_path / "exp" / "README.md").read_text()
     assert str(tiny_run) in readme and "cannot do alone" in readme and "mean-pool" in readme
@@ -118,7 +118,7 @@ def test_export_reloads_with_transformers_to_identical_embeddings(tiny_run: Path
 def test_export_of_separate_encoders_has_no_sentence_transformer(tiny_run: Path, tmp_path: Path) -> None:
     r = QRAGRetriever.from_eval_config(eval_cfg(tiny_run))
     with torch.no_grad():
-        next(r.agent.action_enc.parameters()).add_(1e-3)  # as after training: E_a differs from E_s
+        next(r.qnet.action_enc.parameters()).add_(1e-3)  # as after training: E_a differs from E_s
     done = r.export(tmp_path / "exp")
     assert not done["sentence_transformer"] and not (tmp_path / "exp" / "sentence_transformer").exists()
     assert "No sentence-transformers folder" in (tmp_path / "exp" / "README.md").read_text()

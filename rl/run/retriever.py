@@ -4,9 +4,9 @@
     result = retriever.retrieve("Where is Mary?", open("book.txt").read(), steps=3)
 
 The retriever does not re-implement anything the evaluation loop does: the run folder is read by
-the evaluation's merge rule and checkpoint loader (rl/eval_run.py), each (question, chunks) pair
+the evaluation's merge rule and checkpoint loader (rl/run/evaluate.py), each (question, chunks) pair
 becomes one sample of a small in-memory dataset, and its episode is driven by the very greedy
-loop or beam planner of ``eval_retriever.py`` (rl/evaluate.py, rl/planner.py). So the picks of
+loop or beam planner of ``eval_retriever.py`` (rl/eval/greedy.py, rl/eval/beam.py). So the picks of
 the tool and of the evaluation on the same sample are the same by construction. The sample has
 no gold chunks (``sf_known`` false): the test feedback then pays nothing and never ends an
 episode, so only the step budget and the Q-value stop rule end it, as in evaluation.
@@ -28,13 +28,14 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from envs.data.splitter import split_sentences
 from envs.feedback import build_feedback
-from rl.build import eval_settings
-from rl.config import PROJECT_ROOT, pick_device, without_hydra
-from rl.eval_run import EvalError, checkpoint_path, load_agent, merge_eval_config
-from rl.evaluate import greedy_episodes
-from rl.planner import beam_episodes
-from rl.precision import Precision
-from rl.validate import ConfigError, check_eval, report_and_exit
+from rl.distributed import pick_device
+from rl.eval.beam import beam_episodes
+from rl.eval.greedy import greedy_episodes
+from rl.model.precision import Precision
+from rl.run.build import eval_settings
+from rl.run.config import PROJECT_ROOT, without_hydra
+from rl.run.evaluate import EvalError, checkpoint_path, load_qnet, merge_eval_config
+from rl.run.validate import ConfigError, check_eval, report_and_exit
 
 SPLITS = ("sentences", "lines")
 PLANNERS = ("greedy", "beam")
@@ -111,8 +112,8 @@ def check_run_folder(cfg: DictConfig) -> None:
 class QRAGRetriever:
     """A trained retriever loaded from its run folder; see the module docstring."""
 
-    def __init__(self, agent: Any, cfg: DictConfig, checkpoint: Path):
-        self.agent, self.cfg, self.checkpoint = agent, cfg, checkpoint
+    def __init__(self, qnet: Any, cfg: DictConfig, checkpoint: Path):
+        self.qnet, self.cfg, self.checkpoint = qnet, cfg, checkpoint
         self.max_steps = int(cfg.envs.max_steps)  # the T the run was trained with
 
     # -- loading ----------------------------------------------------------------------------
@@ -137,7 +138,7 @@ class QRAGRetriever:
         device = pick_device(str(merged.device))
         Precision.resolve(str(merged.precision), device).apply()
         ckpt = checkpoint_path(merged)
-        return cls(load_agent(merged, ckpt, device), merged, ckpt)
+        return cls(load_qnet(merged, ckpt, device), merged, ckpt)
 
     # -- retrieval --------------------------------------------------------------------------
     def retrieve(
@@ -188,9 +189,9 @@ class QRAGRetriever:
                 raise RetrieverError("stop_threshold works with the greedy planner only (as in evaluation)")
             if int(beam_width) < 1 or int(beam_expand) < 1:
                 raise RetrieverError(f"beam_width and beam_expand must be ≥ 1, got {beam_width} and {beam_expand}")
-            records = beam_episodes(self.agent, samples, indices, feedback, settings, int(beam_width), int(beam_expand))
+            records = beam_episodes(self.qnet, samples, indices, feedback, settings, int(beam_width), int(beam_expand))
         else:
-            records = greedy_episodes(self.agent, samples, indices, feedback, settings)
+            records = greedy_episodes(self.qnet, samples, indices, feedback, settings)
         out = []
         for rec, (chunks, spans) in zip(records, contexts):
             picks = [
@@ -240,9 +241,9 @@ class QRAGRetriever:
         segment cap (``eval_max_action_length_in_memory`` − 2 tokens, as in training's
         ``max_action_length_in_memory``) of the question, and a silently cut question would be
         another question."""
-        agent = self.agent
-        ids = agent.tokenizer(agent.query_prefix + question, add_special_tokens=False)["input_ids"]
-        cap = int(agent.eval_memory_content)
+        qnet = self.qnet
+        ids = qnet.tokenizer(qnet.query_prefix + question, add_special_tokens=False)["input_ids"]
+        cap = int(qnet.eval_memory_content)
         if len(ids) > cap:
             raise RetrieverError(
                 f"the question is {len(ids)} tokens long; this retriever reads at most {cap} question tokens "
@@ -264,16 +265,16 @@ class QRAGRetriever:
     # -- export -------------------------------------------------------------------------------
     def export(self, folder: str | Path) -> dict[str, Any]:
         """Write the encoders as Hugging Face folders (and a sentence-transformers folder where the
-        state and chunk encoders are the same weights): rl/export.py."""
-        from rl.export import export_encoders
+        state and chunk encoders are the same weights): rl/run/export.py."""
+        from rl.run.export import export_encoders
 
-        return export_encoders(self.agent, self.cfg, self.checkpoint, Path(folder))
+        return export_encoders(self.qnet, self.cfg, self.checkpoint, Path(folder))
 
     def describe(self) -> str:
         envs = self.cfg.envs
         return (
             f"{self.checkpoint} ({self.cfg.algo.model.name}, trained on {envs.name}/{envs.task}, T = {self.max_steps}, "
-            f"positions {envs.positions_processor}) on {self.agent.device}"
+            f"positions {envs.positions_processor}) on {self.qnet.device}"
         )
 
 
@@ -304,8 +305,8 @@ def read_questions(path: Path) -> list[dict[str, Any]]:
 def user_errors() -> tuple[type[BaseException], ...]:
     """The exceptions that are the user's to fix, reported as one ``error:`` line."""
     from envs.types import SampleError
-    from rl.encoders import ModelLoadError
-    from rl.storage import StorageError
+    from rl.model.embedder import ModelLoadError
+    from runstore import StorageError
 
     return (RetrieverError, EvalError, ConfigError, ModelLoadError, StorageError, SampleError)
 

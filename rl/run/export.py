@@ -28,46 +28,46 @@ def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
-def settings_of(agent: Any, cfg: DictConfig, checkpoint: Path) -> dict[str, Any]:
+def settings_of(qnet: Any, cfg: DictConfig, checkpoint: Path) -> dict[str, Any]:
     """What a user of the exported backbones needs to embed as the retriever does."""
-    enc, envs = agent.state_enc, cfg.envs
+    enc, envs = qnet.state_enc, cfg.envs
     return {
         "run": str(cfg.pretrained_path),
         "checkpoint": checkpoint.name,
         "base_model": str(cfg.algo.model.name),
-        "layers": int(agent.state_enc.backbone.config.num_hidden_layers),
-        "dim": int(agent.dim),
+        "layers": int(qnet.state_enc.backbone.config.num_hidden_layers),
+        "dim": int(qnet.dim),
         "pooling": enc.pooling,
         "pool_scale": float(enc.pool_scale),
         "normalize": bool(enc.normalize),
-        "query_prefix": agent.query_prefix,
-        "passage_prefix": agent.passage_prefix,
-        "max_chunk_tokens": int(agent.layout.action_cap),
-        "max_state_segment_tokens": int(agent.eval_memory_content) + 2,
-        "max_state_tokens": int(agent.layout.state_cap),
+        "query_prefix": qnet.query_prefix,
+        "passage_prefix": qnet.passage_prefix,
+        "max_chunk_tokens": int(qnet.layout.action_cap),
+        "max_state_segment_tokens": int(qnet.eval_memory_content) + 2,
+        "max_state_tokens": int(qnet.layout.state_cap),
         "task": f"{envs.name}/{envs.task}",
         "max_steps": int(envs.max_steps),
         "positions": {
             "processor": str(envs.positions_processor),
             "step_size": int(envs.step_size),
             "formula": str(envs.relative_formula),
-            "rope_interpolate_factor": float(agent.rope.interpolate_factor),
+            "rope_interpolate_factor": float(qnet.rope.interpolate_factor),
         },
         "sort_by_index": bool(envs.sort_by_index),
     }
 
 
-def export_encoders(agent: Any, cfg: DictConfig, checkpoint: Path, folder: Path) -> dict[str, Any]:
+def export_encoders(qnet: Any, cfg: DictConfig, checkpoint: Path, folder: Path) -> dict[str, Any]:
     """Write the folders; returns the settings written to ``qrag_retriever.json`` plus
     ``sentence_transformer`` (whether that folder was written)."""
     if folder.exists() and any(folder.iterdir()):
         raise FileExistsError(f"export={folder}: the folder exists and is not empty; choose a new one")
     folder.mkdir(parents=True, exist_ok=True)
-    settings = settings_of(agent, cfg, checkpoint)
-    for name, enc in (("state_encoder", agent.state_enc), ("chunk_encoder", agent.action_enc)):
+    settings = settings_of(qnet, cfg, checkpoint)
+    for name, enc in (("state_encoder", qnet.state_enc), ("chunk_encoder", qnet.action_enc)):
         enc.backbone.save_pretrained(folder / name)
-        agent.tokenizer.save_pretrained(folder / name)
-    shared = same_weights(agent.state_enc.backbone, agent.action_enc.backbone)
+        qnet.tokenizer.save_pretrained(folder / name)
+    shared = same_weights(qnet.state_enc.backbone, qnet.action_enc.backbone)
     settings["shared_encoders"] = shared
     if shared:
         write_sentence_transformer(folder / "state_encoder", folder / "sentence_transformer", settings)
@@ -160,6 +160,6 @@ DESIGN §3); retrieved chunks enter the state {"in document order" if s["sort_by
 **What these folders cannot do alone.** They embed text. The retriever's multi-step behaviour is not
 in them: the state that grows with every retrieved chunk, the relative positions that re-code every
 chunk after each step, and the greedy or beam loop over steps live in the Q-RAG code
-(`rl/retriever.py`, `python retrieve.py run=...`). A single-step similarity search with these
+(`rl/run/retriever.py`, `python retrieve.py run=...`). A single-step similarity search with these
 encoders ignores positions, so it cannot tell the latest of two similar facts from an earlier one.
 """
