@@ -37,7 +37,7 @@ from envs.env import Episode, VecRetrievalEnv
 from envs.types import sf_known
 from rl.learners.base import Hyperparams, LearnerBase
 from rl.model.fast.ragged import FramedIds, RaggedIds
-from rl.model.qnetwork import QNetwork, availability
+from rl.model.qnetwork import QNetwork
 
 MAX_DRAWS_PER_TRANSITION = 100  # give up when the training set has (almost) no gold facts
 LOSSES = ("beam", "softmax")
@@ -147,11 +147,10 @@ class SFTLearner(LearnerBase):
         out, c0, s0 = [], 0, 0
         for ep, gold in zip(episodes, golds):
             n, steps = ep.n_chunks, len(gold)
-            avail = availability(n, [gold[:t] for t in range(steps)], qnet.device)
-            # the env's position codes of every state "gold[:t] selected", in one batched computation
-            codes = ep.codes(self.env.pos, avail)
-            rotated = qnet.rotate(chunks[c0 : c0 + n].expand(steps, -1, -1), codes)  # [T′, N, d]
-            logits = torch.bmm(rotated, states[s0 : s0 + steps].float()[:, :, None])[:, :, 0]
+            held = [gold[:t] for t in range(steps)]
+            logits, avail = qnet.sample_scores(
+                ep, chunks[c0 : c0 + n], states[s0 : s0 + steps], held, self.env.pos, False
+            )
             out.append((logits.masked_fill(~avail, float("-inf")), torch.tensor(gold, device=qnet.device)))
             c0, s0 = c0 + n, s0 + steps
         return out
