@@ -15,8 +15,8 @@ import torch
 
 from envs.env import Episode, VecRetrievalEnv
 from envs.legacy import flag
-from rl.learners.acting import Transition, rollout_values, soft_act
-from rl.learners.base import Hyperparams, TwinHeadLearner
+from rl.learners.acting import Transition, lr_tied_alpha, rollout_values, soft_act
+from rl.learners.base import Hyperparams, TwinHeadLearner, ema_weight
 from rl.learners.returns import lambda_returns
 from rl.model.qfunc import soft_values
 from rl.model.qnetwork import QNetwork
@@ -41,6 +41,7 @@ class PQNLearner(TwinHeadLearner):
     NAME = "pqn"
     LOSS = "qf_loss"
     HYPER: type[Hyperparams] = Hyper  # the dataclass of algo.<NAME>.hyperparams
+    SCHEDULED = ("alpha",)
 
     @classmethod
     def check_config(cls, checker: Any, hp: str) -> None:
@@ -99,20 +100,8 @@ class PQNLearner(TwinHeadLearner):
         returns = lambda_returns(rewards, dones, v_next, v_last, self.hp.gamma, self.hp.lam, self.legacy_off_by_one)
         return self.regress_on([tr for step in steps for tr in step], returns.flatten())
 
-    def optimizer_step(self) -> dict[str, float]:
-        """DESIGN §5.5, in order: clip, AdamW, scheduler, zero, α, EMA, (acting alias), stale caches."""
-        scalars = self.gradient_step()
-        self.alpha = max(self.hp.alpha * scalars["lr"] / self.base_lr, self.hp.alpha_min)
-        tau = self.hp.tau if self.hp.use_target_networks else 1.0  # "w/o Target": E′ ≡ E
-        self.qnet.update_targets(tau)
-        self.finish_step()
-        return {**scalars, "alpha": self.alpha}
-
-    def eval_row(self) -> dict[str, float]:
-        return {**super().eval_row(), "alpha": self.alpha}
-
-    def extra_state(self) -> dict[str, Any]:
+    def after_step(self, lr: float) -> dict[str, float]:
+        """DESIGN §5.5 steps 5-6: α tied to the learning rate, EMA of the target encoders."""
+        self.alpha = lr_tied_alpha(self.hp, lr, self.base_lr)
+        self.qnet.update_targets(ema_weight(self.hp))
         return {"alpha": self.alpha}
-
-    def load_extra_state(self, state: dict[str, Any]) -> None:
-        self.alpha = float(state["alpha"])

@@ -38,7 +38,7 @@ import torch
 
 from envs.env import Episode, VecRetrievalEnv
 from rl.learners.acting import Transition, rollout_values, soft_act
-from rl.learners.base import Hyperparams, TwinHeadLearner
+from rl.learners.base import Hyperparams, TwinHeadLearner, ema_weight
 from rl.learners.returns import lambda_returns
 from rl.model.qnetwork import QNetwork
 
@@ -134,6 +134,7 @@ class SacHyper(Hyperparams):
 class SacDLearner(TwinHeadLearner):
     NAME = "sac_d"
     LOSS = "qf_loss"
+    SCHEDULED = ("alpha",)
 
     @classmethod
     def check_config(cls, checker: Any, hp: str) -> None:
@@ -182,26 +183,22 @@ class SacDLearner(TwinHeadLearner):
         returns = lambda_returns(rewards, dones, v_next, v_last, self.hp.gamma, self.hp.lam)
         return self.regress_on([tr for step in steps for tr in step], returns.flatten())
 
-    def optimizer_step(self) -> dict[str, float]:
-        """Clip, AdamW, schedule (shared), then the temperature step, EMA."""
-        scalars = self.gradient_step()
+    def after_step(self, lr: float) -> dict[str, float]:
+        """The temperature step, EMA of the target encoders."""
+        scalars = {}
         if self._entropy:
             h, target = torch.cat(self._entropy), torch.cat(self._target_h)
             scalars["entropy"] = float(h.mean())
             scalars["alpha_loss"] = self.temperature.step(h, target)
         self._entropy, self._target_h = [], []
         self.alpha = self.temperature.alpha
-        self.qnet.update_targets(self.hp.tau if self.hp.use_target_networks else 1.0)
-        self.finish_step()
+        self.qnet.update_targets(ema_weight(self.hp))
         return {**scalars, "alpha": self.alpha}
 
-    def eval_row(self) -> dict[str, float]:
-        return {**super().eval_row(), "alpha": self.alpha}
-
     def extra_state(self) -> dict[str, Any]:
-        return {"alpha": self.alpha, "temperature": self.temperature.state_dict()}
+        return {**super().extra_state(), "temperature": self.temperature.state_dict()}
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
-        self.alpha = float(state["alpha"])
+        super().load_extra_state(state)
         self.temperature.load_state_dict(state["temperature"])
         self.alpha = self.temperature.alpha

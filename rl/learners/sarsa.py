@@ -31,8 +31,8 @@ from typing import Any
 import torch
 
 from envs.env import Episode, VecRetrievalEnv
-from rl.learners.acting import Transition, policy_probs, soft_act, warming_up
-from rl.learners.base import Hyperparams, TwinHeadLearner
+from rl.learners.acting import Transition, lr_tied_alpha, policy_probs, soft_act, warming_up
+from rl.learners.base import Hyperparams, TwinHeadLearner, ema_weight
 from rl.model.qnetwork import QNetwork
 
 
@@ -77,6 +77,7 @@ class SarsaHyper(Hyperparams):
 class SarsaLearner(TwinHeadLearner):
     NAME = "sarsa"
     LOSS = "qf_loss"
+    SCHEDULED = ("alpha",)
 
     @classmethod
     def check_config(cls, checker: Any, hp: str) -> None:
@@ -165,19 +166,8 @@ class SarsaLearner(TwinHeadLearner):
         returns = sarsa_returns(rewards, dones, q_taken, boot, self.hp.gamma, n)
         return self.regress_on([tr for s in steps for tr in s], returns.flatten())
 
-    def optimizer_step(self) -> dict[str, float]:
-        """PQN's: clip, AdamW, scheduler, zero, α tied to the learning rate, EMA."""
-        scalars = self.gradient_step()
-        self.alpha = max(self.hp.alpha * scalars["lr"] / self.base_lr, self.hp.alpha_min)
-        self.qnet.update_targets(self.hp.tau if self.hp.use_target_networks else 1.0)
-        self.finish_step()
-        return {**scalars, "alpha": self.alpha}
-
-    def eval_row(self) -> dict[str, float]:
-        return {**super().eval_row(), "alpha": self.alpha}
-
-    def extra_state(self) -> dict[str, Any]:
+    def after_step(self, lr: float) -> dict[str, float]:
+        """PQN's: α tied to the learning rate, EMA of the target encoders."""
+        self.alpha = lr_tied_alpha(self.hp, lr, self.base_lr)
+        self.qnet.update_targets(ema_weight(self.hp))
         return {"alpha": self.alpha}
-
-    def load_extra_state(self, state: dict[str, Any]) -> None:
-        self.alpha = float(state["alpha"])

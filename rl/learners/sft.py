@@ -208,18 +208,9 @@ class SFTLearner(LearnerBase):
     def micro_step(self) -> dict[str, float]:
         episodes = self.draw_episodes()
         scalars = self.loss_on(episodes, 1.0 / self.k_accum)
-        self.counters.micro_steps += 1
         self.counters.env_steps += int(scalars["transitions"])
         self.counters.episodes += len(episodes)
-        if self.counters.micro_steps % self.k_accum == 0:
-            scalars.update(self.optimizer_step())
-        return scalars
-
-    def optimizer_step(self) -> dict[str, float]:
-        """DESIGN §5.5 steps 1-4 and 8 (clip, AdamW, scheduler, zero, stale caches); no α, no EMA."""
-        scalars = self.gradient_step()
-        self.finish_step()
-        return scalars
+        return self.end_micro_step(scalars)  # the optimiser step: no α, no EMA
 
     def state_dict(self) -> dict[str, Any]:
         return {"objective": "sft", **super().state_dict()}
