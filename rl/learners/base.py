@@ -3,9 +3,9 @@
 :class:`Learner` is everything the trainer (rl/run/train.py) and the tools (scripts/bench.py) use of a
 learner; nothing else is read by name. :class:`LearnerBase` holds what the learners share: AdamW and
 the LR schedule over the Q-network's trainable encoders (``algo.optimizer``, ``algo.scheduler``),
-gradient clipping (``algo.max_grad_norm``), counters, the acting generator, the gradient step (DESIGN
-§5.5 steps 1-4) and the checkpoint state. A learner adds its objective (``micro_step``) and its
-post-step updates; its own hyperparameters live in ``algo.<objective>.hyperparams``
+gradient clipping (``algo.max_grad_norm``), counters, the acting generator, the optimiser step (DESIGN
+§5.5) and the checkpoint state. A learner adds its objective (``micro_step``) and its updates after
+the gradient step (``after_step``); its own hyperparameters live in ``algo.<objective>.hyperparams``
 (configs/learner/<objective>.yaml).
 """
 

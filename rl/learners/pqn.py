@@ -1,9 +1,14 @@
-"""PQN-style learner (DESIGN §4.2, §4.4, §5): on-policy rollouts from persistent environments,
-soft λ-returns, twin-head regression, AdamW with an LR-tied temperature and EMA targets.
+"""Q-RAG's learner, PQN-style (DESIGN §5). One micro-step:
 
-Target values V(s_t) are computed for the whole rollout in one batched pass after it ends.
-This equals computing them at acting time (DESIGN §5.2): target encoders and α only change at
-optimiser steps, never inside a rollout, and run deterministically in eval mode by default.
+  roll out L steps in each of E persistent envs with the soft top-k policy (rl/learners/acting.py)
+  V(s) = V_1 + V_2,  V_h = M + α·log Σ_{a ∈ top-k available} exp((q′_h(a) − M)/α)   (target heads)
+  G_t = r_t + γ(1 − d_t)[(1 − λ) V(s_{t+1}) + λ G_{t+1}],  G_{L−1} bootstrapped from V(s_L)
+  loss = [½·mean((2q1 − G)²) + ½·mean((2q2 − G)²)] / K   (online heads of the chosen chunks)
+
+and every K micro-steps AdamW, then α = max(α₀·lr/lr₀, α_min) and θ′ ← τθ + (1 − τ)θ′.
+
+V is computed for the whole rollout in one batched pass after it ends, which equals computing it
+at acting time: the target encoders and α change only at optimiser steps (DESIGN §5.2).
 """
 
 from __future__ import annotations

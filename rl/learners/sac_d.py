@@ -1,31 +1,15 @@
-"""Soft actor-critic for discrete actions (SAC-D) on Q-RAG's Q-network (``learner=sac_d``).
+"""Soft actor-critic for discrete actions on Q-RAG's Q-network (``learner=sac_d``; README, "SAC-D").
 
-The critic is the twin-head Q-network of Q-RAG: Q(s, a) = q1 + q2, and the loss regresses each
-2·q_h to the target (rl/learners/pqn.py), so 2·q_h is head h's own estimate of Q. SAC's two critics are
-these two head estimates; their clipped minimum enters the target.
+Critics: the twin heads, 2·q_h being head h's estimate of Q (the twin loss trains them so). Actor:
+implicit, π(a|s) = softmax(Q(s, a)/α) over the top-min(k, |A|) available chunks, i.e. the soft
+top-k policy (rl/learners/acting.py); no policy head, no actor loss. Target, with π′ the same policy
+on the target heads:
 
-The actor. The retriever has one network, the Q-network, and no policy head; as in the authors'
-SAC code, the actor is implicit: π(a|s) = softmax(Q(s, a)/α) over the top-min(k, |A|) available
-chunks (``top_k_actions``; null = all available chunks). This is PQN's soft behaviour policy,
-so acting is PQN's (rl/learners/acting.py) and there is no separate actor loss: the soft Q-regression is the policy
-improvement step (the softmax of the soft Q-function is the minimiser of SAC's actor objective).
+  V(s′) = Σ_a π′(a|s′) [min(2q′1, 2q′2)(s′, a) − α log π′(a|s′)],   G = λ-returns of V (λ = 0: r + γ(1 − d)V(s′))
 
-Target. With Q′ = q′1 + q′2 of the target encoders and the policy π′ = softmax(Q′/α) over its
-top-k available chunks of the next state (the implicit actor evaluated with the target weights,
-so the target needs no extra encoder pass),
-
-  V(s′) = Σ_a π′(a|s′) [min(2q′1, 2q′2)(s′, a) − α log π′(a|s′)],
-
-and G = r + γ(1 − d) V(s′) (``Lambda`` > 0 mixes them into PQN's λ-returns; 0 is SAC's one-step
-target). When the two heads agree this is PQN's soft value α·logsumexp(Q′/α) over the top k.
-
-Temperature. ``learn_alpha: false`` keeps α fixed at ``alpha`` (not tied to the learning rate as
-in PQN). ``learn_alpha: true`` learns log α by its own Adam (``alpha_lr``) on
-J(log α) = log α · mean_s[H(π′(·|s)) − H̄(s)] over the states whose V was computed since the last
-optimiser step, H̄(s) = ``target_entropy_ratio`` · log(support size of s): α rises while the
-policy is less random than the target and falls while it is more. An episode of one step has no
-next state, so such rollouts leave α where it is. log α and its optimiser are checkpointed.
-PQN's legacy switches reproduce defects of the reference's PQN and do not apply here.
+Temperature: fixed (``learn_alpha: false``) or log α learned by Adam on
+J(log α) = log α · mean_s[H(π′(·|s)) − H̄(s)], H̄(s) = ``target_entropy_ratio`` · log(support size),
+over the next states whose V was computed since the last optimiser step (none: α unchanged).
 """
 
 from __future__ import annotations

@@ -1,26 +1,12 @@
-"""SARSA on Q-RAG's Q-network (``learner=sarsa``): on-policy TD(0) / n-step with the action the
-behaviour policy actually took next.
-
-Same Q-network, acting (rl/learners/acting.py), loss and optimiser step as PQN (rl/learners/pqn.py); only
-the regression target differs. PQN regresses towards soft λ-returns of V(s′) = a soft maximum over the next state's
-chunks; SARSA towards
+"""SARSA on Q-RAG's Q-network (``learner=sarsa``; README, "SARSA"): PQN's rollout, soft top-k
+policy, α schedule, EMA targets and twin-head loss, towards the n-step SARSA target
 
   G_t = Σ_{i<m} γ^i r_{t+i} + γ^m Q′(s_{t+m}, a_{t+m}),   m = min(n, L − t),
 
-cut at the first episode end inside the window (no bootstrap across it). Q′ = q′1 + q′2 is the
-target network (both heads), a_{t+m} the chunk the rollout actually chose in s_{t+m}.
-
-At the rollout's end (t + m = L) the next action has not been taken yet: the envs are persistent
-and the next micro-step will choose it. The target then uses its expectation under the policy
-that will choose it, E_{a∼π(·|s_L)} Q′(s_L, a), with π exactly the behaviour policy of the next
-acting step (uniform over the available chunks while warming up, otherwise the soft top-k policy
-softmax((Q − max Q)/α) of the online network in acting mode, α tied to the learning rate as in
-PQN). Taking the expectation instead of a sample keeps the target free of extra randomness and
-leaves the acting random stream untouched (expected SARSA at the rollout's boundary only).
-
-Behaviour policy, α schedule, EMA targets and the twin-head loss
-0.5·mean((2q1 − G)²) + 0.5·mean((2q2 − G)²) are PQN's. PQN's legacy switches reproduce defects of
-the reference's PQN and do not apply here.
+cut at the first episode end inside the window; Q′ = q′1 + q′2 of the target encoders, a_{t+m}
+the chunk the rollout chose. At the rollout's end (t + m = L) the next action is not taken yet:
+Q′(s_L, a_L) is replaced by E_{a∼π(·|s_L)} Q′(s_L, a), π the policy of the next acting step, so
+the target draws nothing from the acting random stream.
 """
 
 from __future__ import annotations

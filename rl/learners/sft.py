@@ -1,26 +1,17 @@
-"""Supervised baseline "multi-step RAG w. SFT" (paper Table 3; DESIGN §4.5), ``algo.objective: sft``.
+"""Supervised baseline "multi-step RAG w. SFT" (paper Table 3; DESIGN §4.5), ``learner=sft``.
 
-The paper names only "the Beam-Retriever trajectory-supervision loss on gold facts"; the authors'
-public code has no such learner for the Q-RAG encoders, only their copy of Beam Retriever (a
-cross-encoder baseline). ``algo.sft.hyperparams.loss`` picks how that loss is carried over to the
-bi-encoder's Q(s_t, a):
+The same Q-network and greedy evaluation as Q-RAG, trained on teacher-forced gold trajectories
+(the gold chunks in document order, at most T): at hop t the state holds the first t gold chunks
+and Q(s_t, a) scores every chunk. ``algo.sft.hyperparams.loss``:
 
-* ``beam`` (default, Beam Retriever's training signal at beam width 1): at hop t the state is the
-  question plus the first t gold chunks; every available chunk is classified on its own, gold or
-  not: binary cross-entropy with logit Q(s_t, a), averaged over the hop's candidates, summed over
-  hops, mean over samples. A hop is trained only while every earlier greedy pick was the gold chunk
-  (Beam Retriever stops a sample's hops at the first miss of its beam).
-* ``softmax`` (rounds 2-3): every hop teacher-forced, softmax cross-entropy of Q(s_t, ·) over the
-  available chunks with the next gold chunk as the target, mean over transitions: a stronger
-  ranking signal (a listwise loss) than the per-chunk one.
+* ``beam`` (default; Beam Retriever's signal at beam width 1): per hop, the mean over available
+  chunks of the binary cross-entropy with logit Q(s_t, a) and label "a is hop t's gold chunk";
+  summed over the hops trained (all while every earlier greedy pick was gold), mean over samples.
+* ``softmax``: cross-entropy of softmax(Q(s_t, ·)) over the available chunks towards the gold
+  chunk, every hop, mean over transitions.
 
-Both walk the gold chunks in document order (at most T of them): the bAbI parser keeps no other
-order (envs/data/babi.py), where Beam Retriever on BabiLong followed the dataset's listed order.
-
-Same Q-network (encoders E_s, E_a, state layout, rotation by the chunk position codes of s_t) and the
-same greedy evaluation as Q-RAG; only the learning signal differs. No rollouts, no target values:
-the target encoders, α and the acting generator are unused. The learner contract is
-:class:`rl.learners.base.Learner`; the main scalar is ``ce_loss`` (the loss of the chosen kind).
+No rollouts and no target values: target encoders, α and the acting generator are unused.
+Why these losses carry the paper's one-line description over to a bi-encoder: DESIGN §4.5.
 """
 
 from __future__ import annotations
@@ -111,8 +102,8 @@ class SFTLearner(LearnerBase):
 
     # -- loss -----------------------------------------------------------------------------
     # Samples whose framed chunk and state tokens add up to at most this many share one
-    # forward/backward pass (a larger haystack goes alone): bounds activation memory like one
-    # haystack at a time did, without a backward pass and an encoder call per sample.
+    # forward/backward pass (a larger haystack goes alone): activation memory stays bounded
+    # without a backward pass and an encoder call per sample.
     GROUP_TOKENS = 1 << 15
 
     def trajectory_logits(self, ep: Episode) -> tuple[torch.Tensor, torch.Tensor]:

@@ -157,8 +157,8 @@ class QNetwork(nn.Module):
     # -- embeddings -----------------------------------------------------------------------
     @staticmethod
     def set_mode(module: nn.Module, train: bool) -> None:
-        """Switch dropout mode only when it differs: ``train()`` walks every submodule, which
-        dominated the acting loop when done twice per encoder call."""
+        """Switch dropout mode only when it differs: ``train()`` walks every submodule, a cost
+        the acting loop would pay twice per encoder call."""
         if module.training != train:
             module.train(train)
 
