@@ -106,14 +106,11 @@ class SFTLearner(LearnerBase):
     # without a backward pass and an encoder call per sample.
     GROUP_TOKENS = 1 << 15
 
-    def trajectory_logits(self, ep: Episode) -> tuple[torch.Tensor, torch.Tensor]:
-        """Q(s_t, ·) over the chunks of ``ep``'s sample for every teacher-forced state (unavailable
-        chunks at −inf), with gradient, encoders in train mode: (logits [T′, N], targets [T′])."""
-        return self.group_logits([ep])[0]
-
     def group_logits(self, episodes: Sequence[Episode]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """:meth:`trajectory_logits` of several samples from one length-bucketed encoder pass over
-        all their chunks and one over all their teacher-forced states."""
+        """Per sample, Q(s_t, ·) over its chunks for every teacher-forced state (unavailable chunks
+        at −inf) and the gold chunks: (logits [T′, N], targets [T′]), with gradient, encoders in
+        train mode; one length-bucketed encoder pass over all the samples' chunks and one over all
+        their teacher-forced states."""
         qnet, layout = self.qnet, self.qnet.layout
         golds = [self.trajectory(ep) for ep in episodes]
         content = RaggedIds.concat([RaggedIds.from_lists(qnet.tokens(ep).action_chunks) for ep in episodes])
