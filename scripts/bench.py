@@ -95,7 +95,7 @@ def base_info(device: torch.device, args: argparse.Namespace, cfg, label: str) -
         "encoder": args.encoder,
         "precision": str(cfg.precision),
         "autocast": str(Precision.resolve(str(cfg.precision), device).autocast),
-        "switches": SpeedSwitches.from_cfg(cfg).as_dict(),
+        "switches": SpeedSwitches.from_run_cfg(cfg).as_dict(),
     }
 
 
@@ -185,7 +185,7 @@ def variants(args: argparse.Namespace, model: str) -> list[tuple[str, list[str]]
     then every switch off."""
     runs = [("as configured" + "".join(f" + {kv}" for kv in args.set), [])]
     if args.ablate:
-        on = [k for k, v in SpeedSwitches.from_cfg(compose_cfg(args, model, [])).as_dict().items() if v]
+        on = [k for k, v in SpeedSwitches.from_run_cfg(compose_cfg(args, model, [])).as_dict().items() if v]
         runs += [(f"speed.{k}=false", [f"speed.{k}=false"]) for k in on]
         runs.append(("all off", [f"speed.{k}=false" for k in SpeedSwitches().as_dict()]))
     return runs

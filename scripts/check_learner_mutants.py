@@ -30,8 +30,8 @@ MUTANTS = [
     (
         "Lambda read as gamma",
         "rl/learners/pqn.py",
-        'lam: float = field(default=0.65, metadata={"key": "Lambda"})',
-        'lam: float = field(default=0.65, metadata={"key": "gamma"})',
+        "self.hp.gamma, self.hp.lam, self.legacy_off_by_one)",
+        "self.hp.gamma, self.hp.gamma, self.legacy_off_by_one)",
         DEFAULT,
     ),
     (

@@ -5,7 +5,7 @@
   in ``DESIGN §2.2, §8.4``) name a numbered heading of docs/DESIGN.md, ``§11 #N`` a row of its
   defect table; ``<doc>.md §N`` a numbered heading of that document. A bare ``§N`` leads somewhere
   only inside a document under docs/ (its own section): in code and configs it is an error.
-* A code path the docs or the README name (``rl/learners/pqn.py``, ``configs/learner/``) exists,
+* A code path the docs or the README name (``rl/learners/pqn.py``, ``configs/algo/``) exists,
   unless it is one of the few paths of other repositories listed in ELSEWHERE.
 * Nothing points to a specification outside the repository.
 """
@@ -155,7 +155,7 @@ def test_wrapped_citation_is_checked():
 
 
 def test_code_paths_worked_cases():
-    assert dead_code_paths("docs/X.md", "see `rl/learners/pqn.py` and `configs/learner/`") == []
+    assert dead_code_paths("docs/X.md", "see `rl/learners/pqn.py` and `configs/algo/`") == []
     assert dead_code_paths("docs/X.md", "`configs/learner/<name>.yaml`, `configs/envs/*.yaml`") == []
     assert dead_code_paths("docs/X.md", "the old `rl/pqn.py`") == ["rl/pqn.py"]
     assert dead_code_paths("docs/X.md", "The authors' `rl/dqn.py`") == ["rl/dqn.py"]  # only where listed

@@ -14,7 +14,7 @@ LAYERS = (
     ("runstore",),
     ("prompts_and_metrics",),
     ("envs",),
-    ("rl.distributed", "rl.model"),
+    ("rl.distributed", "rl.model", "rl.schema"),
     ("rl.learners", "rl.eval"),
     ("rl.run",),
 )

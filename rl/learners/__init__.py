@@ -1,8 +1,8 @@
 """Learners: one file per learning rule, all on the same Q-network, environments and evaluation.
 
-``algo.objective`` (set by ``learner=<name>``, configs/learner/<name>.yaml) picks one; the trainer
-uses it only through :class:`rl.learners.base.Learner`. Adding a learner = a module here, its entry
-in ``LEARNERS`` and configs/learner/<name>.yaml.
+``algo.objective`` (set by ``learner=<name>``) picks one; the trainer uses it only through
+:class:`rl.learners.base.Learner`. Adding a learner = a module here (its ``HYPER`` dataclass states
+its keys) and its entry in ``LEARNERS``, from which rl/run/config.py registers ``learner=<name>``.
 """
 
 from __future__ import annotations

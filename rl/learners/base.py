@@ -5,16 +5,14 @@ learner; nothing else is read by name. :class:`LearnerBase` holds what the learn
 the LR schedule over the Q-network's trainable encoders (``algo.optimizer``, ``algo.scheduler``),
 gradient clipping (``algo.max_grad_norm``), counters, the acting generator, the optimiser step (DESIGN
 §5.5) and the checkpoint state. A learner adds its objective (``micro_step``) and its updates after
-the gradient step (``after_step``); its own hyperparameters live in ``algo.<objective>.hyperparams``
-(configs/learner/<objective>.yaml).
+the gradient step (``after_step``); its own hyperparameters live in ``algo.<objective>.hyperparams``,
+stated once by its ``HYPER`` dataclass (rl/schema.py), as :class:`Shared` states the keys all
+learners share.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import types
-import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -23,8 +21,9 @@ import torch
 from envs.env import VecRetrievalEnv
 from envs.seeding import derive_seed
 from rl import distributed as dist
-from rl.learners.schedules import build_scheduler
+from rl.learners.schedules import Scheduler, build_scheduler
 from rl.model.qnetwork import QNetwork
+from rl.schema import Schema, param
 
 
 @dataclass
@@ -45,32 +44,41 @@ class BatchShape:
     batch_size: int
 
 
-class Hyperparams:
-    """Base of a learner's hyperparameter dataclass: :meth:`from_cfg` reads one key per field.
+def _weight_decay_ok(checker: Any, key: str, prefix: str) -> None:
+    # AdamW multiplies the weights by 1 - lr·weight_decay each step: above 1 they flip sign
+    _, lr = checker.value(f"{prefix}.lr")
+    in_range = isinstance(lr, (int, float)) and not isinstance(lr, bool) and 0 < lr <= 1
+    checker.number(key, 0.0, 1.0 / lr if in_range else None)
 
-    The key is the field's name, or ``field(metadata={"key": ...})`` where the config spells it
-    otherwise (``Lambda`` for ``lam``). Each value is converted by the field's annotation
-    (``float``, ``int``, ``bool``, ``str``; ``X | None`` keeps a null). Every key must be in the node
-    (the learner's yaml holds every default): a missing one raises the config's own error, naming
-    it. Keys without a field are not read (Hydra refuses overrides of keys the yaml lacks).
-    """
 
-    @classmethod
-    def from_cfg(cls, hp: Any) -> Any:
-        """The dataclass from ``algo.<NAME>.hyperparams`` (configs/learner/<NAME>.yaml)."""
-        hints = typing.get_type_hints(cls)
-        values = {}
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            value = getattr(hp, f.metadata.get("key", f.name))
-            kind = hints[f.name]
-            args = typing.get_args(kind)
-            if typing.get_origin(kind) in (typing.Union, types.UnionType) and type(None) in args:
-                if value is None:
-                    values[f.name] = None
-                    continue
-                (kind,) = (a for a in args if a is not type(None))
-            values[f.name] = kind(value)
-        return cls(**values)
+@dataclass
+class Optimizer(Schema):
+    """``algo.optimizer``: AdamW over the trainable encoders, shared by every learner."""
+
+    # Adam moves every weight by about lr per step: above 1 the run diverges at once
+    lr: float = param(5e-5, "lr₀, the learning rate the schedule scales", low=0.0, high=1.0, low_open=True)
+    weight_decay: float = param(0.01, "AdamW's decoupled weight decay (<= 1/lr)", check=_weight_decay_ok)
+    betas: tuple[float, float] = param(
+        (0.9, 0.98),
+        "Adam's moment decay rates (β₁, β₂)",
+        ok=(lambda v: len(v) == 2 and all(_is_number(b) and 0 <= b < 1 for b in v), "two numbers in [0, 1)"),
+    )
+    eps: float = param(1e-6, "Adam's ε", low=0.0, low_open=True)
+
+
+@dataclass
+class Shared(Schema):
+    """The ``algo`` keys every learner shares (a learner's own: ``algo.<NAME>.hyperparams``)."""
+
+    optimizer: Optimizer = param(Optimizer, "AdamW over the trainable encoders")
+    scheduler: Scheduler = param(Scheduler, "the learning-rate schedule (DESIGN §5.7)")
+    max_grad_norm: float = param(
+        2.0, "gradient clipping (global L2 norm) before every AdamW step", low=0.0, low_open=True
+    )
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 class Learner(Protocol):
@@ -107,35 +115,27 @@ class Learner(Protocol):
 class LearnerBase:
     """Shared plumbing; subclasses set ``LOSS`` and implement ``micro_step``."""
 
-    NAME: ClassVar[str]  # algo.objective, configs/learner/<NAME>.yaml, algo.<NAME>.hyperparams
+    NAME: ClassVar[str]  # algo.objective, learner=<NAME>, algo.<NAME>.hyperparams
+    HYPER: ClassVar[type[Schema]]  # the dataclass of algo.<NAME>.hyperparams (every key's default and check)
     LOSS: ClassVar[str] = "loss"
     # attributes (floats) a learner schedules itself, e.g. its temperature α: in every metrics row
     # (eval_row) and in its checkpoints (extra_state)
     SCHEDULED: ClassVar[tuple[str, ...]] = ()
 
-    @classmethod
-    def check_config(cls, checker: Any, hp: str) -> None:
-        """Add this learner's value checks of ``hp`` (= algo.<NAME>.hyperparams) to an
-        rl.run.validate.Checker; run before anything is written."""
-
     def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
         self.qnet, self.env = qnet, env
-        algo = cfg.algo
-        self.max_grad_norm = float(algo.max_grad_norm)
+        shared: Shared = Shared.from_cfg(cfg.algo)
+        self.max_grad_norm = shared.max_grad_norm
         self.k_accum = int(cfg.accumulate_grads)
         self.batch_size = int(cfg.batch_size)
         self.rollout_len = math.ceil(self.batch_size / env.n_envs)  # L = ceil(B / E)
-        opt = algo.optimizer
+        opt = shared.optimizer
         self.optimizer = torch.optim.AdamW(
-            qnet.trainable_parameters(),
-            lr=float(opt.lr),
-            betas=tuple(opt.betas),
-            eps=float(opt.eps),
-            weight_decay=float(opt.weight_decay),
+            qnet.trainable_parameters(), lr=opt.lr, betas=opt.betas, eps=opt.eps, weight_decay=opt.weight_decay
         )
         qnet.watch(self.optimizer)  # each optimiser step makes the Q-network's cached embeddings stale
-        self.base_lr = float(opt.lr)
-        self.scheduler = build_scheduler(self.optimizer, algo.scheduler)
+        self.base_lr = opt.lr
+        self.scheduler = build_scheduler(self.optimizer, shared.scheduler)
         self.counters = Counters()
         self._finished_returns: list[float] = []
         # each data-parallel rank samples its own actions (rank 0 = the 1-process seed)
@@ -181,16 +181,15 @@ class LearnerBase:
         return BatchShape(self.rollout_len, self.env.n_envs, self.k_accum, self.batch_size)
 
     def hyperparams(self, cfg: Any) -> Any:
-        """``algo.<NAME>.hyperparams`` (configs/learner/<NAME>.yaml), with a clear error when the
-        learner's node is missing (``algo.objective`` set without its ``learner=`` group)."""
+        """``algo.<NAME>.hyperparams`` read into :attr:`HYPER`, with a clear error when the
+        learner's node is missing (``algo.objective`` set without its ``learner=`` choice)."""
         name = self.NAME
         node = (cfg.algo.get(name) or {}).get("hyperparams")
         if node is None:
             raise ValueError(
-                f"algo.{name}.hyperparams is missing: choose the learner with learner={name} "
-                f"(configs/learner/{name}.yaml), not algo.objective alone"
+                f"algo.{name}.hyperparams is missing: choose the learner with learner={name}, not algo.objective alone"
             )
-        return node
+        return self.HYPER.from_cfg(node)
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -25,10 +25,11 @@ from typing import Any
 import torch
 
 from envs.env import Episode, VecRetrievalEnv
-from rl.learners.base import BatchShape, Hyperparams, TwinHeadLearner
+from rl.learners.base import BatchShape, TwinHeadLearner
 from rl.learners.replay import NStepAssembler, ReplayBuffer, Step, physical_memory
 from rl.model.qfunc import NEG_INF, masked_topk, sample_policy
 from rl.model.qnetwork import QNetwork
+from rl.schema import Schema, param
 
 EXPLORATION = ("epsilon", "softmax")
 TARGET_UPDATES = ("ema", "hard")
@@ -55,58 +56,40 @@ def nstep_targets(
 
 
 @dataclass
-class Hyper(Hyperparams):
-    """``algo.dqn.hyperparams`` (configs/learner/dqn.yaml holds every default)."""
+class Hyper(Schema):
+    """``algo.dqn.hyperparams`` (``learner=dqn``). Optimiser, schedule and clipping are
+    algo.optimizer, algo.scheduler and algo.max_grad_norm, as for every learner."""
 
-    gamma: float
-    n_step: int
-    double: bool
-    buffer_size: int
-    learning_starts: int
-    env_steps_per_update: int
-    exploration: str
-    epsilon_start: float
-    epsilon_end: float
-    epsilon_decay_steps: int
-    temperature: float
-    top_k_actions: int | None
-    target_update: str
-    tau: float
-    target_update_interval: int
-    acting_dropout: bool
-
-    def __post_init__(self) -> None:
-        if self.exploration not in EXPLORATION:
-            raise ValueError(f"algo.dqn.hyperparams.exploration must be one of {EXPLORATION}, got {self.exploration!r}")
-        if self.target_update not in TARGET_UPDATES:
-            raise ValueError(
-                f"algo.dqn.hyperparams.target_update must be one of {TARGET_UPDATES}, got {self.target_update!r}"
-            )
-
-
-class DQNLearner(TwinHeadLearner):
-    NAME = "dqn"
-    LOSS = "qf_loss"
-    SCHEDULED = ("epsilon",)
-    VIEW_CACHE = 64  # replayed samples whose token ids stay cached (a sample recurs often in a small dataset)
+    gamma: float = param(0.99, "discount γ", low=0.0, high=1.0)
+    n_step: int = param(1, "n: rewards summed before bootstrapping (fewer at an episode end)", low=1, high=127)
+    double: bool = param(True, "Double DQN: the online encoders pick argmax, the target encoders value it")
+    buffer_size: int = param(100000, "transitions kept (ring buffer, 22 + 4·envs.max_steps bytes each)", low=1)
+    learning_starts: int = param(
+        64, "env steps of uniform acting before the first update (also fills the buffer)", low=0
+    )
+    env_steps_per_update: int = param(1, "vectorised env steps (× envs_parallel transitions) per micro-step", low=1)
+    exploration: str = param(
+        "epsilon", "epsilon (ε-greedy) | softmax (Boltzmann over Q / temperature)", choices=EXPLORATION
+    )
+    epsilon_start: float = param(1.0, "ε right after the warm-up", low=0.0, high=1.0)
+    epsilon_end: float = param(0.05, "ε after the decay", low=0.0, high=1.0)
+    epsilon_decay_steps: int = param(
+        200, "env steps of linear decay from epsilon_start to epsilon_end (after the warm-up)", low=1
+    )
+    temperature: float = param(0.05, "softmax exploration: π(a|s) ∝ exp(Q(s,a)/temperature)", low=0.0, low_open=True)
+    top_k_actions: int | None = param(None, "softmax exploration over the top-k available chunks (null = all)", low=1)
+    target_update: str = param(
+        "ema",
+        "ema (θ′ ← τθ + (1−τ)θ′ every optimiser step) | hard (θ′ ← θ every target_update_interval steps)",
+        choices=TARGET_UPDATES,
+    )
+    tau: float = param(0.1, "EMA rate (target_update=ema)", low=0.0, high=1.0)
+    target_update_interval: int = param(100, "optimiser steps between hard copies (target_update=hard)", low=1)
+    acting_dropout: bool = param(True, "act with dropout on, as PQN's rollouts (targets run in eval mode)")
 
     @classmethod
-    def check_config(cls, checker: Any, hp: str) -> None:
-        """Every value of ``algo.dqn.hyperparams`` checked before a run folder is written."""
-        for k in ("gamma", "tau", "epsilon_start", "epsilon_end"):
-            checker.number(f"{hp}.{k}", 0.0, 1.0)
-        checker.integer(f"{hp}.n_step", 1, high=127)
-        checker.integer(f"{hp}.buffer_size", 1)
-        checker.integer(f"{hp}.learning_starts", 0)
-        checker.integer(f"{hp}.env_steps_per_update", 1)
-        checker.integer(f"{hp}.epsilon_decay_steps", 1)
-        checker.integer(f"{hp}.target_update_interval", 1)
-        checker.integer(f"{hp}.top_k_actions", 1, nullable=True)
-        checker.number(f"{hp}.temperature", 0.0, low_open=True)
-        checker.choice(f"{hp}.exploration", EXPLORATION)
-        checker.choice(f"{hp}.target_update", TARGET_UPDATES)
-        for k in ("double", "acting_dropout"):
-            checker.boolean(f"{hp}.{k}")
+    def check_more(cls, checker: Any, hp: str) -> None:
+        """The replay buffer against this machine's memory; the position codes it can replay."""
         _, size = checker.value(f"{hp}.buffer_size")
         _, steps = checker.value("envs.max_steps")
         if isinstance(size, int) and isinstance(steps, int) and steps > 0:
@@ -124,9 +107,18 @@ class DQNLearner(TwinHeadLearner):
                 "does not keep the codes random positions draw per episode; use relative, absolute or none"
             )
 
+
+class DQNLearner(TwinHeadLearner):
+    NAME = "dqn"
+    LOSS = "qf_loss"
+    SCHEDULED = ("epsilon",)
+    VIEW_CACHE = 64  # replayed samples whose token ids stay cached (a sample recurs often in a small dataset)
+
+    HYPER = Hyper
+
     def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
         super().__init__(qnet, env, cfg, legacy)
-        self.hp = Hyper.from_cfg(self.hyperparams(cfg))
+        self.hp: Hyper = self.hyperparams(cfg)
         if env.pos.processor == "random":
             raise ValueError(
                 "learner=dqn replays transitions from sample indices, but envs.positions_processor=random "

@@ -13,7 +13,7 @@ at acting time: the target encoders and α change only at optimiser steps (DESIG
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -21,46 +21,40 @@ import torch
 from envs.env import Episode, VecRetrievalEnv
 from envs.legacy import flag
 from rl.learners.acting import Transition, lr_tied_alpha, rollout_values, soft_act
-from rl.learners.base import Hyperparams, TwinHeadLearner, ema_weight
+from rl.learners.base import TwinHeadLearner, ema_weight
 from rl.learners.returns import lambda_returns
 from rl.model.qfunc import soft_values
 from rl.model.qnetwork import QNetwork
+from rl.schema import Schema, param
 
 
 @dataclass
-class Hyper(Hyperparams):
-    """``algo.pqn.hyperparams`` (configs/learner/pqn.yaml holds every default)."""
+class Hyper(Schema):
+    """``algo.pqn.hyperparams`` (``learner=pqn``). The model presets of configs/algo/ override some
+    of these with a benchmark's published values."""
 
-    gamma: float = 0.99
-    alpha: float = 0.01
-    lam: float = field(default=0.65, metadata={"key": "Lambda"})
-    tau: float = 0.1
-    top_k_actions: int | None = 5
-    alpha_min: float = 1e-6
-    soft_target: bool = True
-    use_target_networks: bool = True
-    acting_dropout: bool = True
+    gamma: float = param(0.99, "discount γ", low=0.0, high=1.0)
+    alpha: float = param(0.01, "α₀ of the soft targets and policy; α = max(α₀·lr_t/lr₀, alpha_min)", low=0.0)
+    lam: float = param(0.65, "λ of the λ-returns", key="Lambda", low=0.0, high=1.0)
+    tau: float = param(0.1, "EMA rate of the target encoders", low=0.0, high=1.0)
+    top_k_actions: int | None = param(
+        5, "k: softmax policy and soft value over the top-k available chunks (null = all)", low=1
+    )
+    alpha_min: float = param(1e-6, "floor of α", low=0.0)
+    soft_target: bool = param(True, 'false: hard per-head max target ("w/o Soft-Q")')
+    use_target_networks: bool = param(True, 'false: targets are the online encoders ("w/o Target")')
+    acting_dropout: bool = param(True, "rollouts act with dropout on (the reference's train mode)")
 
 
 class PQNLearner(TwinHeadLearner):
     NAME = "pqn"
     LOSS = "qf_loss"
-    HYPER: type[Hyperparams] = Hyper  # the dataclass of algo.<NAME>.hyperparams
+    HYPER = Hyper
     SCHEDULED = ("alpha",)
-
-    @classmethod
-    def check_config(cls, checker: Any, hp: str) -> None:
-        for k in ("gamma", "Lambda", "tau"):
-            checker.number(f"{hp}.{k}", 0.0, 1.0)
-        checker.number(f"{hp}.alpha", 0.0)
-        checker.number(f"{hp}.alpha_min", 0.0)
-        checker.integer(f"{hp}.top_k_actions", 1, nullable=True)
-        for k in ("soft_target", "use_target_networks", "acting_dropout"):
-            checker.boolean(f"{hp}.{k}")
 
     def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
         super().__init__(qnet, env, cfg, legacy)
-        self.hp = self.HYPER.from_cfg(self.hyperparams(cfg))
+        self.hp: Hyper = self.hyperparams(cfg)
         self.alpha = self.hp.alpha  # α = α₀ until the first optimiser step
         self.learning_start = int(cfg.learning_start)
         self.sort_by_index = env.sort_by_index

@@ -15,16 +15,17 @@ over the next states whose V was computed since the last optimiser step (none: �
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from envs.env import Episode, VecRetrievalEnv
 from rl.learners.acting import Transition, rollout_values, soft_act
-from rl.learners.base import Hyperparams, TwinHeadLearner, ema_weight
+from rl.learners.base import TwinHeadLearner, ema_weight
 from rl.learners.returns import lambda_returns
 from rl.model.qnetwork import QNetwork
+from rl.schema import Schema, param
 
 NEG_INF = float("-inf")
 
@@ -99,41 +100,37 @@ class Temperature:
 
 
 @dataclass
-class SacHyper(Hyperparams):
-    """``algo.sac_d.hyperparams`` (configs/learner/sac_d.yaml documents and defaults every key)."""
+class SacHyper(Schema):
+    """``algo.sac_d.hyperparams`` (``learner=sac_d``)."""
 
-    gamma: float
-    lam: float = field(metadata={"key": "Lambda"})
-    alpha: float
-    learn_alpha: bool
-    alpha_lr: float
-    target_entropy_ratio: float
-    alpha_min: float
-    tau: float
-    top_k_actions: int | None
-    use_target_networks: bool
-    acting_dropout: bool
+    gamma: float = param(0.99, "discount γ", low=0.0, high=1.0)
+    lam: float = param(
+        0.0, "λ of PQN's λ-returns over the soft values (0 = SAC's one-step target)", key="Lambda", low=0.0, high=1.0
+    )
+    alpha: float = param(0.01, "initial temperature α (the fixed one with learn_alpha: false)", low=0.0, low_open=True)
+    learn_alpha: bool = param(True, "learn log α towards the target entropy (false: α stays at alpha)")
+    alpha_lr: float = param(3e-3, "Adam learning rate of log α", low=0.0)
+    target_entropy_ratio: float = param(
+        0.5, "target entropy = ratio · log(support size) of each state's policy", low=0.0, high=1.0
+    )
+    alpha_min: float = param(1e-6, "floor of α", low=0.0)
+    tau: float = param(0.1, "EMA rate of the target encoders", low=0.0, high=1.0)
+    top_k_actions: int | None = param(
+        5, "k: support of the policy and of the soft value (null = all available chunks)", low=1
+    )
+    use_target_networks: bool = param(True, "false: the target is the online network (τ = 1)")
+    acting_dropout: bool = param(True, "rollouts act with dropout on (as PQN)")
 
 
 class SacDLearner(TwinHeadLearner):
     NAME = "sac_d"
     LOSS = "qf_loss"
+    HYPER = SacHyper
     SCHEDULED = ("alpha",)
-
-    @classmethod
-    def check_config(cls, checker: Any, hp: str) -> None:
-        for k in ("gamma", "Lambda", "tau", "target_entropy_ratio"):
-            checker.number(f"{hp}.{k}", 0.0, 1.0)
-        checker.number(f"{hp}.alpha", 0.0, low_open=True)
-        checker.number(f"{hp}.alpha_lr", 0.0)
-        checker.number(f"{hp}.alpha_min", 0.0)
-        checker.integer(f"{hp}.top_k_actions", 1, nullable=True)
-        for k in ("learn_alpha", "use_target_networks", "acting_dropout"):
-            checker.boolean(f"{hp}.{k}")
 
     def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
         super().__init__(qnet, env, cfg, legacy)
-        self.hp = SacHyper.from_cfg(self.hyperparams(cfg))
+        self.hp: SacHyper = self.hyperparams(cfg)
         self.learning_start = int(cfg.learning_start)
         self.sort_by_index = env.sort_by_index
         self.temperature = Temperature(self.hp.alpha, self.hp.alpha_lr, self.hp.alpha_min, self.hp.learn_alpha)

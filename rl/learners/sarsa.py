@@ -18,8 +18,9 @@ import torch
 
 from envs.env import Episode, VecRetrievalEnv
 from rl.learners.acting import Transition, lr_tied_alpha, policy_probs, soft_act, warming_up
-from rl.learners.base import Hyperparams, TwinHeadLearner, ema_weight
+from rl.learners.base import TwinHeadLearner, ema_weight
 from rl.model.qnetwork import QNetwork
+from rl.schema import Schema, param
 
 
 def sarsa_returns(
@@ -46,39 +47,36 @@ def sarsa_returns(
 
 
 @dataclass
-class SarsaHyper(Hyperparams):
-    """``algo.sarsa.hyperparams`` (configs/learner/sarsa.yaml documents and defaults every key);
-    the acting, α-schedule and EMA keys mean what they mean for PQN."""
+class SarsaHyper(Schema):
+    """``algo.sarsa.hyperparams`` (``learner=sarsa``); the acting, α-schedule and EMA keys mean
+    what they mean for PQN."""
 
-    gamma: float
-    n_steps: int
-    alpha: float
-    alpha_min: float
-    tau: float
-    top_k_actions: int | None
-    use_target_networks: bool
-    acting_dropout: bool
+    gamma: float = param(0.99, "discount γ", low=0.0, high=1.0)
+    n_steps: int = param(1, "n of the n-step target (1 = TD(0)); cut at episode ends and at the rollout's end", low=1)
+    alpha: float = param(
+        0.01,
+        "α₀ of the soft top-k behaviour policy; α = max(α₀·lr_t/lr₀, alpha_min) as in PQN",
+        low=0.0,
+        low_open=True,
+    )
+    alpha_min: float = param(1e-6, "floor of the acting temperature", low=0.0)
+    tau: float = param(0.1, "EMA rate of the target encoders", low=0.0, high=1.0)
+    top_k_actions: int | None = param(
+        5, "k: the behaviour policy samples among the top-k available chunks (null = all)", low=1
+    )
+    use_target_networks: bool = param(True, "false: Q′ is the online network (τ = 1)")
+    acting_dropout: bool = param(True, "rollouts act with dropout on (as PQN)")
 
 
 class SarsaLearner(TwinHeadLearner):
     NAME = "sarsa"
     LOSS = "qf_loss"
+    HYPER = SarsaHyper
     SCHEDULED = ("alpha",)
-
-    @classmethod
-    def check_config(cls, checker: Any, hp: str) -> None:
-        for k in ("gamma", "tau"):
-            checker.number(f"{hp}.{k}", 0.0, 1.0)
-        checker.integer(f"{hp}.n_steps", 1)
-        checker.number(f"{hp}.alpha", 0.0, low_open=True)
-        checker.number(f"{hp}.alpha_min", 0.0)
-        checker.integer(f"{hp}.top_k_actions", 1, nullable=True)
-        for k in ("use_target_networks", "acting_dropout"):
-            checker.boolean(f"{hp}.{k}")
 
     def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
         super().__init__(qnet, env, cfg, legacy)
-        self.hp = SarsaHyper.from_cfg(self.hyperparams(cfg))
+        self.hp: SarsaHyper = self.hyperparams(cfg)
         self.alpha = self.hp.alpha  # α = α₀ until the first optimiser step, then tied to the LR
         self.learning_start = int(cfg.learning_start)
         self.sort_by_index = env.sort_by_index

@@ -26,19 +26,28 @@ import torch.nn.functional as F
 
 from envs.env import Episode, VecRetrievalEnv
 from envs.types import sf_known
-from rl.learners.base import Hyperparams, LearnerBase
+from rl.learners.base import LearnerBase
 from rl.model.fast.ragged import FramedIds, RaggedIds
 from rl.model.qnetwork import QNetwork
+from rl.schema import Schema, param
 
 MAX_DRAWS_PER_TRANSITION = 100  # give up when the training set has (almost) no gold facts
 LOSSES = ("beam", "softmax")
 
 
 @dataclass
-class Hyper(Hyperparams):
-    """``algo.sft.hyperparams`` (configs/learner/sft.yaml holds every default)."""
+class Hyper(Schema):
+    """``algo.sft.hyperparams`` (``learner=sft``). Optimiser, schedule and clipping are
+    algo.optimizer, algo.scheduler and algo.max_grad_norm, shared with every learner."""
 
-    loss: str = "beam"
+    # beam: Beam Retriever's loss (the paper's words) at beam width 1: gold chunks in the dataset's
+    #   order, per-chunk binary cross-entropy of Q averaged over a hop's candidates, summed over hops,
+    #   hops after the first wrong greedy pick untrained.
+    # softmax: rounds 2-3's definition: document order, every hop teacher-forced, softmax
+    #   cross-entropy of Q(s_t, ·) over the available chunks.
+    loss: str = param(
+        "beam", "beam (Beam Retriever's loss, beam width 1) | softmax (cross-entropy over the chunks)", choices=LOSSES
+    )
 
 
 def teacher_trajectory(sample: dict[str, Any], max_steps: int) -> list[int]:
@@ -65,16 +74,13 @@ def beam_hop_losses(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.T
 class SFTLearner(LearnerBase):
     NAME = "sft"
     LOSS = "ce_loss"
-
-    @classmethod
-    def check_config(cls, checker: Any, hp: str) -> None:
-        checker.choice(f"{hp}.loss", LOSSES)
+    HYPER = Hyper
 
     def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
         # batch_size = minimum teacher-forced transitions per micro-step; rollout_len is nominal
         # (for the trainer's batch log); the policy generator is unused by this objective.
         super().__init__(qnet, env, cfg, legacy)
-        self.hp = Hyper.from_cfg(self.hyperparams(cfg))
+        self.hp: Hyper = self.hyperparams(cfg)
 
     def trajectory(self, ep: Episode) -> list[int]:
         """The teacher-forced gold trajectory of ``ep``'s sample."""

@@ -1,4 +1,4 @@
-"""The one interpreter of the ``precision`` key (DESIGN §2.7); its default lives in configs/training.yaml.
+"""The one interpreter of the ``precision`` key (DESIGN §2.7); its default lives in rl/run/keys.py.
 
 ``tf32`` is the reference's arithmetic: fp32 weights and activations, matmuls in tf32
 (``torch.set_float32_matmul_precision("high")``). ``fp32`` makes matmuls full fp32 ("highest").

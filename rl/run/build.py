@@ -33,7 +33,7 @@ def qnet_from_cfg(cfg: DictConfig, device: torch.device) -> QNetwork:
         device,
         Precision.resolve(str(cfg.precision), device),
         int(cfg.embed_batch_size),
-        SpeedSwitches.from_cfg(cfg),
+        SpeedSwitches.from_run_cfg(cfg),
     )
 
 

@@ -40,7 +40,49 @@ def sweep_jobs(jobs_per_gpu: Any) -> int:
     return n * max(1, torch.cuda.device_count())
 
 
+def schemas() -> list[tuple[str, Any]]:
+    """Every schema (rl/schema.py) with the config node it states: the top-level training keys
+    (``""``: those evaluation also reads, then the rest with ``speed``), the shared ``algo`` keys and
+    each learner's ``algo.<name>.hyperparams``."""
+    from rl.learners import LEARNERS
+    from rl.learners.base import Shared
+    from rl.run.keys import RunKeys, TrainingKeys
+
+    learners = [(f"algo.{name}.hyperparams", learner.HYPER) for name, learner in LEARNERS.items()]
+    return [("", RunKeys), ("", TrainingKeys), ("algo", Shared), *learners]
+
+
+def schema_tables() -> dict[str, list[str]]:
+    """The README's table rows of every schema, by a title naming the node and its dataclass."""
+    return {
+        f"{f'`{node}`' if node else 'Top level'} ({cls.__module__.replace('.', '/')}.py, `{cls.__name__}`)": cls.table_rows(
+            node
+        )
+        for node, cls in schemas()
+    }
+
+
+def register_schemas() -> None:
+    """Every schema's defaults into Hydra's ConfigStore (rl/schema.py), so the YAML files only
+    override: the ``learner`` group's options (``learner=<name>``: ``algo.objective`` and
+    ``algo.<name>.hyperparams``) and ``algo_shared`` (the ``algo`` keys every learner shares),
+    which configs/training.yaml lists before the ``algo`` preset."""
+    from hydra.core.config_store import ConfigStore
+
+    from rl.learners import LEARNERS
+    from rl.learners.base import Shared
+    from rl.run.keys import RunKeys, TrainingKeys
+
+    store = ConfigStore.instance()
+    for name, learner in LEARNERS.items():
+        node = {"objective": name, name: {"hyperparams": learner.HYPER.defaults()}}
+        store.store(group="learner", name=name, package="algo", node=node)
+    store.store(name="algo_shared", package="algo", node=Shared.defaults())
+    store.store(name="training_keys", package="_global_", node=RunKeys.defaults() | TrainingKeys.defaults())
+
+
 register_resolvers()
+register_schemas()
 
 
 def seed_everything(seed: int, deterministic: bool = True) -> None:

@@ -46,6 +46,7 @@ from rl.run.build import eval_settings, qnet_from_cfg
 from rl.run.checkpoints import load_eval_weights
 from rl.run.config import PROJECT_ROOT, seed_everything, upgrade_run_config, without_hydra
 from rl.run.haystack_cache import CachedDataset, maybe_cached
+from rl.run.keys import RunKeys
 from rl.run.validate import check_eval
 from runstore import (
     DISK_FULL,
@@ -174,9 +175,9 @@ def fill_missing(taken: dict[str, Any], source: Path) -> dict[str, Any]:
     """Keys a run config of another version lacks, filled with today's defaults (one warning);
     speed switches this version does not know are dropped (warning)."""
     cfg_dir = PROJECT_ROOT / "configs"
-    defaults: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(cfg_dir / "training.yaml"), resolve=False)  # type: ignore
+    defaults = RunKeys.defaults()  # the top-level keys evaluation reads (rl/run/keys.py)
     filled: list[str] = []
-    for k in RUN_KEYS:  # (speed: SpeedSwitches.from_cfg defaults its own keys, reading an old compile_encoders)
+    for k in RUN_KEYS:  # (speed: SpeedSwitches.from_run_cfg defaults its own keys, reading an old compile_encoders)
         if k not in taken and k in defaults and k != "speed":
             taken[k] = copy.deepcopy(defaults[k])
             filled.append(f"{k}={taken[k]!r}")

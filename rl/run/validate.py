@@ -17,15 +17,13 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rl.model.precision import PRECISIONS
+from rl.run.keys import RunKeys, TrainingKeys
 
-EVAL_SPLITS = ("validation", "test")
 PLANNERS = ("greedy", "beam")
 POSITIONS = ("none", "absolute", "random", "relative")
 # A value that becomes part of a file or folder name: no separators, no leading dot.
 SAFE_NAME = re.compile(r"[A-Za-z0-9_+=,-][A-Za-z0-9_.+=,-]*")
 KEY_ENV = "QRAG_API_KEY"  # the variable prompts_and_metrics/llm/server_backend.py reads first
-MAX_SEED = 2**64 - 1  # torch.manual_seed's limit
 # A key whose name says it holds a credential, at any depth (api_key, hf_token, password, ...);
 # tokenizer settings (max_tokens, num_tokens, length_tokenizer) do not match.
 SECRET_KEY = re.compile(
@@ -120,22 +118,6 @@ class Checker:
         )
 
 
-def _device_ok(v: Any) -> bool:
-    import torch
-
-    if v in ("auto", "cpu"):
-        return True
-    m = re.fullmatch(r"cuda(?::(\d+))?", str(v))
-    return m is not None and torch.cuda.is_available() and int(m.group(1) or 0) < torch.cuda.device_count()
-
-
-def _device_want() -> str:
-    import torch
-
-    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    return "auto or cpu" + (f" or cuda:N with N < {n}" if n else " (no CUDA device here)")
-
-
 def _check_dataset(c: Checker) -> None:
     """``envs.name`` names a registered dataset, whose own settings are checked by its spec."""
     from envs.data.registry import dataset_spec
@@ -196,15 +178,7 @@ def _check_finite(c: Checker) -> None:
 
 def _check_common(c: Checker) -> None:
     """Keys shared by training and evaluation (the evaluation config holds the run's)."""
-    c.integer("seed", 0, high=MAX_SEED)
-    c.check("device", _device_ok, _device_want())
-    c.choice("precision", PRECISIONS)
-    c.integer("max_action_length", 1)
-    c.integer("max_action_length_in_memory", 1)
-    c.integer("eval_max_action_length_in_memory", 1, nullable=True)
-    c.integer("max_state_length", 1, nullable=True)
-    c.integer("embed_batch_size", 1)
-    c.integer("eval_group_size", 1)
+    RunKeys.check(c, "")
     c.integer("envs.max_steps", 1)
     c.choice("envs.positions_processor", POSITIONS)
     c.integer("envs.step_size", 1)
@@ -235,22 +209,10 @@ def check_training(cfg: DictConfig) -> None:
     """Raise ConfigError naming every bad value of a training config."""
     c = Checker(cfg)
     _check_common(c)
-    c.integer("learning_start", 0)
-    c.integer("steps_count", 0)
-    c.integer("batch_size", 1)
-    c.integer("accumulate_grads", 1)
-    c.integer("eval_interval", 1)
-    c.integer("eval_episodes", 1)
-    c.integer("envs_parallel", 1)
-    c.integer("final_eval_episodes", -1)
-    c.integer("jobs_per_gpu", 1)
-    c.integer("keep_last_checkpoints", 0, nullable=True)
-    c.boolean("resume")
-    c.choice("eval_split", EVAL_SPLITS)
-    c.check("validation_fraction", lambda v: _is_num(v) and 0 <= v < 1, "a number >= 0 and < 1")
+    TrainingKeys.check(c, "")
     # imported here so that importing this module (the Hydra callback) stays light
     from rl.learners import LEARNERS
-    from rl.learners.schedules import SCHEDULERS
+    from rl.learners.base import Shared
     from rl.model.embedder import POOLINGS
 
     c.choice("algo.model.pooling", POOLINGS)
@@ -260,33 +222,16 @@ def check_training(cfg: DictConfig) -> None:
     for k in ("use_fast_tokenizer", "trust_remote_code", "normalize", "random_init"):
         c.boolean(f"algo.model.{k}")
     c.choice("algo.objective", tuple(LEARNERS))
-    # Adam moves every weight by about lr per step: above 1 the run diverges at once
-    c.number("algo.optimizer.lr", 0.0, 1.0, low_open=True)
-    _, lr = c.value("algo.optimizer.lr")
-    # AdamW multiplies the weights by 1 - lr·weight_decay each step: above 1 they flip sign
-    c.number("algo.optimizer.weight_decay", 0.0, 1.0 / lr if _is_num(lr) and 0 < lr <= 1 else None)
-    c.number("algo.optimizer.eps", 0.0, low_open=True)
-    c.check(
-        "algo.optimizer.betas",
-        lambda v: len(v) == 2 and all(_is_num(b) and 0 <= b < 1 for b in v),
-        "two numbers in [0, 1)",
-    )
-    c.choice("algo.scheduler.name", SCHEDULERS)
-    c.integer("algo.scheduler.warmup", 0)
-    c.integer("algo.scheduler.total", 0)
-    # lr falls to ratio·lr₀; a ratio above 1 makes the warm-up's lr negative (rl/learners/schedules.py)
-    c.number("algo.scheduler.ratio", 0.0, 1.0)
-    c.boolean("algo.scheduler.smooth_warmup")
-    c.number("algo.max_grad_norm", 0.0, low_open=True)
+    Shared.check(c, "algo")  # optimizer, scheduler, max_grad_norm: each key's check is in its dataclass
     learner = LEARNERS.get(str(c.value("algo.objective")[1]))
     if learner is not None:
         hp = f"algo.{learner.NAME}.hyperparams"
         if c.value(hp)[0]:
-            learner.check_config(c, hp)
+            learner.HYPER.check(c, hp)
         else:  # algo.objective=<name> alone: the learner's settings were never composed
             c.errors.append(
-                f"algo.objective={learner.NAME!r} without {hp}: choose the learner with learner={learner.NAME} "
-                f"(configs/learner/{learner.NAME}.yaml), not algo.objective alone"
+                f"algo.objective={learner.NAME!r} without {hp}: choose the learner with learner={learner.NAME}, "
+                f"not algo.objective alone"
             )
     c.integer("logger.log_interval", 1)
     _check_finite(c)
@@ -314,21 +259,37 @@ def check_eval(cfg: DictConfig) -> None:
 
 
 def check_group_choices(argv: list[str], config_dir: Path) -> None:
-    """``group=option`` on the command line must name configs/<group>/<option>.yaml (Hydra would
-    otherwise skip an unknown optional preset and run the defaults)."""
+    """``group=option`` on the command line must name configs/<group>/<option>.yaml or an option
+    held by Hydra's ConfigStore (``learner=``, rl/run/config.py); Hydra would otherwise skip an
+    unknown optional preset and run the defaults."""
     errors = []
     for arg in argv:
         key, eq, value = arg.lstrip("+~").partition("=")
         folder = config_dir / key
-        if not eq or "." in key or "/" in key or "(" in value or not folder.is_dir():
+        if not eq or "." in key or "/" in key or "(" in value:
             continue  # not a group choice, or a sweep expression (choice(...), range(...)) left to Hydra
+        files = {p.stem for p in folder.glob("*.yaml")}
+        stored = _stored_options(key)
+        if not (folder.is_dir() or stored):
+            continue
+        options = files | stored
         for option in value.split(","):  # a multirun sweep lists several
-            if option in ("null", "") or (folder / f"{option}.yaml").is_file():
+            if option in ("null", "") or option in options:
                 continue
-            known = sorted(p.stem for p in folder.glob("*.yaml"))
-            errors.append(f"{key}={option}: no configs/{key}/{option}.yaml; known: {', '.join(known)}")
+            where = f"no configs/{key}/{option}.yaml" if files else f"no {key} named {option!r}"
+            errors.append(f"{key}={option}: {where}; known: {', '.join(sorted(options))}")
     if errors:
         raise ConfigError(errors)
+
+
+def _stored_options(group: str) -> set[str]:
+    """The options ConfigStore holds for ``group`` (none when it holds no such group)."""
+    from hydra.core.config_store import ConfigStore
+
+    try:
+        return {name.removesuffix(".yaml") for name in ConfigStore.instance().list(group)}
+    except OSError:
+        return set()
 
 
 def report_and_exit(err: ConfigError) -> None:

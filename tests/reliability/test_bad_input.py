@@ -178,7 +178,7 @@ BAD_VALUES = {
     "credential, into the config (it would be saved in config.yaml, the logs and the checkpoint); remove it",
 }
 
-# each learner's own keys (configs/learner/<name>.yaml), composed with learner=<name>
+# each learner's own keys (its HYPER dataclass, rl/learners/<name>.py), composed with learner=<name>
 LEARNER_BAD_VALUES = {
     (
         "learner=dqn",
@@ -204,8 +204,8 @@ LEARNER_BAD_VALUES = {
     ("learner=sft", "algo.optimizer.lr=0"): "algo.optimizer.lr=0: expected a number > 0 and <= 1",
     ("learner=sft", "algo.sft.hyperparams.loss=listwise"): "algo.sft.hyperparams.loss='listwise': expected one of "
     "beam, softmax",
-    ("algo.objective=dqn",): "algo.objective='dqn' without algo.dqn.hyperparams: choose the learner with learner=dqn "
-    "(configs/learner/dqn.yaml), not algo.objective alone",
+    ("algo.objective=dqn",): "algo.objective='dqn' without algo.dqn.hyperparams: choose the learner with learner=dqn, "
+    "not algo.objective alone",
 }
 
 
@@ -275,7 +275,7 @@ def test_unknown_preset_name():
     )
     with pytest.raises(ConfigError) as e:
         check_group_choices(["learner=foo"], ROOT / "configs")
-    assert e.value.lines == ["learner=foo: no configs/learner/foo.yaml; known: dqn, pqn, sac_d, sarsa, sft"]
+    assert e.value.lines == ["learner=foo: no learner named 'foo'; known: dqn, pqn, sac_d, sarsa, sft"]
 
 
 def _train(args: list[str]) -> subprocess.CompletedProcess:
@@ -319,8 +319,9 @@ def test_cli_refuses_before_writing(tmp_path):
     assert [line for line in out.stderr.splitlines() if line.startswith("error: ")] == [
         "error: algo.optimizer.lr=-1e-05: expected a number > 0 and <= 1",
         "error: " + BAD_VALUES["algo.scheduler.name=Linear"],
-        "error: " + LEARNER_BAD_VALUES[("learner=dqn", "algo.dqn.hyperparams.epsilon_start=1.5")],
+        # the learner's keys in its dataclass's field order (rl/learners/dqn.py), then its cross-key checks
         "error: " + LEARNER_BAD_VALUES[("learner=dqn", "algo.dqn.hyperparams.buffer_size=0")],
+        "error: " + LEARNER_BAD_VALUES[("learner=dqn", "algo.dqn.hyperparams.epsilon_start=1.5")],
         "error: " + LEARNER_BAD_VALUES[("learner=dqn", "envs.positions_processor=random")],
     ]
     assert "Traceback" not in out.stderr and not run_dir.exists()

@@ -133,7 +133,7 @@ def test_a_speed_switch_of_a_newer_version_is_ignored(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="qrag.eval"):
         merged = merge_eval_config(eval_cfg(tmp_path))
     assert "warp_drive" not in merged.speed
-    SpeedSwitches.from_cfg(merged)  # raised "unknown speed switch(es)"
+    SpeedSwitches.from_run_cfg(merged)  # raised "unknown speed switch(es)"
     assert any("speed switch(es) warp_drive unknown to this version, ignored" in r.getMessage() for r in caplog.records)
 
 

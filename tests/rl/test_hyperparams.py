@@ -1,43 +1,112 @@
-"""``Hyperparams.from_cfg`` (rl/learners/base.py): one generic reader for every learner's
-``algo.<NAME>.hyperparams``, checked against the field-by-field reading each learner had before."""
+"""Each learner's hyperparameters and the shared ``algo`` keys are stated once, in a dataclass
+(rl/schema.py): default, one-line doc and check. The YAML files only override; the validator's
+checks and the README's tables come from the same fields."""
 
 import pytest
+import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError
 
-from rl.learners.dqn import Hyper as DQNHyper
+from rl.learners import LEARNERS
+from rl.learners.base import Shared
 from rl.learners.pqn import Hyper as PQNHyper
-from rl.learners.sac_d import SacHyper
 from rl.learners.sarsa import SarsaHyper
-from tests.conftest import ROOT
+from rl.run.config import schemas
+from rl.run.validate import ConfigError, check_training
+from rl.schema import Schema, _unwrap
+from tests.conftest import ROOT, TINY, compose_cfg
+
+SCHEMAS = schemas()
 
 
-def hyperparams(name):
-    return OmegaConf.load(ROOT / "configs" / "learner" / f"{name}.yaml")[name].hyperparams
+def leaves(node, prefix=""):
+    """Dotted keys of every leaf of a plain dict."""
+    out = []
+    for k, v in node.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        out += leaves(v, key) if isinstance(v, dict) else [key]
+    return out
 
 
-def test_every_learner_yaml_reads_as_written():
-    """The yaml's values, key by key (``Lambda`` -> ``lam``), with their Python types."""
-    pqn = hyperparams("pqn")
-    assert PQNHyper.from_cfg(pqn) == PQNHyper(
-        gamma=pqn.gamma,
-        alpha=pqn.alpha,
-        lam=pqn.Lambda,
-        tau=pqn.tau,
-        top_k_actions=pqn.top_k_actions,
-        alpha_min=pqn.alpha_min,
-        soft_target=pqn.soft_target,
-        use_target_networks=pqn.use_target_networks,
-        acting_dropout=pqn.acting_dropout,
-    )
-    sac = hyperparams("sac_d")
-    got = SacHyper.from_cfg(sac)
-    assert got.lam == sac.Lambda and got.learn_alpha is bool(sac.learn_alpha)
-    for name, cls in (("sarsa", SarsaHyper), ("dqn", DQNHyper), ("sac_d", SacHyper)):
-        node = hyperparams(name)
-        got = cls.from_cfg(node)
-        for key, value in vars(got).items():
-            assert value == node["Lambda" if key == "lam" else key], (name, key)
+def test_composed_defaults_are_the_dataclasses():
+    """learner=<name> composes exactly the dataclass's defaults, the shared keys their own."""
+    for name, learner in LEARNERS.items():
+        algo = OmegaConf.to_container(compose_cfg([f"learner={name}"]).algo, resolve=False)
+        assert algo["objective"] == name
+        assert algo[name]["hyperparams"] == learner.HYPER.defaults(), name
+        assert learner.HYPER.from_cfg(algo[name]["hyperparams"]) == learner.HYPER(), name
+        assert {k: algo[k] for k in ("optimizer", "scheduler", "max_grad_norm")} == Shared.defaults()
+
+
+def test_no_default_is_stated_in_a_yaml_file():
+    """The files that hold defaults hold no schema key: training.yaml only its defaults list and
+    Hydra's settings, the base algo preset only the encoder, and configs/learner/ is gone
+    (ConfigStore holds the learner options). Presets (the other algo files,
+    experiments) may still pin a benchmark's published values."""
+    assert not list((ROOT / "configs" / "learner").glob("*.yaml"))
+    assert set(yaml.safe_load((ROOT / "configs" / "training.yaml").read_text())) == {"defaults", "hydra"}
+    for path, package in ((ROOT / "configs" / "training.yaml", ""), (ROOT / "configs" / "algo" / "pqn.yaml", "algo")):
+        node = yaml.safe_load(path.read_text())
+        node = {package: node} if package else node
+        stated = set(leaves({k: v for k, v in node.items() if k != "defaults"}))
+        for prefix, schema in SCHEMAS:
+            for key, _, _ in schema.docs(prefix):
+                assert key not in stated, (
+                    f"{path.relative_to(ROOT)} states {key}, whose default is in {schema.__name__}"
+                )
+
+
+def test_every_key_has_a_one_line_doc_in_the_readme():
+    """README.md's tables hold every schema key's row as scripts/config_tables.py prints it."""
+    readme = (ROOT / "README.md").read_text()
+    for prefix, schema in SCHEMAS:
+        for (key, _, doc), row in zip(schema.docs(prefix), schema.table_rows(prefix)):
+            assert doc.strip() and "\n" not in doc, key
+            assert row in readme, f"README.md lacks the row of {key}: {row}"
+
+
+def _bad_value(meta, kind):
+    """A value just outside a field's range, with the line the validator must print for it."""
+    if kind is bool:
+        return "maybe", "true or false"
+    if "choices" in meta:
+        return "nope", "one of " + ", ".join(meta["choices"])
+    low, high = meta.get("low"), meta.get("high")
+    if high is not None:
+        bad = high + 1
+    elif meta.get("low_open"):
+        bad = low
+    else:
+        bad = low - 1
+    rng = f" {'>' if meta.get('low_open') else '>='} {low:g}" + (f" and <= {high:g}" if high is not None else "")
+    return bad, ("an integer" if kind is int else "a number") + rng
+
+
+@pytest.mark.parametrize("name", sorted(LEARNERS))
+def test_each_field_is_checked_from_its_metadata(name):
+    """A value outside each field's declared range gets the validator's line for that key."""
+    schema = LEARNERS[name].HYPER
+    for key, f, annotation in schema.keys():
+        kind, nullable = _unwrap(annotation)
+        bad, want = _bad_value(f.metadata, kind)
+        want += " or null" if nullable and kind is not bool and "choices" not in f.metadata else ""
+        dotted = f"algo.{name}.hyperparams.{key}"
+        with pytest.raises(ConfigError) as e:
+            check_training(compose_cfg(TINY + [f"learner={name}", f"{dotted}={bad}"]))
+        assert e.value.lines == [f"{dotted}={bad!r}: expected {want}"], key
+
+
+def test_every_field_declares_a_check():
+    """A field without a range, choices or a check would go unchecked: Schema.check refuses it."""
+    for schema in [schema for _, schema in SCHEMAS]:
+        for _, f, annotation in schema.keys():
+            kind, _ = _unwrap(annotation)
+            meta = f.metadata
+            assert (
+                kind is bool
+                or {"low", "choices", "ok", "check"} & set(meta)
+                or (isinstance(kind, type) and issubclass(kind, Schema))
+            ), f.name
 
 
 def test_types_are_converted_and_null_kept():
@@ -63,19 +132,14 @@ def test_types_are_converted_and_null_kept():
     assert PQNHyper.from_cfg(node).top_k_actions is None
     with pytest.raises(ValueError):  # a non-nullable field gets no silent default
         PQNHyper.from_cfg(OmegaConf.merge(node, {"gamma": "high"}))
+    shared = Shared.from_cfg(OmegaConf.merge(Shared.defaults(), {"max_grad_norm": 1, "scheduler": {"total": "7"}}))
+    assert shared.optimizer.betas == (0.9, 0.98) and type(shared.optimizer.betas) is tuple
+    assert shared.max_grad_norm == 1.0 and type(shared.max_grad_norm) is float and shared.scheduler.total == 7
 
 
 def test_missing_key_names_it_and_unknown_keys_are_not_read():
-    node = hyperparams("sarsa")
+    node = OmegaConf.create(SarsaHyper.defaults())
     with pytest.raises(ConfigAttributeError, match="n_steps"):
         SarsaHyper.from_cfg(OmegaConf.create({k: v for k, v in node.items() if k != "n_steps"}))
     extra = OmegaConf.merge(node, {"unused_key": 1})
-    assert SarsaHyper.from_cfg(extra) == SarsaHyper.from_cfg(node)
-
-
-def test_dqn_choices_checked_when_read():
-    node = hyperparams("dqn")
-    with pytest.raises(ValueError, match="exploration must be one of"):
-        DQNHyper.from_cfg(OmegaConf.merge(node, {"exploration": "greedy"}))
-    with pytest.raises(ValueError, match="target_update must be one of"):
-        DQNHyper.from_cfg(OmegaConf.merge(node, {"target_update": "never"}))
+    assert SarsaHyper.from_cfg(extra) == SarsaHyper.from_cfg(node) == SarsaHyper()

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from rl.learners.schedules import build_scheduler, lr_factor
+from rl.learners.schedules import Scheduler, build_scheduler, lr_factor
 
 
 def test_warmup_linear_ref_semantics():
@@ -32,8 +32,8 @@ def test_cosine():
 def test_unknown_name_and_lambda_lr():
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=2.0)
     with pytest.raises(ValueError):
-        build_scheduler(opt, {"name": "Nope", "total": 10})
-    sched = build_scheduler(opt, {"name": "WarmupLinear", "warmup": 2, "total": 4, "ratio": 0.0})
+        build_scheduler(opt, Scheduler(name="Nope", total=10))
+    sched = build_scheduler(opt, Scheduler(name="WarmupLinear", warmup=2, total=4, ratio=0.0))
     lrs = []
     for _ in range(4):
         lrs.append(opt.param_groups[0]["lr"])
@@ -55,27 +55,24 @@ def lrs_of(cfg, steps):
 
 
 def test_build_scheduler_passes_ratio_and_smooth_warmup():
-    got = lrs_of({"name": "WarmupLinear", "warmup": 2, "total": 6, "ratio": 0.2, "smooth_warmup": True}, 8)
+    got = lrs_of(Scheduler(name="WarmupLinear", warmup=2, total=6, ratio=0.2, smooth_warmup=True), 8)
     # smooth ramp n/W to 1, then linear from 1 at W to ρ at S, on below ρ after S, floored at 0
     want = [0.0, 0.5, 1.0, 0.8, 0.6, 0.4, 0.2, 0.0]
     assert got == pytest.approx(want)
-    assert lrs_of({"name": "WarmupLinear", "warmup": 2, "total": 6, "ratio": 0.2}, 2) == pytest.approx([0.0, 0.4])
+    assert lrs_of(Scheduler(name="WarmupLinear", warmup=2, total=6, ratio=0.2), 2) == pytest.approx([0.0, 0.4])
 
 
-def test_build_scheduler_defaults_are_the_configs():
-    from omegaconf import OmegaConf
+def test_the_composed_schedule_is_the_schemas():
+    """algo.scheduler is stated once (rl/learners/schedules.py): the composed node reads back as the
+    dataclass's defaults, its total the run's steps_count."""
+    from tests.conftest import compose_cfg
 
-    from tests.conftest import ROOT
-
-    node = OmegaConf.to_container(OmegaConf.load(ROOT / "configs/algo/pqn.yaml").scheduler)
-    node["total"] = 1500
-    steps = [0, 1, 999, 1000, 1001, 1250, 1500]
-    full, bare = lrs_of(node, 1501), lrs_of({"total": 1500}, 1501)
-    assert [bare[n] for n in steps] == pytest.approx([full[n] for n in steps])
+    got = Scheduler.from_cfg(compose_cfg(["steps_count=1500"]).algo.scheduler)
+    assert got == Scheduler(total=1500)
 
 
 def test_no_warmup_and_one_step_decay():
-    assert lrs_of({"name": "WarmupLinear", "warmup": 0, "total": 4}, 3) == pytest.approx([1.0, 0.75, 0.5])
+    assert lrs_of(Scheduler(name="WarmupLinear", warmup=0, total=4), 3) == pytest.approx([1.0, 0.75, 0.5])
     assert lr_factor("WarmupLinear", 4, 3, 4, 0.1) == pytest.approx(0.1)  # S = W + 1: ρ at S
     assert lr_factor("WarmupLinear", 5, 10, 110, 0.1) == pytest.approx(0.45)  # smooth_warmup defaults to off
 

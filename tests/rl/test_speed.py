@@ -195,8 +195,8 @@ def test_streamed_tokens_equal_one_shot(tok):
     assert no_prefix.action_chunks is no_prefix.chunks and no_prefix.chunks == one_shot.chunks
 
 
-# -- SpeedSwitches.from_cfg ------------------------------------------------------------------
-def test_speed_switches_from_cfg():
+# -- SpeedSwitches.from_run_cfg ---------------------------------------------------------------
+def test_speed_switches_from_run_cfg():
     from tests.conftest import compose_cfg
 
     default = SpeedSwitches()
@@ -207,22 +207,24 @@ def test_speed_switches_from_cfg():
         "cuda_graphs": True,
         "compile": False,
     }
-    assert SpeedSwitches.from_cfg(None) == default
-    assert SpeedSwitches.from_cfg(OmegaConf.create({})) == default
-    assert SpeedSwitches.from_cfg(OmegaConf.create({"speed": None})) == default
-    assert SpeedSwitches.from_cfg(compose_cfg(["experiment=demo"])) == default  # training.yaml = the defaults
+    assert SpeedSwitches.from_run_cfg(None) == default
+    assert SpeedSwitches.from_run_cfg(OmegaConf.create({})) == default
+    assert SpeedSwitches.from_run_cfg(OmegaConf.create({"speed": None})) == default
+    assert SpeedSwitches.from_run_cfg(compose_cfg(["experiment=demo"])) == default  # training.yaml = the defaults
     nulls = OmegaConf.create({"speed": {f.name: None for f in dataclasses.fields(SpeedSwitches)}})
-    assert SpeedSwitches.from_cfg(nulls) == default
-    some = SpeedSwitches.from_cfg(
+    assert SpeedSwitches.from_run_cfg(nulls) == default
+    some = SpeedSwitches.from_run_cfg(
         OmegaConf.create({"speed": {"chunk_cache": False, "length_bucketing": None, "compile": True}})
     )
     assert some == dataclasses.replace(default, chunk_cache=False, compile=True)
     with pytest.raises(ValueError, match="chunk_cahce"):
-        SpeedSwitches.from_cfg(OmegaConf.create({"speed": {"chunk_cahce": False}}))
-    assert SpeedSwitches.from_cfg(OmegaConf.create({"compile_encoders": True})).compile
-    assert SpeedSwitches.from_cfg(OmegaConf.create({"compile_encoders": True, "speed": {"compile": None}})).compile
-    assert not SpeedSwitches.from_cfg(OmegaConf.create({"compile_encoders": True, "speed": {"compile": False}})).compile
-    assert not SpeedSwitches.from_cfg(OmegaConf.create({"compile_encoders": False})).compile
+        SpeedSwitches.from_run_cfg(OmegaConf.create({"speed": {"chunk_cahce": False}}))
+    assert SpeedSwitches.from_run_cfg(OmegaConf.create({"compile_encoders": True})).compile
+    assert SpeedSwitches.from_run_cfg(OmegaConf.create({"compile_encoders": True, "speed": {"compile": None}})).compile
+    assert not SpeedSwitches.from_run_cfg(
+        OmegaConf.create({"compile_encoders": True, "speed": {"compile": False}})
+    ).compile
+    assert not SpeedSwitches.from_run_cfg(OmegaConf.create({"compile_encoders": False})).compile
     off = all_off()
     assert not any(off.as_dict().values()) and set(off.as_dict()) == set(default.as_dict())
 
@@ -235,12 +237,14 @@ def test_removed_switches_are_ignored_with_one_warning(monkeypatch, caplog):
     assert not set(REMOVED) & set(SpeedSwitches().as_dict())
     old = {"speed": {**{k: False for k in REMOVED}, "chunk_cache": False}}
     with caplog.at_level(logging.WARNING, logger="rl.model.fast.switches"):
-        assert SpeedSwitches.from_cfg(OmegaConf.create(old)) == dataclasses.replace(SpeedSwitches(), chunk_cache=False)
-        assert SpeedSwitches.from_cfg(OmegaConf.create({"speed": {k: True for k in REMOVED}})) == SpeedSwitches()
+        assert SpeedSwitches.from_run_cfg(OmegaConf.create(old)) == dataclasses.replace(
+            SpeedSwitches(), chunk_cache=False
+        )
+        assert SpeedSwitches.from_run_cfg(OmegaConf.create({"speed": {k: True for k in REMOVED}})) == SpeedSwitches()
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 1 and all(k in warnings[0] for k in REMOVED), warnings
     with pytest.raises(ValueError, match=r"unknown speed switch\(es\) \['batch_env'\]"):
-        SpeedSwitches.from_cfg(OmegaConf.create({"speed": {"batch_env": True, "token_cache": True}}))
+        SpeedSwitches.from_run_cfg(OmegaConf.create({"speed": {"batch_env": True, "token_cache": True}}))
 
 
 def test_speed_block_through_the_eval_merge(tmp_path):
@@ -253,9 +257,9 @@ def test_speed_block_through_the_eval_merge(tmp_path):
     run_dir = tmp_path / "run"
     write_run_config(run_dir, TRAIN_OVERRIDES + ["speed.chunk_cache=false", "speed.compile=true"])
     merged = merge_eval_config(eval_cfg(run_dir))
-    assert SpeedSwitches.from_cfg(merged) == dataclasses.replace(SpeedSwitches(), chunk_cache=False, compile=True)
+    assert SpeedSwitches.from_run_cfg(merged) == dataclasses.replace(SpeedSwitches(), chunk_cache=False, compile=True)
     merged = merge_eval_config(eval_cfg(run_dir, "speed.length_bucketing=false", "speed.compile=false"))
-    assert SpeedSwitches.from_cfg(merged) == dataclasses.replace(
+    assert SpeedSwitches.from_run_cfg(merged) == dataclasses.replace(
         SpeedSwitches(), chunk_cache=False, length_bucketing=False
     )
     old = OmegaConf.load(run_dir / "config.yaml")
@@ -263,11 +267,11 @@ def test_speed_block_through_the_eval_merge(tmp_path):
     old.compile_encoders = True
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(old))
     merged = merge_eval_config(eval_cfg(run_dir))
-    assert SpeedSwitches.from_cfg(merged) == dataclasses.replace(SpeedSwitches(), compile=True)
+    assert SpeedSwitches.from_run_cfg(merged) == dataclasses.replace(SpeedSwitches(), compile=True)
     old.speed = {"token_cache": True, "batch_envs": False, "pinned_transfers": True, "chunk_cache": False}
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(old))
     merged = merge_eval_config(eval_cfg(run_dir))
-    assert SpeedSwitches.from_cfg(merged) == dataclasses.replace(SpeedSwitches(), chunk_cache=False, compile=True)
+    assert SpeedSwitches.from_run_cfg(merged) == dataclasses.replace(SpeedSwitches(), chunk_cache=False, compile=True)
 
 
 # -- the agent's caches ----------------------------------------------------------------------------

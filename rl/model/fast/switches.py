@@ -13,6 +13,8 @@ import logging
 from dataclasses import dataclass, fields
 from typing import Any
 
+from rl.schema import Schema, param
+
 log = logging.getLogger(__name__)
 
 # Switches of older versions whose "off" path was deleted: their fast path is the only one. Run
@@ -22,15 +24,22 @@ _warned = False
 
 
 @dataclass(frozen=True)
-class SpeedSwitches:
-    chunk_cache: bool = True  # chunk embeddings kept until the weights change (false: re-embedded every rollout)
-    length_bucketing: bool = True  # sort by length, cut by a padding + launch cost model
-    overlap_tokenization: bool = True  # large haystacks: tokenise on a CPU thread while the GPU embeds
-    cuda_graphs: bool = True  # small gradient-free encoder calls replayed from CUDA graphs (GPU only)
-    compile: bool = False  # torch.compile(dynamic=True) of the gradient-free encoder passes
+class SpeedSwitches(Schema):
+    """The ``speed`` block: each switch's default and doc (rl/schema.py); each one's measured effect
+    is in docs/BENCH.md."""
+
+    chunk_cache: bool = param(True, "keep chunk embeddings until the weights change (false: re-embed every rollout)")
+    length_bucketing: bool = param(
+        True, "sort by length, cut calls by padding + launch cost (false: pad chunks to max_action_length)"
+    )
+    overlap_tokenization: bool = param(
+        True, "haystacks of >= 8192 chunks: tokenise on a CPU thread while the GPU embeds (GPU only)"
+    )
+    cuda_graphs: bool = param(True, "replay small gradient-free encoder calls from CUDA graphs (GPU only)")
+    compile: bool = param(False, "torch.compile(dynamic=True) of the gradient-free passes (replaces cuda_graphs)")
 
     @classmethod
-    def from_cfg(cls, cfg: Any) -> SpeedSwitches:
+    def from_run_cfg(cls, cfg: Any) -> SpeedSwitches:
         """From a run config; keys missing in older run folders take their defaults (the old
         top-level ``compile_encoders`` is read as ``speed.compile``); the switches of
         :data:`REMOVED` are ignored with one warning per process."""

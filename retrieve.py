@@ -1,0 +1,126 @@
+"""A trained retriever on any text (docs/RETRIEVER_TOOL.md):
+
+    python retrieve.py run=runs/<run> text=book.txt question="Where is Mary?" [steps=3] [stop_threshold=0.5]
+    python retrieve.py run=runs/<run> text=book.txt questions=questions.txt output=answers.jsonl
+    python retrieve.py run=runs/<run> export=exported/
+
+Prints the chunks each question retrieves with the step, Q-value and position (chunk index and
+character span in the text), or writes one JSON line per question to ``output``; ``export``
+writes the encoders as Hugging Face folders (rl/run/export.py). The work is rl/run/retriever.py's QRAGRetriever.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig
+from tqdm.auto import tqdm
+
+import rl.run.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
+from rl.run.config import PROJECT_ROOT
+from rl.run.retriever import QRAGRetriever, Retrieval, RetrieverError, eval_config, read_questions, user_errors
+from rl.run.validate import ConfigError, check_group_choices, report_and_exit
+
+
+def run(cfg: DictConfig) -> list[Retrieval] | dict[str, Any]:
+    """The command: export the encoders, or retrieve for the question(s); returns what it did."""
+    ev = eval_config(cfg)
+    if cfg.export is None:  # check the inputs before the model is loaded
+        questions = _questions(cfg)
+        text = _text(cfg)
+    retriever = QRAGRetriever.from_eval_config(ev)
+    print(f"[retrieve] {retriever.describe()}", file=sys.stderr, flush=True)
+    if cfg.export is not None:
+        done = retriever.export(Path(str(cfg.export)))
+        st = "a sentence-transformers folder too" if done["sentence_transformer"] else "no sentence-transformers folder"
+        print(f"[retrieve] exported state_encoder/ and chunk_encoder/ ({st}) to {cfg.export}; see its README.md")
+        return done
+    out = None if cfg.output is None else Path(str(cfg.output))
+    bar = tqdm(total=len(questions), desc="retrieve", disable=not cfg.progress_bar or len(questions) < 2)
+    sink = open(out, "w", encoding="utf-8") if out is not None else None
+    done_count = [0]
+    try:
+
+        def emit(result: Retrieval) -> None:
+            extra = questions[done_count[0]]
+            done_count[0] += 1
+            if sink is not None:
+                sink.write(json.dumps({**extra, **result.to_dict()}, ensure_ascii=False) + "\n")
+                sink.flush()
+            else:
+                bar.clear()
+                print(show(result), flush=True)
+            bar.update(1)
+
+        results = retriever.retrieve_batch(
+            [q["question"] for q in questions],
+            text,
+            steps=None if cfg.steps is None else int(cfg.steps),
+            stop_threshold=None if cfg.stop_threshold is None else float(cfg.stop_threshold),
+            planner=str(cfg.planner),
+            beam_width=int(cfg.beam_width),
+            beam_expand=int(cfg.beam_expand),
+            split=str(cfg.split),
+            on_result=emit,
+        )
+    finally:
+        bar.close()
+        if sink is not None:
+            sink.close()
+    if out is not None:
+        print(f"[retrieve] {len(results)} questions -> {out}", file=sys.stderr)
+    return results
+
+
+def _questions(cfg: DictConfig) -> list[dict[str, Any]]:
+    if (cfg.question is None) == (cfg.questions is None):
+        raise RetrieverError('pass either question="..." or questions=<file> (or export=<folder>)')
+    if cfg.question is not None:
+        return [{"question": str(cfg.question)}]
+    return read_questions(Path(str(cfg.questions)))
+
+
+def _text(cfg: DictConfig) -> str:
+    if cfg.text is None:
+        raise RetrieverError("text=<file> is required: the text to retrieve from")
+    path = Path(str(cfg.text))
+    if not path.is_file():
+        raise RetrieverError(f"text={path}: no such file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise RetrieverError(f"text={path}: not UTF-8 text (byte {e.start})") from None
+    if not text.strip():
+        raise RetrieverError(f"text={path}: the text is empty: there is nothing to retrieve from")
+    return text
+
+
+def show(result: Retrieval) -> str:
+    lines = [f"question: {result.question}  ({result.n_chunks} chunks, {result.text_tokens} tokens)"]
+    for p in result.picks:
+        where = f"chunk {p.index}" + ("" if p.start is None else f", chars {p.start}-{p.end}")
+        lines.append(f"  step {p.step}  Q={p.q_value:.4f}  [{where}]  {p.chunk}")
+    return "\n".join(lines)
+
+
+@hydra.main(config_path="configs", config_name="retrieve", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    try:
+        run(cfg)
+    except ConfigError as e:
+        report_and_exit(e)
+    except (*user_errors(), FileExistsError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    try:
+        check_group_choices(sys.argv[1:], PROJECT_ROOT / "configs")
+    except ConfigError as exc:
+        report_and_exit(exc)
+    main()

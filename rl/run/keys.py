@@ -1,0 +1,104 @@
+"""The top-level keys of a training config, each stated once (rl/schema.py): default, one-line doc
+and check. rl/run/config.py registers their defaults with Hydra's ConfigStore (``training_keys``,
+listed first in configs/training.yaml, which keeps only its defaults list and Hydra's settings).
+
+:class:`RunKeys` holds the keys evaluation also reads (from a run's config.yaml or testing.yaml), so
+the validator checks them for both; :class:`TrainingKeys` those only training reads, and the
+``speed`` block (:class:`rl.model.fast.switches.SpeedSwitches`). Kept light: the Hydra callback
+imports it through rl/run/validate.py.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from rl.model.fast.switches import SpeedSwitches
+from rl.model.precision import PRECISIONS
+from rl.schema import Schema, param
+
+EVAL_SPLITS = ("validation", "test")
+MAX_SEED = 2**64 - 1  # torch.manual_seed's limit
+
+
+def _device_ok(v: Any) -> bool:
+    import torch
+
+    if v in ("auto", "cpu"):
+        return True
+    m = re.fullmatch(r"cuda(?::(\d+))?", str(v))
+    return m is not None and torch.cuda.is_available() and int(m.group(1) or 0) < torch.cuda.device_count()
+
+
+def _check_device(checker: Any, key: str, prefix: str) -> None:
+    import torch
+
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    checker.check(key, _device_ok, "auto or cpu" + (f" or cuda:N with N < {n}" if n else " (no CUDA device here)"))
+
+
+def _speed_checked_with_common(checker: Any, key: str, prefix: str) -> None:
+    """The ``speed`` block is checked with the evaluation keys (rl/run/validate.py
+    ``_check_common``: null keeps the run's value there, and old run folders' removed switches)."""
+
+
+@dataclass
+class RunKeys(Schema):
+    """Top-level keys that training and evaluation both read."""
+
+    seed: int = param(
+        42, "seeds python/numpy/torch/CUDA and every sampler (derived per component)", low=0, high=MAX_SEED
+    )
+    device: str = param("auto", "auto (cuda:0 if present, else cpu) | cpu | cuda:N", check=_check_device)
+    precision: str = param(
+        "auto",
+        "auto (bf16 autocast on GPU, tf32 on CPU) | tf32 (ref) | fp32 | bf16 (rl/model/precision.py)",
+        choices=PRECISIONS,
+    )
+    max_action_length: int = param(256, "token cap per chunk for action embeddings (specials included)", low=1)
+    max_action_length_in_memory: int = param(64, "token cap per state segment in rollouts and the loss", low=1)
+    eval_max_action_length_in_memory: int | None = param(
+        None, "the same cap in greedy evaluation (null = max_action_length_in_memory)", low=1
+    )
+    max_state_length: int | None = param(
+        None, "whole-state token cap (null = the encoder's positions, e.g. 512)", low=1
+    )
+    embed_batch_size: int = param(10000, "chunks per encoder call when embedding a haystack", low=1)
+    eval_group_size: int = param(8, "evaluation samples stepped together", low=1)
+
+
+@dataclass
+class TrainingKeys(Schema):
+    """Top-level keys only training reads."""
+
+    learning_start: int = param(200, "uniform random acting while env steps < 2 × learning_start", low=0)
+    steps_count: int = param(50000, "optimiser steps (the scheduler's total)", low=0)
+    batch_size: int = param(64, "B: minimum transitions per rollout; L = ceil(B / envs_parallel)", low=1)
+    accumulate_grads: int = param(2, "K: micro-steps (rollout + backward) per optimiser step", low=1)
+    eval_interval: int = param(500, "optimiser steps between in-training evaluations", low=1)
+    eval_episodes: int = param(300, "greedy episodes per evaluation (one fixed subset of distinct samples)", low=1)
+    envs_parallel: int = param(4, "E: persistent training environments", low=1)
+    final_eval_episodes: int = param(
+        0, ">0: test samples scored before training and with the best model (summary.json)", low=-1
+    )
+    jobs_per_gpu: int = param(
+        1, "-m sweeps with hydra/launcher=parallel: runs at once per visible GPU (CPU: processes)", low=1
+    )
+    keep_last_checkpoints: int | None = param(
+        None,
+        "-m sweeps: when a job ends, only the N most recently finished jobs keep model_last.pt (null = all)",
+        low=0,
+    )
+    resume: bool = param(False, "true: continue the run in hydra.run.dir from its model_last.pt")
+    eval_split: str = param(
+        "validation", "validation (held out from train) | test (the reference's selection)", choices=EVAL_SPLITS
+    )
+    validation_fraction: float = param(
+        0.05,
+        "share of training questions held out for model selection",
+        ok=(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1, "a number >= 0 and < 1"),
+    )
+    speed: SpeedSwitches = param(
+        SpeedSwitches, "speed switches: scheduling only, never what is computed", check=_speed_checked_with_common
+    )
