@@ -20,8 +20,8 @@ import torch
 from envs.env import Episode, PositionSettings
 from envs.feedback import Feedback
 from rl.eval.greedy import EvalSettings, _record, eval_env
-from rl.model.qnetwork import QNetwork
-from rl.model.tokens import state_ids, text_length
+from rl.model.qnetwork import QNetwork, availability
+from rl.model.tokens import text_length
 
 # q_fn(selections) -> [len(selections), N] Q-values of every chunk for each partial trajectory
 QFunction = Callable[[Sequence[Sequence[int]]], torch.Tensor]
@@ -65,25 +65,16 @@ def _top(row: torch.Tensor, k: int) -> list[tuple[float, int]]:
 
 
 def qnet_q_function(qnet: QNetwork, ep: Episode, pos: PositionSettings, sort_by_index: bool) -> QFunction:
-    """Q over the episode's sample for any partial selection, reusing its cached chunk embeddings."""
-    u = qnet.chunk_embeddings(ep, "online", train=False)
-    tokens = qnet.tokens(ep)
+    """Q over the episode's sample for any partial selection: the Q-network's greedy scores
+    (:meth:`QNetwork.q_values`, one state pass for the whole beam), each selection's chunks rotated
+    by that selection's own position codes."""
+    # chunks first, before any state is built: a haystack can then be tokenised while it is embedded
+    qnet.ensure_chunk_embeddings([ep], "online", train=False)
 
     def q_fn(selections: Sequence[Sequence[int]]) -> torch.Tensor:
-        states = []
-        for sel in selections:
-            order = sorted(sel) if sort_by_index else list(sel)
-            ids, truncated = state_ids(tokens, order, qnet.layout, qnet.eval_memory_content)
-            qnet.state_truncations += int(truncated)
-            states.append(ids)
-        s_emb = qnet.embed(qnet.state_enc, states, train=False)  # one pass for the whole beam
-        rows = []
-        for sel, e in zip(selections, s_emb):
-            available = torch.ones(ep.n_chunks, dtype=torch.bool, device=ep.available.device)
-            if sel:
-                available[torch.as_tensor(list(sel), device=available.device)] = False
-            view = Episode(ep.index, ep.sample, available, random_positions=ep.random_positions)
-            rows.append(qnet.rotate(u, view.codes(pos, available)) @ e.float())
+        states = [qnet.state_ids(ep, sort_by_index, evaluation=True, selected=sel) for sel in selections]
+        codes = ep.codes(pos, availability(ep.n_chunks, selections, qnet.device))  # [S, N], None: no positions
+        rows = qnet.q_values([ep] * len(states), states, [None] * len(states) if codes is None else codes, train=False)
         return torch.stack(rows)
 
     return q_fn

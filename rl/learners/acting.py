@@ -69,6 +69,12 @@ def policy_probs(q: torch.Tensor, available: torch.Tensor, k: int | None, alpha:
     return probs
 
 
+def lr_tied_alpha(hp: Any, lr: float, base_lr: float) -> float:
+    """The policy's temperature after an optimiser step at learning rate ``lr`` (PQN, SARSA):
+    α = max(α₀ · lr / lr₀, α_min), α₀ = ``hp.alpha``, lr₀ the configured learning rate."""
+    return max(hp.alpha * lr / base_lr, hp.alpha_min)
+
+
 def warming_up(learner: Any) -> bool:
     """Uniform acting for the first 2·learning_start environment steps."""
     return learner.counters.env_steps < 2 * learner.learning_start

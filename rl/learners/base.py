@@ -3,10 +3,11 @@
 :class:`Learner` is everything the trainer (rl/run/train.py) and the tools (scripts/bench.py) use of a
 learner; nothing else is read by name. :class:`LearnerBase` holds what the learners share: AdamW and
 the LR schedule over the Q-network's trainable encoders (``algo.optimizer``, ``algo.scheduler``),
-gradient clipping (``algo.max_grad_norm``), counters, the acting generator, the gradient step (DESIGN
-§5.5 steps 1-4) and the checkpoint state. A learner adds its objective (``micro_step``) and its
-post-step updates; its own hyperparameters live in ``algo.<objective>.hyperparams``, stated once
-by its ``HYPER`` dataclass (rl/schema.py), as :class:`Shared` states the keys all learners share.
+gradient clipping (``algo.max_grad_norm``), counters, the acting generator, the optimiser step (DESIGN
+§5.5) and the checkpoint state. A learner adds its objective (``micro_step``) and its updates after
+the gradient step (``after_step``); its own hyperparameters live in ``algo.<objective>.hyperparams``,
+stated once by its ``HYPER`` dataclass (rl/schema.py), as :class:`Shared` states the keys all
+learners share.
 """
 
 from __future__ import annotations
@@ -118,6 +119,9 @@ class LearnerBase:
     HYPER: ClassVar[type[Schema]]  # the dataclass of algo.<NAME>.hyperparams (every key's default and check)
     LOSS: ClassVar[str] = "loss"
     LEGACY: ClassVar[tuple[str, ...]] = ()  # the legacy switches (envs/legacy.py) it takes as keywords
+    # attributes (floats) a learner schedules itself, e.g. its temperature α: in every metrics row
+    # (eval_row) and in its checkpoints (extra_state)
+    SCHEDULED: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any):
         self.qnet, self.env = qnet, env
@@ -138,8 +142,18 @@ class LearnerBase:
         # each data-parallel rank samples its own actions (rank 0 = the 1-process seed)
         self.policy_gen = torch.Generator().manual_seed(derive_seed(dist.rank_seed(int(cfg.seed)), "policy") % 2**63)
 
-    def gradient_step(self) -> dict[str, float]:
-        """Average gradients across ranks, clip, AdamW, scheduler, zero (DESIGN §5.5 steps 1-4)."""
+    def end_micro_step(self, scalars: dict[str, float]) -> dict[str, float]:
+        """Count a micro-step whose gradients are accumulated; every K-th one takes the optimiser
+        step, whose scalars join ``scalars``."""
+        self.counters.micro_steps += 1
+        if self.counters.micro_steps % self.k_accum == 0:
+            scalars.update(self.optimizer_step())
+        return scalars
+
+    def optimizer_step(self) -> dict[str, float]:
+        """DESIGN §5.5 in order: average the gradients across ranks, clip, AdamW, scheduler, zero;
+        then the learner's own updates (:meth:`after_step`) and the count. The Q-network drops its
+        stale caches itself (it watches the optimiser). Returns grad_norm, lr and after_step's."""
         params = self.qnet.trainable_parameters()
         if dist.enabled():  # data parallel: same mean gradient on every rank -> same weights
             dist.average_gradients(params)
@@ -147,14 +161,22 @@ class LearnerBase:
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return {"grad_norm": float(grad_norm), "lr": self.optimizer.param_groups[0]["lr"]}
+        scalars = {"grad_norm": float(grad_norm), "lr": self.optimizer.param_groups[0]["lr"]}
+        scalars.update(self.after_step(scalars["lr"]))
+        self.counters.optimizer_steps += 1
+        return scalars
+
+    def after_step(self, lr: float) -> dict[str, float]:
+        """The learner's updates after the gradient step at learning rate ``lr`` (temperature,
+        target encoders); their scalars. None by default."""
+        return {}
 
     def drain_returns(self) -> list[float]:
         out, self._finished_returns = self._finished_returns, []
         return out
 
     def eval_row(self) -> dict[str, float]:
-        return {"lr": self.optimizer.param_groups[0]["lr"]}
+        return {"lr": self.optimizer.param_groups[0]["lr"], **{k: getattr(self, k) for k in self.SCHEDULED}}
 
     def batch_shape(self) -> BatchShape:
         return BatchShape(self.rollout_len, self.env.n_envs, self.k_accum, self.batch_size)
@@ -170,10 +192,6 @@ class LearnerBase:
             )
         return self.HYPER.from_cfg(node)
 
-    def finish_step(self) -> None:
-        """Count the optimiser step (the Q-network dropped its stale caches itself, DESIGN §5.5 step 8)."""
-        self.counters.optimizer_steps += 1
-
     def state_dict(self) -> dict[str, Any]:
         return {
             "agent": self.qnet.state_dict(),  # the key of the first release's files, which still load
@@ -187,11 +205,13 @@ class LearnerBase:
         }
 
     def extra_state(self) -> dict[str, Any]:
-        """A subclass's own checkpoint entries (merged into :meth:`state_dict`)."""
-        return {}
+        """A subclass's own checkpoint entries (merged into :meth:`state_dict`): the SCHEDULED values."""
+        return {k: getattr(self, k) for k in self.SCHEDULED}
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`extra_state` saved."""
+        for k in self.SCHEDULED:
+            setattr(self, k, float(state[k]))
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.qnet.load_state_dict(state["agent"])
@@ -208,10 +228,6 @@ class TwinHeadLearner(LearnerBase):
     """A learner whose loss regresses Q(s, a) = q1 + q2 of chosen chunks towards targets (PQN,
     SARSA, SAC-D, DQN); each computes its targets its own way and hands them to :meth:`regress`."""
 
-    def optimizer_step(self) -> dict[str, float]:
-        """The learner's optimiser step (gradient step, then its own updates), every K micro-steps."""
-        raise NotImplementedError
-
     def regress(
         self, states: list[list[int]], actions: list[list[int]], codes: list[int], g: torch.Tensor
     ) -> dict[str, float]:
@@ -222,7 +238,6 @@ class TwinHeadLearner(LearnerBase):
         q1, q2 = self.qnet.online_heads(states, actions, None if self.env.pos.processor == "none" else codes)
         loss = (0.5 * ((2 * q1 - g) ** 2).mean() + 0.5 * ((2 * q2 - g) ** 2).mean()) / self.k_accum
         loss.backward()
-        self.counters.micro_steps += 1
         with torch.no_grad():
             q = (q1 + q2).detach()
             scalars = {
@@ -231,9 +246,7 @@ class TwinHeadLearner(LearnerBase):
                 "td_abs": float((q - g).abs().mean()),
                 "target_mean": float(g.mean()),
             }
-        if self.counters.micro_steps % self.k_accum == 0:
-            scalars.update(self.optimizer_step())
-        return scalars
+        return self.end_micro_step(scalars)
 
     def regress_on(self, transitions: list[Any], g: torch.Tensor) -> dict[str, float]:
         """:meth:`regress` on rollout transitions (rl.learners.acting.Transition) towards ``g``."""
@@ -244,3 +257,9 @@ class TwinHeadLearner(LearnerBase):
             [tr.code for tr in transitions],
             g,
         )
+
+
+def ema_weight(hp: Any) -> float:
+    """τ of the target encoders' EMA θ′ ← τ·θ + (1 − τ)·θ′: ``hp.tau``, or 1 (E′ ≡ E, "w/o Target")
+    with ``hp.use_target_networks`` off."""
+    return hp.tau if hp.use_target_networks else 1.0

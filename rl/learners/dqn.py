@@ -111,6 +111,7 @@ class Hyper(Schema):
 class DQNLearner(TwinHeadLearner):
     NAME = "dqn"
     LOSS = "qf_loss"
+    SCHEDULED = ("epsilon",)
     VIEW_CACHE = 64  # replayed samples whose token ids stay cached (a sample recurs often in a small dataset)
 
     HYPER = Hyper
@@ -248,29 +249,24 @@ class DQNLearner(TwinHeadLearner):
         )
         return {**scalars, "buffer_size": float(len(self.buffer))}
 
-    def optimizer_step(self) -> dict[str, float]:
-        """Clip, AdamW, scheduler, zero; then the target encoders: EMA with weight τ at every step,
-        or a hard copy every target_update_interval steps."""
-        scalars = self.gradient_step()
+    def after_step(self, lr: float) -> dict[str, float]:
+        """The target encoders: EMA with weight τ at every step, or a hard copy every
+        target_update_interval steps."""
         if self.hp.target_update == "ema":
             self.qnet.update_targets(self.hp.tau)
         elif (self.counters.optimizer_steps + 1) % self.hp.target_update_interval == 0:
             self.qnet.update_targets(1.0)
-        self.finish_step()
-        return {**scalars, "epsilon": self.epsilon}
+        return {"epsilon": self.epsilon}
 
     def batch_shape(self) -> BatchShape:
         """Env transitions collected per optimiser step (env_steps_per_update × E × K); each
         micro-step replays batch_size of the stored ones."""
         return BatchShape(self.hp.env_steps_per_update, self.env.n_envs, self.k_accum, self.batch_size)
 
-    def eval_row(self) -> dict[str, float]:
-        return {**super().eval_row(), "epsilon": self.epsilon}
-
     def extra_state(self) -> dict[str, Any]:
-        return {"replay": self.buffer.state_dict(), "nstep": self.nstep.state_dict(), "epsilon": self.epsilon}
+        return {"replay": self.buffer.state_dict(), "nstep": self.nstep.state_dict(), **super().extra_state()}
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
         self.buffer.load_state_dict(state["replay"])
         self.nstep.load_state_dict(state["nstep"])
-        self.epsilon = float(state["epsilon"])
+        super().load_extra_state(state)

@@ -1,9 +1,14 @@
-"""PQN-style learner (DESIGN §4.2, §4.4, §5): on-policy rollouts from persistent environments,
-soft λ-returns, twin-head regression, AdamW with an LR-tied temperature and EMA targets.
+"""Q-RAG's learner, PQN-style (DESIGN §5). One micro-step:
 
-Target values V(s_t) are computed for the whole rollout in one batched pass after it ends.
-This equals computing them at acting time (DESIGN §5.2): target encoders and α only change at
-optimiser steps, never inside a rollout, and run deterministically in eval mode by default.
+  roll out L steps in each of E persistent envs with the soft top-k policy (rl/learners/acting.py)
+  V(s) = V_1 + V_2,  V_h = M + α·log Σ_{a ∈ top-k available} exp((q′_h(a) − M)/α)   (target heads)
+  G_t = r_t + γ(1 − d_t)[(1 − λ) V(s_{t+1}) + λ G_{t+1}],  G_{L−1} bootstrapped from V(s_L)
+  loss = [½·mean((2q1 − G)²) + ½·mean((2q2 − G)²)] / K   (online heads of the chosen chunks)
+
+and every K micro-steps AdamW, then α = max(α₀·lr/lr₀, α_min) and θ′ ← τθ + (1 − τ)θ′.
+
+V is computed for the whole rollout in one batched pass after it ends, which equals computing it
+at acting time: the target encoders and α change only at optimiser steps (DESIGN §5.2).
 """
 
 from __future__ import annotations
@@ -14,8 +19,8 @@ from typing import Any
 import torch
 
 from envs.env import Episode, VecRetrievalEnv
-from rl.learners.acting import Transition, rollout_values, soft_act
-from rl.learners.base import TwinHeadLearner
+from rl.learners.acting import Transition, lr_tied_alpha, rollout_values, soft_act
+from rl.learners.base import TwinHeadLearner, ema_weight
 from rl.learners.returns import lambda_returns
 from rl.model.qfunc import soft_values
 from rl.model.qnetwork import QNetwork
@@ -44,6 +49,7 @@ class PQNLearner(TwinHeadLearner):
     NAME = "pqn"
     LOSS = "qf_loss"
     HYPER = Hyper
+    SCHEDULED = ("alpha",)
     # legacy.* switches that reproduce defects of the reference's PQN (README, "Departures")
     LEGACY = ("lambda_return_off_by_one", "drop_last_transition", "target_topk_before_mask", "dropout_in_targets")
 
@@ -102,20 +108,8 @@ class PQNLearner(TwinHeadLearner):
         returns = lambda_returns(rewards, dones, v_next, v_last, self.hp.gamma, self.hp.lam, self.legacy_off_by_one)
         return self.regress_on([tr for step in steps for tr in step], returns.flatten())
 
-    def optimizer_step(self) -> dict[str, float]:
-        """DESIGN §5.5, in order: clip, AdamW, scheduler, zero, α, EMA, (acting alias), stale caches."""
-        scalars = self.gradient_step()
-        self.alpha = max(self.hp.alpha * scalars["lr"] / self.base_lr, self.hp.alpha_min)
-        tau = self.hp.tau if self.hp.use_target_networks else 1.0  # "w/o Target": E′ ≡ E
-        self.qnet.update_targets(tau)
-        self.finish_step()
-        return {**scalars, "alpha": self.alpha}
-
-    def eval_row(self) -> dict[str, float]:
-        return {**super().eval_row(), "alpha": self.alpha}
-
-    def extra_state(self) -> dict[str, Any]:
+    def after_step(self, lr: float) -> dict[str, float]:
+        """DESIGN §5.5 steps 5-6: α tied to the learning rate, EMA of the target encoders."""
+        self.alpha = lr_tied_alpha(self.hp, lr, self.base_lr)
+        self.qnet.update_targets(ema_weight(self.hp))
         return {"alpha": self.alpha}
-
-    def load_extra_state(self, state: dict[str, Any]) -> None:
-        self.alpha = float(state["alpha"])

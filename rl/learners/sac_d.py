@@ -1,31 +1,15 @@
-"""Soft actor-critic for discrete actions (SAC-D) on Q-RAG's Q-network (``learner=sac_d``).
+"""Soft actor-critic for discrete actions on Q-RAG's Q-network (``learner=sac_d``; README, "SAC-D").
 
-The critic is the twin-head Q-network of Q-RAG: Q(s, a) = q1 + q2, and the loss regresses each
-2·q_h to the target (rl/learners/pqn.py), so 2·q_h is head h's own estimate of Q. SAC's two critics are
-these two head estimates; their clipped minimum enters the target.
+Critics: the twin heads, 2·q_h being head h's estimate of Q (the twin loss trains them so). Actor:
+implicit, π(a|s) = softmax(Q(s, a)/α) over the top-min(k, |A|) available chunks, i.e. the soft
+top-k policy (rl/learners/acting.py); no policy head, no actor loss. Target, with π′ the same policy
+on the target heads:
 
-The actor. The retriever has one network, the Q-network, and no policy head; as in the authors'
-SAC code, the actor is implicit: π(a|s) = softmax(Q(s, a)/α) over the top-min(k, |A|) available
-chunks (``top_k_actions``; null = all available chunks). This is PQN's soft behaviour policy,
-so acting is PQN's (rl/learners/acting.py) and there is no separate actor loss: the soft Q-regression is the policy
-improvement step (the softmax of the soft Q-function is the minimiser of SAC's actor objective).
+  V(s′) = Σ_a π′(a|s′) [min(2q′1, 2q′2)(s′, a) − α log π′(a|s′)],   G = λ-returns of V (λ = 0: r + γ(1 − d)V(s′))
 
-Target. With Q′ = q′1 + q′2 of the target encoders and the policy π′ = softmax(Q′/α) over its
-top-k available chunks of the next state (the implicit actor evaluated with the target weights,
-so the target needs no extra encoder pass),
-
-  V(s′) = Σ_a π′(a|s′) [min(2q′1, 2q′2)(s′, a) − α log π′(a|s′)],
-
-and G = r + γ(1 − d) V(s′) (``Lambda`` > 0 mixes them into PQN's λ-returns; 0 is SAC's one-step
-target). When the two heads agree this is PQN's soft value α·logsumexp(Q′/α) over the top k.
-
-Temperature. ``learn_alpha: false`` keeps α fixed at ``alpha`` (not tied to the learning rate as
-in PQN). ``learn_alpha: true`` learns log α by its own Adam (``alpha_lr``) on
-J(log α) = log α · mean_s[H(π′(·|s)) − H̄(s)] over the states whose V was computed since the last
-optimiser step, H̄(s) = ``target_entropy_ratio`` · log(support size of s): α rises while the
-policy is less random than the target and falls while it is more. An episode of one step has no
-next state, so such rollouts leave α where it is. log α and its optimiser are checkpointed.
-PQN's legacy switches reproduce defects of the reference's PQN and do not apply here.
+Temperature: fixed (``learn_alpha: false``) or log α learned by Adam on
+J(log α) = log α · mean_s[H(π′(·|s)) − H̄(s)], H̄(s) = ``target_entropy_ratio`` · log(support size),
+over the next states whose V was computed since the last optimiser step (none: α unchanged).
 """
 
 from __future__ import annotations
@@ -38,7 +22,7 @@ import torch
 
 from envs.env import Episode, VecRetrievalEnv
 from rl.learners.acting import Transition, rollout_values, soft_act
-from rl.learners.base import TwinHeadLearner
+from rl.learners.base import TwinHeadLearner, ema_weight
 from rl.learners.returns import lambda_returns
 from rl.model.qnetwork import QNetwork
 from rl.schema import Schema, param
@@ -142,6 +126,7 @@ class SacDLearner(TwinHeadLearner):
     NAME = "sac_d"
     LOSS = "qf_loss"
     HYPER = SacHyper
+    SCHEDULED = ("alpha",)
 
     def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any):
         super().__init__(qnet, env, cfg)
@@ -179,26 +164,22 @@ class SacDLearner(TwinHeadLearner):
         returns = lambda_returns(rewards, dones, v_next, v_last, self.hp.gamma, self.hp.lam)
         return self.regress_on([tr for step in steps for tr in step], returns.flatten())
 
-    def optimizer_step(self) -> dict[str, float]:
-        """Clip, AdamW, schedule (shared), then the temperature step, EMA."""
-        scalars = self.gradient_step()
+    def after_step(self, lr: float) -> dict[str, float]:
+        """The temperature step, EMA of the target encoders."""
+        scalars = {}
         if self._entropy:
             h, target = torch.cat(self._entropy), torch.cat(self._target_h)
             scalars["entropy"] = float(h.mean())
             scalars["alpha_loss"] = self.temperature.step(h, target)
         self._entropy, self._target_h = [], []
         self.alpha = self.temperature.alpha
-        self.qnet.update_targets(self.hp.tau if self.hp.use_target_networks else 1.0)
-        self.finish_step()
+        self.qnet.update_targets(ema_weight(self.hp))
         return {**scalars, "alpha": self.alpha}
 
-    def eval_row(self) -> dict[str, float]:
-        return {**super().eval_row(), "alpha": self.alpha}
-
     def extra_state(self) -> dict[str, Any]:
-        return {"alpha": self.alpha, "temperature": self.temperature.state_dict()}
+        return {**super().extra_state(), "temperature": self.temperature.state_dict()}
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
-        self.alpha = float(state["alpha"])
+        super().load_extra_state(state)
         self.temperature.load_state_dict(state["temperature"])
         self.alpha = self.temperature.alpha

@@ -1,26 +1,12 @@
-"""SARSA on Q-RAG's Q-network (``learner=sarsa``): on-policy TD(0) / n-step with the action the
-behaviour policy actually took next.
-
-Same Q-network, acting (rl/learners/acting.py), loss and optimiser step as PQN (rl/learners/pqn.py); only
-the regression target differs. PQN regresses towards soft λ-returns of V(s′) = a soft maximum over the next state's
-chunks; SARSA towards
+"""SARSA on Q-RAG's Q-network (``learner=sarsa``; README, "SARSA"): PQN's rollout, soft top-k
+policy, α schedule, EMA targets and twin-head loss, towards the n-step SARSA target
 
   G_t = Σ_{i<m} γ^i r_{t+i} + γ^m Q′(s_{t+m}, a_{t+m}),   m = min(n, L − t),
 
-cut at the first episode end inside the window (no bootstrap across it). Q′ = q′1 + q′2 is the
-target network (both heads), a_{t+m} the chunk the rollout actually chose in s_{t+m}.
-
-At the rollout's end (t + m = L) the next action has not been taken yet: the envs are persistent
-and the next micro-step will choose it. The target then uses its expectation under the policy
-that will choose it, E_{a∼π(·|s_L)} Q′(s_L, a), with π exactly the behaviour policy of the next
-acting step (uniform over the available chunks while warming up, otherwise the soft top-k policy
-softmax((Q − max Q)/α) of the online network in acting mode, α tied to the learning rate as in
-PQN). Taking the expectation instead of a sample keeps the target free of extra randomness and
-leaves the acting random stream untouched (expected SARSA at the rollout's boundary only).
-
-Behaviour policy, α schedule, EMA targets and the twin-head loss
-0.5·mean((2q1 − G)²) + 0.5·mean((2q2 − G)²) are PQN's. PQN's legacy switches reproduce defects of
-the reference's PQN and do not apply here.
+cut at the first episode end inside the window; Q′ = q′1 + q′2 of the target encoders, a_{t+m}
+the chunk the rollout chose. At the rollout's end (t + m = L) the next action is not taken yet:
+Q′(s_L, a_L) is replaced by E_{a∼π(·|s_L)} Q′(s_L, a), π the policy of the next acting step, so
+the target draws nothing from the acting random stream.
 """
 
 from __future__ import annotations
@@ -31,8 +17,8 @@ from typing import Any
 import torch
 
 from envs.env import Episode, VecRetrievalEnv
-from rl.learners.acting import Transition, policy_probs, soft_act, warming_up
-from rl.learners.base import TwinHeadLearner
+from rl.learners.acting import Transition, lr_tied_alpha, policy_probs, soft_act, warming_up
+from rl.learners.base import TwinHeadLearner, ema_weight
 from rl.model.qnetwork import QNetwork
 from rl.schema import Schema, param
 
@@ -86,6 +72,7 @@ class SarsaLearner(TwinHeadLearner):
     NAME = "sarsa"
     LOSS = "qf_loss"
     HYPER = SarsaHyper
+    SCHEDULED = ("alpha",)
 
     def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any):
         super().__init__(qnet, env, cfg)
@@ -163,19 +150,8 @@ class SarsaLearner(TwinHeadLearner):
         returns = sarsa_returns(rewards, dones, q_taken, boot, self.hp.gamma, n)
         return self.regress_on([tr for s in steps for tr in s], returns.flatten())
 
-    def optimizer_step(self) -> dict[str, float]:
-        """PQN's: clip, AdamW, scheduler, zero, α tied to the learning rate, EMA."""
-        scalars = self.gradient_step()
-        self.alpha = max(self.hp.alpha * scalars["lr"] / self.base_lr, self.hp.alpha_min)
-        self.qnet.update_targets(self.hp.tau if self.hp.use_target_networks else 1.0)
-        self.finish_step()
-        return {**scalars, "alpha": self.alpha}
-
-    def eval_row(self) -> dict[str, float]:
-        return {**super().eval_row(), "alpha": self.alpha}
-
-    def extra_state(self) -> dict[str, Any]:
+    def after_step(self, lr: float) -> dict[str, float]:
+        """PQN's: α tied to the learning rate, EMA of the target encoders."""
+        self.alpha = lr_tied_alpha(self.hp, lr, self.base_lr)
+        self.qnet.update_targets(ema_weight(self.hp))
         return {"alpha": self.alpha}
-
-    def load_extra_state(self, state: dict[str, Any]) -> None:
-        self.alpha = float(state["alpha"])

@@ -1,26 +1,17 @@
-"""Supervised baseline "multi-step RAG w. SFT" (paper Table 3; DESIGN §4.5), ``algo.objective: sft``.
+"""Supervised baseline "multi-step RAG w. SFT" (paper Table 3; DESIGN §4.5), ``learner=sft``.
 
-The paper names only "the Beam-Retriever trajectory-supervision loss on gold facts"; the authors'
-public code has no such learner for the Q-RAG encoders, only their copy of Beam Retriever (a
-cross-encoder baseline). ``algo.sft.hyperparams.loss`` picks how that loss is carried over to the
-bi-encoder's Q(s_t, a):
+The same Q-network and greedy evaluation as Q-RAG, trained on teacher-forced gold trajectories
+(the gold chunks in document order, at most T): at hop t the state holds the first t gold chunks
+and Q(s_t, a) scores every chunk. ``algo.sft.hyperparams.loss``:
 
-* ``beam`` (default, Beam Retriever's training signal at beam width 1): at hop t the state is the
-  question plus the first t gold chunks; every available chunk is classified on its own, gold or
-  not: binary cross-entropy with logit Q(s_t, a), averaged over the hop's candidates, summed over
-  hops, mean over samples. A hop is trained only while every earlier greedy pick was the gold chunk
-  (Beam Retriever stops a sample's hops at the first miss of its beam).
-* ``softmax`` (rounds 2-3): every hop teacher-forced, softmax cross-entropy of Q(s_t, ·) over the
-  available chunks with the next gold chunk as the target, mean over transitions: a stronger
-  ranking signal (a listwise loss) than the per-chunk one.
+* ``beam`` (default; Beam Retriever's signal at beam width 1): per hop, the mean over available
+  chunks of the binary cross-entropy with logit Q(s_t, a) and label "a is hop t's gold chunk";
+  summed over the hops trained (all while every earlier greedy pick was gold), mean over samples.
+* ``softmax``: cross-entropy of softmax(Q(s_t, ·)) over the available chunks towards the gold
+  chunk, every hop, mean over transitions.
 
-Both walk the gold chunks in document order (at most T of them): the bAbI parser keeps no other
-order (envs/data/babi.py), where Beam Retriever on BabiLong followed the dataset's listed order.
-
-Same Q-network (encoders E_s, E_a, state layout, rotation by the chunk position codes of s_t) and the
-same greedy evaluation as Q-RAG; only the learning signal differs. No rollouts, no target values:
-the target encoders, α and the acting generator are unused. The learner contract is
-:class:`rl.learners.base.Learner`; the main scalar is ``ce_loss`` (the loss of the chosen kind).
+No rollouts and no target values: target encoders, α and the acting generator are unused.
+Why these losses carry the paper's one-line description over to a bi-encoder: DESIGN §4.5.
 """
 
 from __future__ import annotations
@@ -37,7 +28,7 @@ from envs.env import Episode, VecRetrievalEnv
 from envs.types import sf_known
 from rl.learners.base import LearnerBase
 from rl.model.fast.ragged import FramedIds, RaggedIds
-from rl.model.qnetwork import QNetwork, availability
+from rl.model.qnetwork import QNetwork
 from rl.schema import Schema, param
 
 MAX_DRAWS_PER_TRANSITION = 100  # give up when the training set has (almost) no gold facts
@@ -117,18 +108,15 @@ class SFTLearner(LearnerBase):
 
     # -- loss -----------------------------------------------------------------------------
     # Samples whose framed chunk and state tokens add up to at most this many share one
-    # forward/backward pass (a larger haystack goes alone): bounds activation memory like one
-    # haystack at a time did, without a backward pass and an encoder call per sample.
+    # forward/backward pass (a larger haystack goes alone): activation memory stays bounded
+    # without a backward pass and an encoder call per sample.
     GROUP_TOKENS = 1 << 15
 
-    def trajectory_logits(self, ep: Episode) -> tuple[torch.Tensor, torch.Tensor]:
-        """Q(s_t, ·) over the chunks of ``ep``'s sample for every teacher-forced state (unavailable
-        chunks at −inf), with gradient, encoders in train mode: (logits [T′, N], targets [T′])."""
-        return self.group_logits([ep])[0]
-
     def group_logits(self, episodes: Sequence[Episode]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """:meth:`trajectory_logits` of several samples from one length-bucketed encoder pass over
-        all their chunks and one over all their teacher-forced states."""
+        """Per sample, Q(s_t, ·) over its chunks for every teacher-forced state (unavailable chunks
+        at −inf) and the gold chunks: (logits [T′, N], targets [T′]), with gradient, encoders in
+        train mode; one length-bucketed encoder pass over all the samples' chunks and one over all
+        their teacher-forced states."""
         qnet, layout = self.qnet, self.qnet.layout
         golds = [self.trajectory(ep) for ep in episodes]
         content = RaggedIds.concat([RaggedIds.from_lists(qnet.tokens(ep).action_chunks) for ep in episodes])
@@ -153,11 +141,10 @@ class SFTLearner(LearnerBase):
         out, c0, s0 = [], 0, 0
         for ep, gold in zip(episodes, golds):
             n, steps = ep.n_chunks, len(gold)
-            avail = availability(n, [gold[:t] for t in range(steps)], qnet.device)
-            # the env's position codes of every state "gold[:t] selected", in one batched computation
-            codes = ep.codes(self.env.pos, avail)
-            rotated = qnet.rotate(chunks[c0 : c0 + n].expand(steps, -1, -1), codes)  # [T′, N, d]
-            logits = torch.bmm(rotated, states[s0 : s0 + steps].float()[:, :, None])[:, :, 0]
+            held = [gold[:t] for t in range(steps)]
+            logits, avail = qnet.sample_scores(
+                ep, chunks[c0 : c0 + n], states[s0 : s0 + steps], held, self.env.pos, False
+            )
             out.append((logits.masked_fill(~avail, float("-inf")), torch.tensor(gold, device=qnet.device)))
             c0, s0 = c0 + n, s0 + steps
         return out
@@ -215,18 +202,9 @@ class SFTLearner(LearnerBase):
     def micro_step(self) -> dict[str, float]:
         episodes = self.draw_episodes()
         scalars = self.loss_on(episodes, 1.0 / self.k_accum)
-        self.counters.micro_steps += 1
         self.counters.env_steps += int(scalars["transitions"])
         self.counters.episodes += len(episodes)
-        if self.counters.micro_steps % self.k_accum == 0:
-            scalars.update(self.optimizer_step())
-        return scalars
-
-    def optimizer_step(self) -> dict[str, float]:
-        """DESIGN §5.5 steps 1-4 and 8 (clip, AdamW, scheduler, zero, stale caches); no α, no EMA."""
-        scalars = self.gradient_step()
-        self.finish_step()
-        return scalars
+        return self.end_micro_step(scalars)  # the optimiser step: no α, no EMA
 
     def state_dict(self) -> dict[str, Any]:
         return {"objective": "sft", **super().state_dict()}

@@ -24,13 +24,6 @@ def twin_heads(state_emb: torch.Tensor, action_emb: torch.Tensor) -> tuple[torch
     return prod[:, :h].sum(-1), prod[:, h:].sum(-1)
 
 
-def head_scores(state_emb: torch.Tensor, action_emb: torch.Tensor) -> torch.Tensor:
-    """Both heads for all chunks: [d] × [N, d] -> [2, N]."""
-    h = state_emb.shape[-1] // 2
-    a, s = action_emb.float(), state_emb.float()
-    return torch.stack((a[:, :h] @ s[:h], a[:, h:] @ s[h:]))
-
-
 def masked_topk(scores: torch.Tensor, available: torch.Tensor, k: int | None) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-min(k, |A|) available chunks: (values, indices); k None = all available."""
     n_avail = int(available.sum())

@@ -157,8 +157,8 @@ class QNetwork(nn.Module):
     # -- embeddings -----------------------------------------------------------------------
     @staticmethod
     def set_mode(module: nn.Module, train: bool) -> None:
-        """Switch dropout mode only when it differs: ``train()`` walks every submodule, which
-        dominated the acting loop when done twice per encoder call."""
+        """Switch dropout mode only when it differs: ``train()`` walks every submodule, a cost
+        the acting loop would pay twice per encoder call."""
         if module.training != train:
             module.train(train)
 
@@ -245,33 +245,45 @@ class QNetwork(nn.Module):
         train: bool,
         heads: bool,
     ) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
-        """Scores of every chunk for the states ``items`` = (episode, chunks held) whose state
-        embeddings are ``s_emb`` [len(items), d], per sample: (the items' indices, scores, availability
-        [S, N] bool). Scores are Q [S, N] (``heads`` false) or both heads q_h = ⟨s_h, ã_h⟩ [S, 2, N]
-        (h = each half of the vectors); ``which`` = 'online' or 'target' chunk encoder. A sample's
-        chunks are embedded once and rotated by the position codes of each of its states."""
+        """:meth:`sample_scores` of the states ``items`` = (episode, chunks held) whose state
+        embeddings are ``s_emb`` [len(items), d], per sample: (the items' indices, scores,
+        availability). ``which`` = 'online' or 'target': the cached chunk embeddings of that
+        encoder, computed once per sample for all of its states."""
         self.ensure_chunk_embeddings([ep for ep, _ in items], which, train)
         groups: dict[int, list[int]] = {}
         for i, (ep, _) in enumerate(items):
             groups.setdefault(id(ep), []).append(i)
-        h = s_emb.shape[-1] // 2
         for idx in groups.values():
             ep = items[idx[0]][0]
-            avail = availability(ep.n_chunks, [items[i][1] for i in idx], self.device)
             u = self.chunk_embeddings(ep, which, train)
-            rotated = self.rotate(u.expand(len(idx), -1, -1), ep.codes(pos, avail)).float()  # [S, N, d]
-            s = s_emb[idx].float()
-            if heads:
-                scores = torch.stack(
-                    (
-                        torch.einsum("snd,sd->sn", rotated[..., :h], s[:, :h]),
-                        torch.einsum("snd,sd->sn", rotated[..., h:], s[:, h:]),
-                    ),
-                    dim=1,
-                )
-            else:
-                scores = torch.einsum("snd,sd->sn", rotated, s)
+            scores, avail = self.sample_scores(ep, u, s_emb[idx], [items[i][1] for i in idx], pos, heads)
             yield idx, scores, avail
+
+    def sample_scores(
+        self,
+        ep: Episode,
+        u: torch.Tensor,
+        s_emb: torch.Tensor,
+        selections: Sequence[Sequence[int]],
+        pos: PositionSettings,
+        heads: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scores of every chunk of ``ep``'s sample in S states of it holding ``selections``, from
+        the chunks' un-rotated embeddings ``u`` [N, d] and the states' embeddings ``s_emb`` [S, d]
+        (gradients flow through both): (scores, availability [S, N] bool). Each state rotates the
+        chunks by its own position codes, ã = R(p̂(a))·u_a; scores are Q(s, a) = ⟨s, ã⟩ [S, N], or
+        with ``heads`` both heads q_h = ⟨s_h, ã_h⟩ [S, 2, N] (h = each half of the vectors)."""
+        avail = availability(ep.n_chunks, selections, self.device)
+        rotated = self.rotate(u.expand(len(selections), -1, -1), ep.codes(pos, avail)).float()  # [S, N, d]
+        s = s_emb.float()
+        if not heads:
+            return torch.einsum("snd,sd->sn", rotated, s), avail
+        h = s.shape[-1] // 2
+        halves = (
+            torch.einsum("snd,sd->sn", rotated[..., :h], s[:, :h]),
+            torch.einsum("snd,sd->sn", rotated[..., h:], s[:, h:]),
+        )
+        return torch.stack(halves, dim=1), avail
 
     @torch.no_grad()
     def target_heads(

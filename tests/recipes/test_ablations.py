@@ -7,10 +7,16 @@ import torch
 
 from rl.learners.pqn import PQNLearner
 from rl.learners.sft import SFTLearner, teacher_trajectory
-from rl.model.qfunc import head_scores
 from rl.run.train import Trainer, run
 
 FAST = ["final_eval_episodes=0", "eval_episodes=2"]
+
+
+def head_scores(state_emb: torch.Tensor, action_emb: torch.Tensor) -> torch.Tensor:
+    """Both heads q_h = ⟨s_h, ã_h⟩ of every chunk: [d] × [N, d] -> [2, N]."""
+    h = state_emb.shape[-1] // 2
+    a, s = action_emb.float(), state_emb.float()
+    return torch.stack((a[:, :h] @ s[:h], a[:, h:] @ s[h:]))
 
 
 def hard_value(learner, ep, selected):
@@ -69,7 +75,7 @@ def test_sft_teacher_forcing_and_loss_decreases(tiny_cfg):
     ep = eps[0]
     gold = teacher_trajectory(ep.sample, learner.env.max_steps)
     assert gold == sorted(set(ep.sample["sf_idx"]))[: learner.env.max_steps]
-    logits, target = learner.trajectory_logits(ep)
+    logits, target = learner.group_logits([ep])[0]
     logits = logits.detach()
     assert target.tolist() == gold and logits.shape == (len(gold), ep.n_chunks)
     for t in range(len(gold)):  # earlier gold chunks are unavailable at step t

@@ -4,7 +4,7 @@ Covers: the length-bucketing planner against a brute-force optimum, bucketed vs 
 embedding, streamed vs one-shot tokenisation, the config parsing of the ``speed`` block (removed
 switches of older run folders included), the agent's per-episode caches (ids against the
 tokenizer, invalidation, memory), and a learner/evaluation run with every switch on vs
-``SpeedSwitches.all_off()``.
+``all_off()``.
 """
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ from rl.model.tokens import assemble_tokens, text_length, token_layout, tokenize
 
 MODEL = OmegaConf.create({"name": "offline:minilm"})
 CPU = torch.device("cpu")
+
+
+def all_off() -> SpeedSwitches:
+    return SpeedSwitches(**{f.name: False for f in dataclasses.fields(SpeedSwitches)})
 
 
 # -- plan_slices -------------------------------------------------------------------------
@@ -221,7 +225,7 @@ def test_speed_switches_from_run_cfg():
         OmegaConf.create({"compile_encoders": True, "speed": {"compile": False}})
     ).compile
     assert not SpeedSwitches.from_run_cfg(OmegaConf.create({"compile_encoders": False})).compile
-    off = SpeedSwitches.all_off()
+    off = all_off()
     assert not any(off.as_dict().values()) and set(off.as_dict()) == set(default.as_dict())
 
 
@@ -458,7 +462,7 @@ def test_learner_and_eval_all_on_equals_all_off(tiny_cfg, tmp_path):
         trainers[name] = Trainer(tiny_cfg(*RUN, *extra, run_dir=tmp_path / name))
         _no_dropout(trainers[name].qnet)
     on, off = trainers["on"], trainers["off"]
-    assert on.qnet.speed == SpeedSwitches() and off.qnet.speed == SpeedSwitches.all_off()
+    assert on.qnet.speed == SpeedSwitches() and off.qnet.speed == all_off()
     init = {k: v.clone() for k, v in on.qnet.state_dict().items()}
     for t in (on, off):
         t.learner.env.reset_all()

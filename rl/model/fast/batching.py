@@ -116,7 +116,7 @@ def embed_sequences(
     sorted_out = torch.empty_like(out)
     calls = plan_slices(lens[order], max_batch, token_budget)
     # Calls are staged in groups of ~1M padded tokens: one pinned buffer and one copy per group
-    # (pinning a buffer per call cost ~1 ms each), small enough that the GPU starts early.
+    # (pinning a buffer costs more than a small call's copy), small enough that the GPU starts early.
     group: list[tuple[int, int]] = []
     staged = 0  # padded tokens in the group
     for k, (start, stop) in enumerate(calls):

@@ -1,8 +1,8 @@
 """CUDA-graph replays of small gradient-free encoder calls (``speed.cuda_graphs``).
 
-A BERT-base forward over one state is ~250 kernel launches driven by Python: about 4.5 ms on an
-H200 against ~1.2 ms of GPU work. The acting loop makes one such call per step, so most of a
-training iteration was launch overhead. Here each (rows, width, dropout mode, autocast dtype)
+A BERT-base forward over one state is ~250 kernel launches driven by Python, which take longer to
+issue than the GPU takes to run them (docs/BENCH.md); the acting loop makes one such call per
+step. Here each (rows, width, dropout mode, autocast dtype)
 bucket is captured once and replayed: inputs are padded up to the bucket (rows to a power of
 two, width to a coarse grid) and the attention mask hides the padding, so the embeddings are
 those of the unpadded call. Dropout in train mode draws fresh masks at every replay (PyTorch's

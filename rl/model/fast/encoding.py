@@ -24,8 +24,8 @@ from rl.model.fast.tokenize import stream_chunk_tokens
 from rl.model.tokens import SampleTokens, TokenLayout, assemble_tokens
 
 # Haystacks this large are tokenised on a CPU thread while the GPU embeds what is ready, in
-# slices doubling from STREAM_FIRST_SLICE chunks. Smaller values were measured slower (H200: W2
-# 0.12 s vs 0.066 s with 1024 / 256): more, smaller eager encoder calls.
+# slices doubling from STREAM_FIRST_SLICE chunks. Smaller values are slower (more, smaller eager
+# encoder calls; docs/BENCH.md, W2).
 STREAM_MIN_CHUNKS = 8192
 STREAM_FIRST_SLICE = 2048
 
@@ -50,7 +50,7 @@ class EncodingPath:
         self.chunk_width = None if switches.length_bucketing else layout.action_cap
         self.streaming = switches.overlap_tokenization and device.type == "cuda"
         if device.type == "cuda":
-            # cuDNN's attention builds a plan for every new shape (~10 ms each); bucketed
+            # cuDNN's attention builds a plan for every new shape (docs/BENCH.md); bucketed
             # haystack slices have many shapes. Flash / memory-efficient kernels need no plan.
             torch.backends.cuda.enable_cudnn_sdp(False)
         # gradient-free passes (acting, chunk and target embeddings) only: the compiled wrappers

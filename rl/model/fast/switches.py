@@ -62,9 +62,5 @@ class SpeedSwitches(Schema):
             block["compile"] = cfg.get("compile_encoders")
         return cls(**{k: bool(v) for k, v in block.items()})
 
-    @classmethod
-    def all_off(cls) -> SpeedSwitches:
-        return cls(**{f.name: False for f in fields(cls)})
-
     def as_dict(self) -> dict[str, bool]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
