@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from envs.legacy import ALL_OFF, Legacy
 from envs.types import Sample, sf_known
 
 
@@ -107,20 +108,19 @@ class GroundTruthFeedback:
         self._paid.update({int(k): bool(v) for k, v in state["paid"].items()})
 
 
-def build_feedback(feedback_cfg: Any, envs_cfg: Any, phase: str, legacy: Any = None, task: str = "") -> Feedback:
+def build_feedback(feedback_cfg: Any, envs_cfg: Any, phase: str, task: str = "", legacy: Legacy = ALL_OFF) -> Feedback:
     """The feedback model for ``phase`` ('train' or 'test').
 
     Ground-truth settings come from ``feedback.ground_truth`` where set (not null), else from the
     env's ``feedback_defaults`` (DESIGN §6.1 table). Test envs never terminate on ground truth
-    unless ``legacy.oracle_stop`` restores the reference's per-env value (DESIGN §1.5).
+    unless ``legacy.oracle_stop`` restores the reference's per-env value (DESIGN §1.5). LLM
+    feedback gets the legacy switches it reads as booleans.
     """
-    from envs.legacy import flag
-
     ftype = str(feedback_cfg["type"])
     if ftype in ("babilong_em", "llm"):
         from envs.feedback_llm import LLMFeedback  # lazy: vLLM/HTTP only when asked for
 
-        return LLMFeedback(feedback_cfg, task=task, legacy=legacy)
+        return LLMFeedback(feedback_cfg, task, **legacy.pick(LLMFeedback.LEGACY))
     if ftype != "gt":
         raise ValueError(f"unknown feedback.type {ftype!r}; use 'gt' or 'babilong_em' (alias 'llm')")
     gt = feedback_cfg["ground_truth"]
@@ -134,7 +134,7 @@ def build_feedback(feedback_cfg: Any, envs_cfg: Any, phase: str, legacy: Any = N
 
     if phase == "train":
         never_terminate = bool(pick("never_terminate"))
-    elif flag(legacy, "oracle_stop"):
+    elif legacy.oracle_stop:
         never_terminate = bool(env_defaults["never_terminate_ref"])
     else:
         never_terminate = True

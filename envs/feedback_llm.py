@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from envs.errors import FeedbackError
-from envs.legacy import flag
 from envs.types import Sample
 from prompts_and_metrics.metrics import NIAH_TASKS, babilong_acc, babilong_em, babilong_f1, task_key
 from prompts_and_metrics.prompts import babilong_messages, strip_think
@@ -56,7 +55,17 @@ class LLMFeedback:
     config: ``use_api`` -> server backend, otherwise vLLM if importable, else transformers.
     """
 
-    def __init__(self, feedback_cfg: Any, task: str, legacy: Any = None, backend: Any = None):
+    LEGACY = ("repeat_llm_reward", "silent_llm_failures", "prompt_extra_question_mark")  # its keywords
+
+    def __init__(
+        self,
+        feedback_cfg: Any,
+        task: str,
+        backend: Any = None,
+        repeat_llm_reward: bool = False,
+        silent_llm_failures: bool = False,
+        prompt_extra_question_mark: bool = False,
+    ):
         self.task = task_key(task)
         self.reward_scaling = float(feedback_cfg["reward_scaling"])
         self.completion_threshold = float(feedback_cfg["completion_threshold"])
@@ -77,9 +86,9 @@ class LLMFeedback:
         self.on_failure = str(feedback_cfg["on_failure"])
         if self.on_failure not in ("raise", "zero"):
             raise ValueError(f"feedback.on_failure must be 'raise' or 'zero', got {self.on_failure!r}")
-        self.repeat_reward = flag(legacy, "repeat_llm_reward")
-        self.silent_failures = flag(legacy, "silent_llm_failures")
-        self.extra_question_mark = flag(legacy, "prompt_extra_question_mark")
+        self.repeat_reward = repeat_llm_reward
+        self.silent_failures = silent_llm_failures
+        self.extra_question_mark = prompt_extra_question_mark
         self.model = str(feedback_cfg["model"])
         self.server = str(feedback_cfg["api_base_url"])
         self.use_api = bool(feedback_cfg["use_api"])

@@ -105,12 +105,12 @@ def bench_train(args: argparse.Namespace, model: str, extra: list[str], label: s
     device = pick_device(args.device)
     Precision.resolve(str(cfg.precision), device).apply()
     qnet = qnet_from_cfg(cfg, device)
-    ds = build_dataset(cfg.envs, "train", 0, 0.0, None)
+    ds = build_dataset(cfg.envs, "train", 0)
     skip_length_counts(ds)  # as rl.run.build.train_env does for training runs
     env = VecRetrievalEnv(
         ds, build_feedback(cfg.feedback, cfg.envs, "train"), 1, 6, PositionSettings.from_cfg(cfg.envs), True, device, 0
     )
-    learner = build_learner(qnet, env, cfg, None)
+    learner = build_learner(qnet, env, cfg)
     env.reset_all()
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -146,7 +146,7 @@ def bench_eval(args: argparse.Namespace, model: str, wid: str, extra: list[str],
     device = pick_device(args.device)
     Precision.resolve(str(cfg.precision), device).apply()
     qnet = qnet_from_cfg(cfg, device)
-    ds = build_dataset(cfg.envs, "test", 0, 0.0, None)
+    ds = build_dataset(cfg.envs, "test", 0)
     settings = eval_settings(cfg)
     settings.group_size = 1
     fb = build_feedback(cfg.feedback, cfg.envs, "test")

@@ -93,7 +93,7 @@ MUTANTS = [
     (
         "legacy dropout_in_targets ignored",
         "rl/learners/pqn.py",
-        'self.target_train_mode = flag(legacy, "dropout_in_targets")',
+        "self.target_train_mode = dropout_in_targets",
         "self.target_train_mode = False",
         "dropout_in_targets",
     ),

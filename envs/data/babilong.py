@@ -41,7 +41,6 @@ from envs.data.common import cfg_get
 from envs.data.length_tokenizer import LengthTokenizer, length_tokenizer
 from envs.data.noise import Corpus, NoiseSampler, Run, load_noise_corpus
 from envs.data.registry import DatasetSpec, register
-from envs.legacy import flag
 from envs.seeding import derive_rng
 from envs.types import Sample, validate_sample
 
@@ -339,22 +338,24 @@ class BabiLongSpec(DatasetSpec):
         return [f"envs.num_sentences={shown!r}: expected an integer >= 1 or a list of them"]
 
 
-@register("babilong", BabiLongSpec())
-def build_babilong(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> BabiLongDataset:
+@register("babilong", BabiLongSpec(), legacy=("babi_drop_last_question", "fixed_noise_seed"))
+def build_babilong(
+    envs_cfg: Any, split: str, seed: int, babi_drop_last_question: bool = False, fixed_noise_seed: bool = False
+) -> BabiLongDataset:
     """Builder for ``envs.name: babilong``.
 
     Reads ``facts_{train,test}_path``, ``noise_{train,test}_path``, ``length_unit``
     (``sentences`` | ``tokens``), ``num_sentences`` (int or list; sentence mode), ``num_tokens``
     (int or list), ``prompt_reserve_tokens``, ``min_noise_sentence_tokens``, ``tokens_per_fact``
     (token mode), ``length_tokenizer``, ``subsample_size`` and ``length`` (keep the first
-    ``length`` questions in file order, after the token mode's story filter; -1 = all). Legacy
-    flags: ``babi_drop_last_question``, ``fixed_noise_seed``.
+    ``length`` questions in file order, after the token mode's story filter; -1 = all). The
+    legacy switches ``babi_drop_last_question`` and ``fixed_noise_seed`` come from the registry.
     """
     if split not in ("train", "test"):
         raise ValueError(f"babilong has splits 'train' and 'test', not {split!r}")
     facts_path = Path(str(cfg_get(envs_cfg, f"facts_{split}_path")))
     noise_path = Path(str(cfg_get(envs_cfg, f"noise_{split}_path")))
-    babi = load_babi_file(facts_path, drop_last_question=flag(legacy, "babi_drop_last_question"))
+    babi = load_babi_file(facts_path, drop_last_question=babi_drop_last_question)
     unit = str(cfg_get(envs_cfg, "length_unit"))
     if unit not in ("sentences", "tokens"):
         raise ValueError(f"envs.length_unit must be 'sentences' or 'tokens', got {unit!r}")
@@ -377,7 +378,7 @@ def build_babilong(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> 
         seed,
         split,
         subsample_size=int(cfg_get(envs_cfg, "subsample_size")),
-        fixed_noise_seed=flag(legacy, "fixed_noise_seed"),
+        fixed_noise_seed=fixed_noise_seed,
         tokenizer=tokenizer,
         tokens=tokens,
         length=int(cfg_get(envs_cfg, "length")),

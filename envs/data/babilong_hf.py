@@ -100,7 +100,7 @@ class BabiLongHFSpec(DatasetSpec):
 
 
 @register("babilong_hf", BabiLongHFSpec())
-def build_babilong_hf(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> ListDataset:
+def build_babilong_hf(envs_cfg: Any, split: str, seed: int) -> ListDataset:
     """Reads ``data_path``, ``context_length`` (``4k`` …), ``task`` (short key or full bAbI name)
     and ``length``. Answer-only: there is no training split."""
     if split == "train":

@@ -40,7 +40,7 @@ def load_combined(envs_cfg: Any, split: str) -> list[Sample]:
 
 
 @register("combined")
-def build_combined(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> ListDataset:
+def build_combined(envs_cfg: Any, split: str, seed: int) -> ListDataset:
     """Reads ``dataset1_path``, ``dataset2_path``, ``dataset3_path`` (null: two sets),
     ``test_split``, ``dataset3_test_split``, ``shuffle`` ({train, test} or one bool) and ``length``
     (defaults: configs/envs/hotpotqa+musique*.yaml)."""

@@ -212,7 +212,7 @@ class HotpotQASpec(DatasetSpec):
 
 
 @register("hotpotqa", HotpotQASpec())
-def build_hotpotqa(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> ListDataset:
+def build_hotpotqa(envs_cfg: Any, split: str, seed: int) -> ListDataset:
     """Reads ``data_path``, ``test_split`` (its configs/envs yaml: ``eval``), ``fullwiki_gold``, ``length``."""
     split = resolve_split(envs_cfg, split)
     samples = load_hotpotqa(cfg_get(envs_cfg, "data_path"), split, str(cfg_get(envs_cfg, "fullwiki_gold")))
@@ -222,7 +222,7 @@ def build_hotpotqa(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> 
 
 
 @register("2WikiMultihopQA")
-def build_2wiki(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> ListDataset:
+def build_2wiki(envs_cfg: Any, split: str, seed: int) -> ListDataset:
     """Reads ``data_path``, ``test_split`` (``dev``: no envs yaml of its own, so the node must name it), ``length``."""
     split = resolve_split(envs_cfg, split)
     samples = load_2wiki(cfg_get(envs_cfg, "data_path"), split)

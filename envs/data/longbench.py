@@ -150,7 +150,7 @@ class LongBenchSpec(DatasetSpec):
 
 
 @register("longbench", LongBenchSpec())
-def build_longbench(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> ListDataset:
+def build_longbench(envs_cfg: Any, split: str, seed: int) -> ListDataset:
     """Reads ``task`` (the subset), ``data_path``, ``longbench_e``, ``chunk_words``, ``length``."""
     split = resolve_split(envs_cfg, split)
     if split != "test":

@@ -120,7 +120,7 @@ def load_musique(data_path: str | Path, split: str) -> list[Sample]:
 
 
 @register("musique")
-def build_musique(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> ListDataset:
+def build_musique(envs_cfg: Any, split: str, seed: int) -> ListDataset:
     """Reads ``data_path``, ``test_split`` (its configs/envs yaml: ``eval``), ``length``."""
     split = resolve_split(envs_cfg, split)
     samples = load_musique(cfg_get(envs_cfg, "data_path"), split)

@@ -33,7 +33,6 @@ from envs.data.common import ListDataset, cfg_get, checked, iter_jsonl, need, or
 from envs.data.registry import SplitNamedSpec, register
 from envs.data.splitter import split_sentences
 from envs.errors import DatasetFormatError, DatasetNotFoundError
-from envs.legacy import flag
 from envs.types import Sample
 
 NIAH_HOW = (
@@ -122,9 +121,10 @@ def load_niah(data_path: str | Path, split: str, legacy_raw_sf: bool = False) ->
     ]
 
 
-@register("niah", SplitNamedSpec())
-def build_niah(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> ListDataset:
-    """Reads ``data_path``, ``test_split`` (configs/envs/niah.yaml: ``test4k``), ``length``; legacy ``niah_raw_sf``."""
+@register("niah", SplitNamedSpec(), legacy=("niah_raw_sf",))
+def build_niah(envs_cfg: Any, split: str, seed: int, niah_raw_sf: bool = False) -> ListDataset:
+    """Reads ``data_path``, ``test_split`` (configs/envs/niah.yaml: ``test4k``), ``length``; the
+    legacy switch ``niah_raw_sf`` comes from the registry."""
     split = resolve_split(envs_cfg, split)
-    samples = load_niah(cfg_get(envs_cfg, "data_path"), split, flag(legacy, "niah_raw_sf"))
+    samples = load_niah(cfg_get(envs_cfg, "data_path"), split, niah_raw_sf)
     return ListDataset(order_and_cap(samples, seed, cfg_get(envs_cfg, "length"), "niah", split), f"niah/{split}")

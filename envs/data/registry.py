@@ -11,10 +11,12 @@ training items that training never sees.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from envs.legacy import ALL_OFF, Legacy
 from envs.seeding import derive_rng
 from envs.types import Sample
 
@@ -67,10 +69,11 @@ class SplitNamedSpec(DatasetSpec):
         return f"_{envs.test_split}"
 
 
-# builder(envs_cfg, split, seed, legacy): legacy is the top-level `legacy` node (or None)
-Builder = Callable[[Any, str, int, Any], RetrievalDataset]
+# builder(envs_cfg, split, seed, **switches): switches are the legacy ones it registered (envs/legacy.py)
+Builder = Callable[..., RetrievalDataset]
 _BUILDERS: dict[str, Builder] = {}
 _SPECS: dict[str, DatasetSpec] = {}
+_SWITCHES: dict[str, tuple[str, ...]] = {}
 # Loader modules are imported lazily, on first use of their name.
 _MODULES = {
     "babilong": "envs.data.babilong",
@@ -85,10 +88,14 @@ _MODULES = {
 }
 
 
-def register(name: str, spec: DatasetSpec | None = None) -> Callable[[Builder], Builder]:
+def register(name: str, spec: DatasetSpec | None = None, legacy: tuple[str, ...] = ()) -> Callable[[Builder], Builder]:
+    """Register a builder for ``envs.name`` = ``name``; ``legacy`` names the switches (envs/legacy.py)
+    it takes as boolean keywords."""
+
     def deco(fn: Builder) -> Builder:
         _BUILDERS[name] = fn
         _SPECS[name] = spec or DatasetSpec()
+        _SWITCHES[name] = legacy
         return fn
 
     return deco
@@ -136,18 +143,19 @@ def train_validation_indices(n: int, fraction: float, seed: int) -> tuple[list[i
 
 
 def build_dataset(
-    envs_cfg: Any, split: str, seed: int, validation_fraction: float = 0.0, legacy: Any = None
+    envs_cfg: Any, split: str, seed: int, validation_fraction: float = 0.0, legacy: Legacy = ALL_OFF
 ) -> RetrievalDataset:
-    """Build the dataset for ``split``.
+    """Build the dataset for ``split``; its builder gets the legacy switches it registered.
 
     ``train`` / ``validation`` share one underlying training set: with a positive
     ``validation_fraction`` the two are disjoint. Any other split goes to the builder as is.
     """
-    build = _builder(str(envs_cfg.name))
+    name = str(envs_cfg.name)
+    build = functools.partial(_builder(name), **legacy.pick(_SWITCHES[name]))
     if split not in ("train", "validation") or validation_fraction <= 0:
         if split == "validation":
             raise ValueError("the validation split needs validation_fraction > 0")
-        return build(envs_cfg, split, seed, legacy)
-    full = build(envs_cfg, "train", seed, legacy)
+        return build(envs_cfg, split, seed)
+    full = build(envs_cfg, "train", seed)
     train_idx, val_idx = train_validation_indices(len(full), validation_fraction, seed)
     return Subset(full, train_idx if split == "train" else val_idx)

@@ -115,7 +115,7 @@ def load_ruler_qa(path: str | Path, marker: str = "QUESTION:") -> list[Sample]:
 
 
 @register("ruler_qa", SplitNamedSpec())
-def build_ruler_qa(envs_cfg: Any, split: str, seed: int, legacy: Any = None) -> ListDataset:
+def build_ruler_qa(envs_cfg: Any, split: str, seed: int) -> ListDataset:
     """Reads ``data_path`` (one JSONL file, used for every split: this is an evaluation set),
     ``question_marker`` and ``length``."""
     samples = load_ruler_qa(cfg_get(envs_cfg, "data_path"), str(cfg_get(envs_cfg, "question_marker")))

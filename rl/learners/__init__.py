@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from envs.env import VecRetrievalEnv
+from envs.legacy import ALL_OFF, Legacy
 from rl.learners.base import Learner, LearnerBase
 from rl.learners.dqn import DQNLearner
 from rl.learners.pqn import PQNLearner
@@ -27,10 +28,12 @@ LEARNERS: dict[str, type[LearnerBase]] = {
 }
 
 
-def build_learner(qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Any) -> Learner:
+def build_learner(qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Legacy = ALL_OFF) -> Learner:
     """The learner named by ``algo.objective``: pqn (Q-RAG), sft (the "multi-step RAG w. SFT"
-    baseline, DESIGN §4.5), sarsa, sac_d (rl/learners/sarsa.py, rl/learners/sac_d.py)."""
+    baseline, DESIGN §4.5), sarsa, sac_d (rl/learners/sarsa.py, rl/learners/sac_d.py); it gets the
+    legacy switches it reads (its ``LEGACY``) as keywords."""
     objective = str(cfg.algo.objective)
     if objective not in LEARNERS:
         raise ValueError(f"algo.objective must be one of {sorted(LEARNERS)}, got {objective!r}")
-    return LEARNERS[objective](qnet, env, cfg, legacy)
+    learner = LEARNERS[objective]
+    return learner(qnet, env, cfg, **legacy.pick(learner.LEGACY))

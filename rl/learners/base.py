@@ -118,11 +118,12 @@ class LearnerBase:
     NAME: ClassVar[str]  # algo.objective, learner=<NAME>, algo.<NAME>.hyperparams
     HYPER: ClassVar[type[Schema]]  # the dataclass of algo.<NAME>.hyperparams (every key's default and check)
     LOSS: ClassVar[str] = "loss"
+    LEGACY: ClassVar[tuple[str, ...]] = ()  # the legacy switches (envs/legacy.py) it takes as keywords
     # attributes (floats) a learner schedules itself, e.g. its temperature α: in every metrics row
     # (eval_row) and in its checkpoints (extra_state)
     SCHEDULED: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
+    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any):
         self.qnet, self.env = qnet, env
         shared: Shared = Shared.from_cfg(cfg.algo)
         self.max_grad_norm = shared.max_grad_norm

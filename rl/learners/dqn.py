@@ -116,8 +116,8 @@ class DQNLearner(TwinHeadLearner):
 
     HYPER = Hyper
 
-    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
-        super().__init__(qnet, env, cfg, legacy)
+    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any):
+        super().__init__(qnet, env, cfg)
         self.hp: Hyper = self.hyperparams(cfg)
         if env.pos.processor == "random":
             raise ValueError(

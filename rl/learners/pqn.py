@@ -19,7 +19,6 @@ from typing import Any
 import torch
 
 from envs.env import Episode, VecRetrievalEnv
-from envs.legacy import flag
 from rl.learners.acting import Transition, lr_tied_alpha, rollout_values, soft_act
 from rl.learners.base import TwinHeadLearner, ema_weight
 from rl.learners.returns import lambda_returns
@@ -51,18 +50,28 @@ class PQNLearner(TwinHeadLearner):
     LOSS = "qf_loss"
     HYPER = Hyper
     SCHEDULED = ("alpha",)
+    # legacy.* switches that reproduce defects of the reference's PQN (README, "Departures")
+    LEGACY = ("lambda_return_off_by_one", "drop_last_transition", "target_topk_before_mask", "dropout_in_targets")
 
-    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
-        super().__init__(qnet, env, cfg, legacy)
+    def __init__(
+        self,
+        qnet: QNetwork,
+        env: VecRetrievalEnv,
+        cfg: Any,
+        lambda_return_off_by_one: bool = False,
+        drop_last_transition: bool = False,
+        target_topk_before_mask: bool = False,
+        dropout_in_targets: bool = False,
+    ):
+        super().__init__(qnet, env, cfg)
         self.hp: Hyper = self.hyperparams(cfg)
         self.alpha = self.hp.alpha  # α = α₀ until the first optimiser step
         self.learning_start = int(cfg.learning_start)
         self.sort_by_index = env.sort_by_index
-        # legacy.* switches that reproduce defects of the reference's PQN (README, "Departures")
-        self.legacy_off_by_one = flag(legacy, "lambda_return_off_by_one")
-        self.legacy_drop_last = flag(legacy, "drop_last_transition")
-        self.legacy_topk = flag(legacy, "target_topk_before_mask")
-        self.target_train_mode = flag(legacy, "dropout_in_targets")
+        self.legacy_off_by_one = lambda_return_off_by_one
+        self.legacy_drop_last = drop_last_transition
+        self.legacy_topk = target_topk_before_mask
+        self.target_train_mode = dropout_in_targets
 
     # -- acting ---------------------------------------------------------------------------
     def _act(self) -> list[Transition]:

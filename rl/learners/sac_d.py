@@ -128,8 +128,8 @@ class SacDLearner(TwinHeadLearner):
     HYPER = SacHyper
     SCHEDULED = ("alpha",)
 
-    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
-        super().__init__(qnet, env, cfg, legacy)
+    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any):
+        super().__init__(qnet, env, cfg)
         self.hp: SacHyper = self.hyperparams(cfg)
         self.learning_start = int(cfg.learning_start)
         self.sort_by_index = env.sort_by_index

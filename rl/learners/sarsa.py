@@ -74,8 +74,8 @@ class SarsaLearner(TwinHeadLearner):
     HYPER = SarsaHyper
     SCHEDULED = ("alpha",)
 
-    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
-        super().__init__(qnet, env, cfg, legacy)
+    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any):
+        super().__init__(qnet, env, cfg)
         self.hp: SarsaHyper = self.hyperparams(cfg)
         self.alpha = self.hp.alpha  # α = α₀ until the first optimiser step, then tied to the LR
         self.learning_start = int(cfg.learning_start)

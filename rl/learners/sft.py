@@ -76,10 +76,10 @@ class SFTLearner(LearnerBase):
     LOSS = "ce_loss"
     HYPER = Hyper
 
-    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Any = None):
+    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any):
         # batch_size = minimum teacher-forced transitions per micro-step; rollout_len is nominal
         # (for the trainer's batch log); the policy generator is unused by this objective.
-        super().__init__(qnet, env, cfg, legacy)
+        super().__init__(qnet, env, cfg)
         self.hp: Hyper = self.hyperparams(cfg)
 
     def trajectory(self, ep: Episode) -> list[int]:

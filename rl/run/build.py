@@ -10,7 +10,7 @@ import torch
 from omegaconf import DictConfig
 
 from envs.env import PositionSettings, VecRetrievalEnv
-from envs.feedback import build_feedback
+from envs.feedback import Feedback
 from rl.eval.greedy import EvalSettings
 from rl.learners import build_learner
 from rl.model.fast.switches import SpeedSwitches
@@ -45,11 +45,11 @@ def skip_length_counts(dataset: Any) -> None:
         base.record_num_tokens = False
 
 
-def train_env(cfg: DictConfig, dataset: Any, device: torch.device, seed: int, legacy: Any) -> VecRetrievalEnv:
-    """``envs_parallel`` persistent training environments over ``dataset`` (ground-truth or LLM
-    feedback as configured), seeded with ``seed``; ``dataset`` stops counting ``num_tokens``."""
+def train_env(cfg: DictConfig, dataset: Any, feedback: Feedback, device: torch.device, seed: int) -> VecRetrievalEnv:
+    """``envs_parallel`` persistent training environments over ``dataset`` with ``feedback`` (its
+    training phase, :func:`envs.feedback.build_feedback`), seeded with ``seed``; ``dataset`` stops
+    counting ``num_tokens``."""
     skip_length_counts(dataset)
-    feedback = build_feedback(cfg.feedback, cfg.envs, "train", legacy, str(cfg.envs.task))
     return VecRetrievalEnv(
         dataset,
         feedback,

@@ -66,9 +66,11 @@ def register_schemas() -> None:
     """Every schema's defaults into Hydra's ConfigStore (rl/schema.py), so the YAML files only
     override: the ``learner`` group's options (``learner=<name>``: ``algo.objective`` and
     ``algo.<name>.hyperparams``) and ``algo_shared`` (the ``algo`` keys every learner shares),
-    which configs/training.yaml lists before the ``algo`` preset."""
+    which configs/training.yaml lists before the ``algo`` preset; ``legacy=none`` (every legacy
+    switch off, envs/legacy.py), which configs/legacy/ref.yaml's all-on preset overrides."""
     from hydra.core.config_store import ConfigStore
 
+    from envs.legacy import Legacy
     from rl.learners import LEARNERS
     from rl.learners.base import Shared
     from rl.run.keys import RunKeys, TrainingKeys
@@ -79,6 +81,7 @@ def register_schemas() -> None:
         store.store(group="learner", name=name, package="algo", node=node)
     store.store(name="algo_shared", package="algo", node=Shared.defaults())
     store.store(name="training_keys", package="_global_", node=RunKeys.defaults() | TrainingKeys.defaults())
+    store.store(group="legacy", name="none", node=Legacy.defaults())
 
 
 register_resolvers()

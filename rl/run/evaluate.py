@@ -37,7 +37,7 @@ from tqdm.auto import tqdm
 from envs.data.common import content_sha256
 from envs.data.registry import ACTING_KEYS, build_dataset, dataset_spec
 from envs.feedback import build_feedback
-from envs.legacy import flag
+from envs.legacy import Legacy
 from rl import distributed as dist
 from rl.eval.beam import beam_episodes
 from rl.eval.greedy import greedy_episodes, summarize
@@ -181,10 +181,12 @@ def fill_missing(taken: dict[str, Any], source: Path) -> dict[str, Any]:
         if k not in taken and k in defaults and k != "speed":
             taken[k] = copy.deepcopy(defaults[k])
             filled.append(f"{k}={taken[k]!r}")
-    for group, option in (("legacy", "none"), ("paths", "default")):  # training.yaml's group defaults
-        if group not in taken:
-            taken[group] = OmegaConf.to_container(OmegaConf.load(cfg_dir / group / f"{option}.yaml"), resolve=False)
-            filled.append(f"{group}={option}")
+    if "legacy" not in taken:  # training.yaml's group default, legacy=none (ConfigStore, envs/legacy.py)
+        taken["legacy"] = Legacy.defaults()
+        filled.append("legacy=none")
+    if "paths" not in taken:
+        taken["paths"] = OmegaConf.to_container(OmegaConf.load(cfg_dir / "paths" / "default.yaml"), resolve=False)
+        filled.append("paths=default")
     envs = taken.get("envs")
     env_yaml = cfg_dir / "envs" / f"{envs.get('name')}.yaml" if isinstance(envs, dict) else None
     if env_yaml is not None and env_yaml.is_file():
@@ -265,7 +267,7 @@ def eval_stem(cfg: DictConfig) -> str:
         stem += f"_beam{int(cfg.eval.beam_width)}x{int(cfg.eval.beam_expand)}"
     if cfg.eval.stop_q_threshold is not None:
         stem += f"_qstop{float(cfg.eval.stop_q_threshold):g}"
-    if flag(cfg.legacy, "oracle_stop"):
+    if Legacy.from_cfg(cfg.legacy).oracle_stop:
         stem += "_oracle"
     return stem
 
@@ -302,7 +304,7 @@ def eval_meta(cfg: DictConfig, ckpt: Path, fingerprint: str) -> dict[str, Any]:
         "split": str(envs.test_split),
         "seed": int(cfg.seed),
         "max_steps": int(envs.max_steps),
-        "oracle_stop": flag(cfg.legacy, "oracle_stop"),
+        "oracle_stop": Legacy.from_cfg(cfg.legacy).oracle_stop,
         "positions": f"{envs.positions_processor}/{envs.step_size}/{envs.relative_formula}",
         "sort_by_index": bool(envs.sort_by_index),
         "caps": {
@@ -525,11 +527,11 @@ def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
     ckpt, meta, records = dist.run_on_main(prepare)
     qnet = load_qnet(cfg, ckpt, device)
 
-    legacy = cfg.legacy
+    legacy = Legacy.from_cfg(cfg.legacy)  # the switches the evaluation's objects are built with
     split = str(cfg.envs.test_split)
     dataset = build_dataset(cfg.envs, split, seed, 0.0, legacy)
     cut = max(qnet.layout.action_content, qnet.layout.memory_content)
-    dataset = maybe_cached(dataset, cfg, split, seed, qnet.tokenize, qnet.adopt_tokens, cut)
+    dataset = maybe_cached(dataset, cfg, legacy, split, seed, qnet.tokenize, qnet.adopt_tokens, cut)
     n = int(cfg.num_samples)
     indices = list(range(len(dataset) if n < 0 else min(n, len(dataset))))
     done_index = {r["index"] for r in records}
@@ -545,7 +547,7 @@ def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
         g = max(1, settings.group_size)  # whole groups: each sample is batched with the same neighbours as in
         todo = [i for k in range(dist.rank() * g, len(todo), dist.world() * g) for i in todo[k : k + g]]  # 1 process
         write_path = part_path(out_path, dist.rank())
-    feedback = build_feedback(cfg.feedback, cfg.envs, "test", legacy, str(cfg.envs.task))
+    feedback = build_feedback(cfg.feedback, cfg.envs, "test", str(cfg.envs.task), legacy)
     if str(cfg.eval.planner) == "beam":
         episodes = beam_episodes(
             qnet, dataset, todo, feedback, settings, int(cfg.eval.beam_width), int(cfg.eval.beam_expand)

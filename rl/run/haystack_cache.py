@@ -21,6 +21,7 @@ A large sample is returned as a :class:`CachedSample` and its tokens are handed 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from envs.data.registry import NON_SAMPLE_KEYS
-from envs.legacy import flag
+from envs.legacy import Legacy
 from rl.model.fast.ragged import RaggedIds
 from rl.model.tokens import SampleTokens
 
@@ -70,12 +71,12 @@ def _files_in(node: Any, out: dict[str, Any]) -> None:
         out[node] = path_identity(node)
 
 
-def dataset_identity(envs: dict[str, Any], legacy: dict[str, Any] | None) -> dict[str, Any]:
+def dataset_identity(envs: dict[str, Any], legacy: Legacy) -> dict[str, Any]:
     """What determines the test samples, apart from split, seed and index."""
     data = {k: v for k, v in envs.items() if k not in NON_SAMPLE_KEYS}
     files: dict[str, Any] = {}
     _files_in(data, files)
-    return {"envs": data, "files": files, "legacy": dict(legacy or {})}
+    return {"envs": data, "files": files, "legacy": dataclasses.asdict(legacy)}
 
 
 def tokenizer_identity(model_cfg: dict[str, Any], cut: int) -> dict[str, Any]:
@@ -203,7 +204,9 @@ class CachedDataset:
         return out
 
 
-def maybe_cached(base: Any, cfg: Any, split: str, seed: int, tokenize: Tokenize, hand_over: HandOver, cut: int) -> Any:
+def maybe_cached(
+    base: Any, cfg: Any, legacy: Legacy, split: str, seed: int, tokenize: Tokenize, hand_over: HandOver, cut: int
+) -> Any:
     """``base`` wrapped in a :class:`CachedDataset` when ``eval.haystack_cache.enabled``.
 
     ``legacy.fixed_noise_seed`` makes a BabiLong sample depend on access order, so it is never cached.
@@ -213,11 +216,10 @@ def maybe_cached(base: Any, cfg: Any, split: str, seed: int, tokenize: Tokenize,
     hc = cfg.eval.haystack_cache
     if not hc.enabled:
         return base
-    if flag(cfg.legacy, "fixed_noise_seed"):
+    if legacy.fixed_noise_seed:
         log.warning("legacy.fixed_noise_seed: samples depend on access order; haystack cache disabled")
         return base
     envs = OmegaConf.to_container(cfg.envs, resolve=True)
-    legacy = OmegaConf.to_container(cfg.legacy, resolve=True) if cfg.legacy is not None else {}
     model = OmegaConf.to_container(cfg.algo.model, resolve=True)
     return CachedDataset(
         base,

@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from envs.data.splitter import split_sentences
 from envs.feedback import build_feedback
+from envs.legacy import Legacy
 from rl.distributed import pick_device
 from rl.eval.beam import beam_episodes
 from rl.eval.greedy import greedy_episodes
@@ -115,6 +116,7 @@ class QRAGRetriever:
     def __init__(self, qnet: Any, cfg: DictConfig, checkpoint: Path):
         self.qnet, self.cfg, self.checkpoint = qnet, cfg, checkpoint
         self.max_steps = int(cfg.envs.max_steps)  # the T the run was trained with
+        self.legacy = Legacy.from_cfg(cfg.legacy)  # the run's switches, for the feedback of each call
 
     # -- loading ----------------------------------------------------------------------------
     @classmethod
@@ -182,7 +184,7 @@ class QRAGRetriever:
         samples = [self._sample(k, q, chunks) for k, (q, (chunks, _)) in enumerate(zip(questions, contexts))]
         settings = self._settings(steps, stop_threshold, planner)
         envs = self.cfg.envs
-        feedback = build_feedback(self.cfg.feedback, envs, "test", self.cfg.legacy, str(envs.task))
+        feedback = build_feedback(self.cfg.feedback, envs, "test", str(envs.task), self.legacy)
         indices = list(range(len(samples)))
         if planner == "beam":
             if stop_threshold is not None:

@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from envs.data.registry import build_dataset
 from envs.feedback import build_feedback
-from envs.legacy import flag
+from envs.legacy import Legacy
 from envs.seeding import derive_rng
 from rl import distributed as dist
 from rl.eval.greedy import greedy_episodes, summarize
@@ -189,8 +189,8 @@ class Trainer:
         Precision.resolve(str(cfg.precision), self.device).apply()
         job = dist.sweep_job_num()
         log.info("device %s%s", self.device, "" if job is None else f" (sweep job {job})")
-        self.legacy = cfg.legacy
-        select_on_test = flag(self.legacy, "select_on_test") or str(cfg.eval_split) == "test"
+        self.legacy = Legacy.from_cfg(cfg.legacy)  # the run's one reading of the switches
+        select_on_test = self.legacy.select_on_test or str(cfg.eval_split) == "test"
         vf = 0.0 if select_on_test else float(cfg.validation_fraction)
         self.eval_split = "test" if select_on_test else "validation"
         test_split = str(cfg.envs.test_split)
@@ -203,7 +203,8 @@ class Trainer:
             dist.broadcast_tensors(self.qnet.state_dict().values())
             if not dist.is_main():  # own dropout masks etc.; rank 0 keeps the 1-process stream
                 seed_everything(dist.rank_seed(seed))
-        env = train_env(cfg, self.train_ds, self.device, dist.rank_seed(seed), self.legacy)
+        feedback = build_feedback(cfg.feedback, cfg.envs, "train", str(cfg.envs.task), self.legacy)
+        env = train_env(cfg, self.train_ds, feedback, self.device, dist.rank_seed(seed))
         self.learner = build_learner(self.qnet, env, cfg, self.legacy)
         self.settings = eval_settings(cfg)
         self.eval_rng = derive_rng(seed, "eval-subset")
@@ -235,7 +236,7 @@ class Trainer:
         self, dataset: Any, indices: list[int], phase: str, what: str = "evaluation"
     ) -> tuple[dict[str, Any], list[dict]]:
         """Greedy episodes on ``indices``; a log line says how many, and a bar shows the progress."""
-        fb = build_feedback(self.cfg.feedback, self.cfg.envs, "test", self.legacy, str(self.cfg.envs.task))
+        fb = build_feedback(self.cfg.feedback, self.cfg.envs, "test", str(self.cfg.envs.task), self.legacy)
         show = bool(self.cfg.logger.progress_bar) and dist.is_main()
         log.info("%s: %d %s samples", what, len(indices), phase)
         bar = tqdm(
@@ -254,7 +255,7 @@ class Trainer:
 
     def in_training_eval(self) -> dict[str, Any]:
         indices = self.eval_indices
-        if flag(self.legacy, "eval_resample"):  # ref: fresh indices with replacement each time
+        if self.legacy.eval_resample:  # ref: fresh indices with replacement each time
             indices = [int(i) for i in self.eval_rng.integers(len(self.eval_ds), size=len(self.eval_indices))]
         summary, _ = self.evaluate(self.eval_ds, indices, self.eval_split, "eval")
         return summary

@@ -193,6 +193,10 @@ def _check_common(c: Checker) -> None:
     c.integer("envs.min_noise_sentence_tokens", 0)
     c.integer("envs.tokens_per_fact", 1)
     _check_dataset(c)
+    from envs.legacy import Legacy
+
+    _, legacy = c.value("legacy")
+    c.errors.extend(Legacy.errors(legacy))
     from rl.model.fast.switches import REMOVED, SpeedSwitches
 
     known = {f.name for f in dataclasses.fields(SpeedSwitches)} | set(REMOVED)

@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 from envs.data.babi import BabiSample, load_babi_file
 from envs.data.babilong import BabiLongDataset, assemble
 from envs.data.registry import build_dataset
+from envs.legacy import Legacy
 
 from .conftest import BABI_DIR, EMBEDDED, FIXTURES, REPO
 
@@ -100,7 +101,7 @@ def test_registry_builder_on_embedded_data():
         s = test[i]
         assert len(s["chunks"]) == max(160, len(babi[i].facts))
         _check_invariants(s, babi[i])
-    legacy = OmegaConf.create({"babi_drop_last_question": True})
+    legacy = Legacy(babi_drop_last_question=True)
     assert len(build_dataset(cfg.envs, "test", seed=0, legacy=legacy)) == 999
     cfg.envs.length = 10
     assert len(build_dataset(cfg.envs, "test", seed=0)) == 10

@@ -166,7 +166,7 @@ def test_niah_legacy_raw_sf(fix):
     s = load_niah(fix / "niah", "train", legacy_raw_sf=True)
     assert s[2]["sf_idx"] == [1, 3]  # the question's index 3 == len(chunks): out of range (ref)
     cfg = OmegaConf.create({"name": "niah", "data_path": str(fix / "niah"), "test_split": "test4k", "length": -1})
-    ds = build_niah(cfg, "test", 0, OmegaConf.create({"niah_raw_sf": True}))
+    ds = build_niah(cfg, "test", 0, niah_raw_sf=True)
     assert any(len(x["chunks"]) in x["sf_idx"] for x in ds.samples)
 
 

@@ -8,6 +8,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from envs.data.registry import build_dataset
+from envs.legacy import Legacy
 from rl.run.evaluate import EvalError, eval_stem, merge_eval_config
 
 from .conftest import compose_cfg, eval_cfg
@@ -31,7 +32,7 @@ def test_priority_cli_over_testing_over_saved(config_run: Path) -> None:
 def test_overrides_reach_the_dataset(config_run: Path) -> None:
     cfg = merge_eval_config(eval_cfg(config_run, "envs.num_sentences=40", "envs.task=qa2_two-supporting-facts"))
     assert cfg.envs.facts_test_path.endswith("qa2_two-supporting-facts_test.txt")
-    ds = build_dataset(cfg.envs, "test", int(cfg.seed), 0.0, cfg.legacy)
+    ds = build_dataset(cfg.envs, "test", int(cfg.seed), 0.0, Legacy.from_cfg(cfg.legacy))
     assert len(ds[0]["chunks"]) == 40
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from envs.legacy import Legacy
 from rl.model.tokens import SampleTokens
 from rl.run.haystack_cache import CachedDataset, CachedSample, dataset_identity, sample_key, tokenizer_identity
 
@@ -57,7 +58,7 @@ def make(tmp: Path, source: Source, files: Path, receiver: Receiver | None = Non
     return CachedDataset(
         source,
         tmp / "cache",
-        dataset_identity(envs, {}),
+        dataset_identity(envs, Legacy()),
         tok,
         "test",
         kw.pop("seed", 42),

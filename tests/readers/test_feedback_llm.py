@@ -68,7 +68,7 @@ def test_completed_when_terminating():
 
 def test_legacy_repeat_pays_every_step():
     be = ScriptedBackend()
-    fb = LLMFeedback(cfg(), task="qa1", legacy={"repeat_llm_reward": True}, backend=be)
+    fb = LLMFeedback(cfg(), task="qa1", repeat_llm_reward=True, backend=be)
     res = run_episode(fb, [[1], [1, 2], [1, 2, 3]])
     assert [r[0][0] for r in res] == [0.0, 1.0, 1.0]
     assert len(be.batches) == 3
@@ -102,7 +102,7 @@ def test_failure_raise_zero_and_silent():
     fb.reset(0, SAMPLE)
     assert fb.step([0], [[2]])[0] == [0.0]
     assert fb.stats()["feedback/failures"] == 1.0
-    fb = LLMFeedback(cfg(), task="qa1", legacy={"silent_llm_failures": True}, backend=ScriptedBackend(fail=True))
+    fb = LLMFeedback(cfg(), task="qa1", silent_llm_failures=True, backend=ScriptedBackend(fail=True))
     fb.reset(0, SAMPLE)
     assert fb.step([0], [[2]])[0] == [0.0] and fb.failures == 1
 
@@ -185,7 +185,7 @@ def test_config_file_and_build_feedback():
     ):
         assert key in fcfg, key
     assert fcfg.completion_threshold == 1.0
-    fb = build_feedback(fcfg, {}, "train", legacy=None, task="qa2_two-supporting-facts")
+    fb = build_feedback(fcfg, {}, "train", task="qa2_two-supporting-facts")
     assert isinstance(fb, LLMFeedback) and fb.task == "qa2" and fb.backend.name == "server"
 
 

@@ -162,6 +162,12 @@ BAD_VALUES = {
     "seed=18446744073709551616": "seed=18446744073709551616: expected an integer >= 0 and <= 18446744073709551615",
     "envs.subsample_size=0": "envs.subsample_size=0: expected an integer >= 1",
     "envs.length=0": "envs.length=0: expected an integer >= 1, or -1 for all",
+    # the legacy switches (envs/legacy.py): booleans, and only those that exist
+    "legacy.oracle_stop=maybe": "legacy.oracle_stop='maybe': expected true or false",
+    "+legacy.oracle_stopp=true": "legacy.oracle_stopp: no such legacy switch; known: babi_drop_last_question, "
+    "drop_last_transition, dropout_in_targets, eval_resample, fixed_noise_seed, ignore_answer_aliases, "
+    "lambda_return_off_by_one, niah_raw_sf, oracle_stop, prompt_extra_question_mark, qa_f1_empty_conventions, "
+    "repeat_llm_reward, select_on_test, silent_llm_failures, target_topk_before_mask",
     "+speed.turbo=true": "speed.turbo: no such speed switch; known: chunk_cache, compile, cuda_graphs, "
     "length_bucketing, overlap_tokenization",
     # a credential under any key name, or read from the environment, would be saved in config.yaml,
@@ -290,12 +296,14 @@ def test_cli_refuses_before_writing(tmp_path):
     (so no .hydra/overrides.yaml holds the key given by mistake)."""
     run_dir = tmp_path / "run"
     bad = ["batch_size=abc", "eval_interval=0", "envs.max_steps=0", "precision=bogus", "+feedback.api_key=sk-secret"]
+    bad.append("legacy.oracle_stop=maybe")
     out = _train([*TINY, *bad, f"hydra.run.dir={run_dir}"])
     assert out.returncode == 2, out.stderr[-2000:]
     lines = [line for line in out.stderr.splitlines() if line.startswith("error: ")]
     assert lines == [
         "error: precision='bogus': expected one of auto, tf32, fp32, bf16",
         "error: envs.max_steps=0: expected an integer >= 1",
+        "error: legacy.oracle_stop='maybe': expected true or false",
         "error: " + BAD_VALUES["+feedback.api_key=sk-secret"],
         "error: batch_size='abc': expected an integer >= 1",
         "error: eval_interval=0: expected an integer >= 1",

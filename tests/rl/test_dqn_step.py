@@ -28,6 +28,8 @@ from torch import nn
 import rl.learners.dqn
 from envs.data.registry import build_dataset
 from envs.env import Episode, PositionSettings
+from envs.feedback import build_feedback
+from envs.legacy import Legacy
 from rl.learners.dqn import DQNLearner
 from rl.run.build import build_learner, qnet_from_cfg, train_env
 from tests.conftest import compose_cfg
@@ -71,17 +73,19 @@ _CACHE: dict[str, object] = {}
 def build(*extra: str):
     cfg = compose_cfg(BASE + list(extra))
     device = torch.device("cpu")
+    legacy = Legacy.from_cfg(cfg.legacy)
     if not _CACHE:
         qnet = qnet_from_cfg(cfg, device)
         for m in qnet.modules():
             if isinstance(m, nn.Dropout):
                 m.p = 0.0
         _CACHE["agent"] = qnet
-        _CACHE["data"] = build_dataset(cfg.envs, "train", int(cfg.seed), 0.0, cfg.get("legacy"))
+        _CACHE["data"] = build_dataset(cfg.envs, "train", int(cfg.seed), 0.0, legacy)
     qnet = copy.deepcopy(_CACHE["agent"])
-    env = train_env(cfg, _CACHE["data"], device, int(cfg.seed), cfg.get("legacy"))
+    feedback = build_feedback(cfg.feedback, cfg.envs, "train", str(cfg.envs.task), legacy)
+    env = train_env(cfg, _CACHE["data"], feedback, device, int(cfg.seed))
     env.reset_all()
-    learner = build_learner(qnet, env, cfg, cfg.get("legacy"))
+    learner = build_learner(qnet, env, cfg, legacy)
     assert isinstance(learner, DQNLearner)
     return cfg, learner
 

@@ -4,6 +4,7 @@ from omegaconf import OmegaConf
 
 from envs.env import PositionSettings, VecRetrievalEnv
 from envs.feedback import GroundTruthFeedback, GroundTruthSettings, build_feedback
+from envs.legacy import Legacy
 from tests.conftest import CONFIGS
 
 FEEDBACK = OmegaConf.load(f"{CONFIGS}/feedback/defaults.yaml")  # type gt, ground_truth (nulls = the env's)
@@ -89,7 +90,7 @@ def test_build_feedback_priorities():
     assert train.s.never_terminate is True and train.s.penalize_extra_steps is True  # CLI wins, env fills
     test = build_feedback(fcfg, envs, "test")
     assert test.s.never_terminate is True and test.s.penalize_extra_steps is False  # tests never stop on GT
-    oracle = build_feedback(fcfg, envs, "test", legacy=OmegaConf.create({"oracle_stop": True}))
+    oracle = build_feedback(fcfg, envs, "test", legacy=Legacy(oracle_stop=True))
     assert oracle.s.never_terminate is False
     with pytest.raises(ValueError):
         build_feedback(OmegaConf.create({"type": "nope"}), envs, "train")

@@ -36,6 +36,7 @@ from torch import nn
 from envs.data.registry import build_dataset
 from envs.env import PositionSettings, VecRetrievalEnv
 from envs.feedback import build_feedback
+from envs.legacy import Legacy
 from envs.positions import relative_codes_host
 from rl.learners.sft import SFTLearner
 from rl.run.build import build_learner, qnet_from_cfg
@@ -77,7 +78,7 @@ def build(*extra: str):
     base = BASE if "learner=sft" not in extra else [o for o in BASE if not o.startswith("algo.pqn.")]
     cfg = compose_cfg(base + list(extra))
     device = torch.device("cpu")
-    legacy = cfg.get("legacy")
+    legacy = Legacy.from_cfg(cfg.legacy)
     if not _CACHE:  # weights and data are the slow part: once per module (every case has the same)
         qnet = qnet_from_cfg(cfg, device)
         for m in qnet.modules():
@@ -98,7 +99,7 @@ def build(*extra: str):
     qnet = copy.deepcopy(pristine)
     env = VecRetrievalEnv(
         ds,
-        build_feedback(cfg.feedback, cfg.envs, "train", legacy, str(cfg.envs.task)),
+        build_feedback(cfg.feedback, cfg.envs, "train", str(cfg.envs.task), legacy),
         int(cfg.envs_parallel),
         int(cfg.envs.max_steps),
         PositionSettings.from_cfg(cfg.envs),

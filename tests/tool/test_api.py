@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from envs.data.registry import build_dataset
+from envs.legacy import Legacy
 from rl.run.evaluate import run as eval_run
 from rl.run.retriever import QRAGRetriever, RetrieverError, split_text
 
@@ -30,7 +31,7 @@ def evaluated(run_dir: Path, out: Path, *overrides: str) -> list[dict]:
 
 def samples_of(retriever: QRAGRetriever) -> list[dict]:
     cfg = retriever.cfg
-    data = build_dataset(cfg.envs, str(cfg.envs.test_split), int(cfg.seed), 0.0, cfg.legacy)
+    data = build_dataset(cfg.envs, str(cfg.envs.test_split), int(cfg.seed), 0.0, Legacy.from_cfg(cfg.legacy))
     return [data[i] for i in range(N)]
 
 
