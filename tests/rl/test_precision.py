@@ -38,15 +38,18 @@ def test_apply_sets_the_matmul_precision():
 
 
 def test_unknown_name_and_one_list_of_names():
-    from rl.run import validate
+    import dataclasses
+
+    from rl.run.keys import RunKeys
 
     with pytest.raises(ValueError, match="precision must be one of auto, tf32, fp32, bf16, got 'fp16'"):
         Precision.resolve("fp16", CPU)
-    assert validate.PRECISIONS is PRECISIONS
+    (field,) = [f for f in dataclasses.fields(RunKeys) if f.name == "precision"]
+    assert field.metadata["choices"] is PRECISIONS  # the key's check uses the list Precision resolves by
 
 
-def test_the_yaml_holds_the_only_default():
-    """No code path defaults it: the training config does, and the agent requires a Precision."""
+def test_the_key_holds_the_only_default():
+    """No code path defaults it: the training keys do (rl/run/keys.py), and the Q-network requires a Precision."""
     import inspect
 
     from rl.model.qnetwork import QNetwork
