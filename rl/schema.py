@@ -27,7 +27,7 @@ def param(default: Any, doc: str, **check: Any) -> Any:
     a value the kinds can't describe, ``check=fn(checker, key, prefix)`` one that reads other keys;
     ``key`` spells the config key where it differs from the field's name. A :class:`Schema`
     default is a nested node (``prefix.field``)."""
-    if isinstance(default, type) and issubclass(default, Schema):
+    if _is_schema(default):
         return dataclasses.field(default_factory=default, metadata={"doc": doc, **check})
     return dataclasses.field(default=default, metadata={"doc": doc, **check})
 
@@ -39,6 +39,11 @@ def _unwrap(kind: Any) -> tuple[Any, bool]:
         (inner,) = (a for a in args if a is not type(None))
         return inner, True
     return kind, False
+
+
+def _is_schema(kind: Any) -> bool:
+    """Whether an annotation is a nested node (a :class:`Schema` subclass)."""
+    return isinstance(kind, type) and issubclass(kind, Schema)
 
 
 def _plain(value: Any) -> Any:
@@ -61,7 +66,7 @@ class Schema:
         """The node every key's default makes (what ConfigStore holds)."""
         out: dict[str, Any] = {}
         for key, f, kind in cls.keys():
-            if isinstance(kind, type) and issubclass(kind, Schema):
+            if _is_schema(kind):
                 out[key] = kind.defaults()
             else:
                 out[key] = _plain(f.default)
@@ -73,7 +78,7 @@ class Schema:
         out: list[tuple[str, Any, str]] = []
         for key, f, kind in cls.keys():
             dotted = f"{prefix}.{key}" if prefix else key
-            if isinstance(kind, type) and issubclass(kind, Schema):
+            if _is_schema(kind):
                 out += kind.docs(dotted)
             else:
                 out.append((dotted, _plain(f.default), f.metadata["doc"]))
@@ -100,7 +105,7 @@ class Schema:
             value = getattr(node, key) if not isinstance(node, dict) else node[key]
             if nullable and value is None:
                 values[f.name] = None
-            elif isinstance(kind, type) and issubclass(kind, Schema):
+            elif _is_schema(kind):
                 values[f.name] = kind.from_cfg(value)
             elif typing.get_origin(kind) is tuple:
                 (item, *_) = typing.get_args(kind)
@@ -118,7 +123,7 @@ class Schema:
             meta = f.metadata
             if "check" in meta:
                 meta["check"](checker, dotted, prefix)
-            elif isinstance(kind, type) and issubclass(kind, Schema):
+            elif _is_schema(kind):
                 kind.check(checker, dotted)
             elif "ok" in meta:
                 predicate, want = meta["ok"]

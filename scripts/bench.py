@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 import torch
-from hydra import compose, initialize_config_dir
 
 import rl.run.config  # noqa: F401  (registers ${qrag_root:})
 from envs.data.registry import build_dataset
@@ -34,7 +33,7 @@ from rl.eval.greedy import greedy_episodes
 from rl.model.fast.switches import SpeedSwitches
 from rl.model.precision import PRECISIONS, Precision
 from rl.run.build import build_learner, eval_settings, qnet_from_cfg, skip_length_counts
-from rl.run.config import PROJECT_ROOT, seed_everything
+from rl.run.config import PROJECT_ROOT, compose_config, seed_everything
 
 SIZES = {"W2": 1200, "W3": 40000, "W4": 400000}
 
@@ -77,8 +76,7 @@ def compose_cfg(args: argparse.Namespace, model: str, extra: list[str]):
         *args.set,
         *extra,
     ]
-    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "configs"), version_base="1.3"):
-        return compose("training", overrides=overrides)
+    return compose_config("training", overrides)
 
 
 def sync(device: torch.device) -> None:

@@ -6,6 +6,7 @@ import copy
 import logging
 import random
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,22 @@ def register_schemas() -> None:
 
 register_resolvers()
 register_schemas()
+
+
+def compose_config(name: str, overrides: Sequence[str] = ()) -> DictConfig:
+    """``configs/<name>.yaml`` composed by Hydra, also from inside another Hydra app (whose global
+    state is set aside and restored)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.initialize import get_gh_backup, restore_gh_from_backup
+
+    backup = get_gh_backup()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(PROJECT_ROOT / "configs"), version_base="1.3"):
+            return compose(config_name=name, overrides=list(overrides))
+    finally:
+        restore_gh_from_backup(backup)
 
 
 def seed_everything(seed: int, deterministic: bool = True) -> None:

@@ -34,7 +34,7 @@ from rl.eval.beam import beam_episodes
 from rl.eval.greedy import greedy_episodes
 from rl.model.precision import Precision
 from rl.run.build import eval_settings
-from rl.run.config import PROJECT_ROOT, without_hydra
+from rl.run.config import compose_config, without_hydra
 from rl.run.evaluate import EvalError, checkpoint_path, load_qnet, merge_eval_config
 from rl.run.validate import ConfigError, check_eval, report_and_exit
 
@@ -85,22 +85,6 @@ def split_text(text: str, how: str = "sentences") -> tuple[list[str], list[tuple
         spans.append((start, start + len(piece)))
         cursor = start + len(piece)
     return pieces, spans
-
-
-def compose_config(name: str, overrides: Sequence[str] = ()) -> DictConfig:
-    """``configs/<name>.yaml`` composed by Hydra, also from inside another Hydra app (whose global
-    state is set aside and restored)."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.initialize import get_gh_backup, restore_gh_from_backup
-
-    backup = get_gh_backup()
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(PROJECT_ROOT / "configs"), version_base="1.3"):
-            return compose(config_name=name, overrides=list(overrides))
-    finally:
-        restore_gh_from_backup(backup)
 
 
 def check_run_folder(cfg: DictConfig) -> None:
