@@ -1,4 +1,5 @@
-"""The ``legacy`` switches (DESIGN §11): each restores one defect of the reference, all off by default.
+"""The ``legacy`` switches (DESIGN §11): each restores one defect of the reference (or of an earlier
+round of this project: #49-50), all off by default.
 
 :class:`Legacy` is their one statement: a field per switch with its doc. A run reads the composed
 ``legacy`` node once, with :meth:`Legacy.from_cfg`, where its objects are built (rl/run/), and hands
@@ -46,6 +47,8 @@ class Legacy:
     prompt_extra_question_mark: bool = switch("#24 BabiLong prompt repeats the question mark")
     qa_f1_empty_conventions: bool = switch("#27 non-SQuAD empty-string F1")
     ignore_answer_aliases: bool = switch("#28 MuSiQue aliases ignored in answer metrics")
+    sft_binary_loss: bool = switch("#49 SFT: per-chunk binary cross-entropy of Q (round 4)")
+    sft_stop_at_first_miss: bool = switch("#50 SFT: no hop trained after the first wrong greedy pick (round 4)")
 
     @classmethod
     def names(cls) -> list[str]:

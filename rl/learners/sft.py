@@ -2,16 +2,16 @@
 
 The same Q-network and greedy evaluation as Q-RAG, trained on teacher-forced gold trajectories
 (the gold chunks in document order, at most T): at hop t the state holds the first t gold chunks
-and Q(s_t, a) scores every chunk. ``algo.sft.hyperparams.loss``:
+and Q(s_t, a) scores every chunk. The loss is Beam Retriever's per-hop classification "which
+available chunk is hop t's gold one", as a softmax cross-entropy of Q(s_t, ·) over the available
+chunks, every hop trained, mean over transitions.
 
-* ``beam`` (default; Beam Retriever's signal at beam width 1): per hop, the mean over available
-  chunks of the binary cross-entropy with logit Q(s_t, a) and label "a is hop t's gold chunk";
-  summed over the hops trained (all while every earlier greedy pick was gold), mean over samples.
-* ``softmax``: cross-entropy of softmax(Q(s_t, ·)) over the available chunks towards the gold
-  chunk, every hop, mean over transitions.
-
-No rollouts and no target values: target encoders, α and the acting generator are unused.
-Why these losses carry the paper's one-line description over to a bi-encoder: DESIGN §4.5.
+Two legacy switches (envs/legacy.py, DESIGN §11 #49-50) restore round 4's rules, under which the
+baseline did not learn: ``sft_binary_loss`` classifies every chunk on its own (binary
+cross-entropy with logit Q averaged over a hop's chunks, summed over hops, mean over samples), and
+``sft_stop_at_first_miss`` trains no hop after the first wrong greedy pick (Beam Retriever's early
+stop at beam width 1). No rollouts and no target values: target encoders, α and the acting
+generator are unused.
 """
 
 from __future__ import annotations
@@ -29,25 +29,16 @@ from envs.types import sf_known
 from rl.learners.base import LearnerBase
 from rl.model.fast.ragged import FramedIds, RaggedIds
 from rl.model.qnetwork import QNetwork
-from rl.schema import Schema, param
+from rl.schema import Schema
 
 MAX_DRAWS_PER_TRANSITION = 100  # give up when the training set has (almost) no gold facts
-LOSSES = ("beam", "softmax")
 
 
 @dataclass
 class Hyper(Schema):
-    """``algo.sft.hyperparams`` (``learner=sft``). Optimiser, schedule and clipping are
-    algo.optimizer, algo.scheduler and algo.max_grad_norm, shared with every learner."""
-
-    # beam: Beam Retriever's loss (the paper's words) at beam width 1: gold chunks in the dataset's
-    #   order, per-chunk binary cross-entropy of Q averaged over a hop's candidates, summed over hops,
-    #   hops after the first wrong greedy pick untrained.
-    # softmax: rounds 2-3's definition: document order, every hop teacher-forced, softmax
-    #   cross-entropy of Q(s_t, ·) over the available chunks.
-    loss: str = param(
-        "beam", "beam (Beam Retriever's loss, beam width 1) | softmax (cross-entropy over the chunks)", choices=LOSSES
-    )
+    """``algo.sft.hyperparams`` (``learner=sft``): none of its own. Optimiser, schedule and clipping
+    are algo.optimizer, algo.scheduler and algo.max_grad_norm, shared with every learner; the
+    round-4 rules are legacy switches (envs/legacy.py)."""
 
 
 def teacher_trajectory(sample: dict[str, Any], max_steps: int) -> list[int]:
@@ -57,30 +48,52 @@ def teacher_trajectory(sample: dict[str, Any], max_steps: int) -> list[int]:
     return sorted(set(int(i) for i in sample["sf_idx"]))[:max_steps]
 
 
-def beam_hop_losses(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Beam Retriever's loss along one teacher-forced trajectory (beam width 1): per hop, the mean
-    binary cross-entropy of every available chunk (logit Q, label "is this hop's gold chunk"), and
-    whether the hop is trained (all earlier greedy picks were gold). ``logits`` [T′, N] holds −inf
-    at unavailable chunks. Returns (losses [T′], trained [T′] as 0/1 floats)."""
+def hop_losses(logits: torch.Tensor, target: torch.Tensor, binary: bool) -> torch.Tensor:
+    """Per teacher-forced hop of one sample, the loss of hop t's gold chunk ``target[t]`` among the
+    available chunks (``logits`` [T′, N] holds −inf at unavailable ones): softmax cross-entropy, or
+    with ``binary`` the mean over available chunks of the binary cross-entropy with logit Q and
+    label "is hop t's gold chunk" (round 4). Returns [T′]."""
+    if not binary:
+        return F.cross_entropy(logits, target, reduction="none")
     avail = torch.isfinite(logits)
     labels = torch.zeros_like(logits).scatter_(1, target[:, None], 1.0)
     bce = F.binary_cross_entropy_with_logits(logits.masked_fill(~avail, 0.0), labels, reduction="none")
-    per_hop = (bce * avail).sum(1) / avail.sum(1)
+    return (bce * avail).sum(1) / avail.sum(1)
+
+
+def trained_hops(logits: torch.Tensor, target: torch.Tensor, stop_at_first_miss: bool) -> torch.Tensor:
+    """Which hops are trained, as 0/1 floats [T′]: all, or with ``stop_at_first_miss`` those whose
+    earlier greedy picks were all gold (Beam Retriever at beam width 1, round 4)."""
+    if not stop_at_first_miss:
+        return torch.ones(len(target), device=logits.device)
     hit = (logits.argmax(1) == target).float()
-    trained = torch.cat([hit.new_ones(1), torch.cumprod(hit, 0)[:-1]])
-    return per_hop, trained
+    return torch.cat([hit.new_ones(1), torch.cumprod(hit, 0)[:-1]])
+
+
+def gold_ranks(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Rank of each hop's gold chunk among the available ones (1 = the greedy pick) [T′]."""
+    return 1 + (logits > logits.gather(1, target[:, None])).sum(1)
 
 
 class SFTLearner(LearnerBase):
     NAME = "sft"
     LOSS = "ce_loss"
     HYPER = Hyper
+    LEGACY = ("sft_binary_loss", "sft_stop_at_first_miss")
 
-    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any):
+    def __init__(
+        self,
+        qnet: QNetwork,
+        env: VecRetrievalEnv,
+        cfg: Any,
+        sft_binary_loss: bool = False,
+        sft_stop_at_first_miss: bool = False,
+    ):
         # batch_size = minimum teacher-forced transitions per micro-step; rollout_len is nominal
         # (for the trainer's batch log); the policy generator is unused by this objective.
         super().__init__(qnet, env, cfg)
         self.hp: Hyper = self.hyperparams(cfg)
+        self.binary, self.stop_at_first_miss = sft_binary_loss, sft_stop_at_first_miss
 
     def trajectory(self, ep: Episode) -> list[int]:
         """The teacher-forced gold trajectory of ``ep``'s sample."""
@@ -112,20 +125,21 @@ class SFTLearner(LearnerBase):
     # without a backward pass and an encoder call per sample.
     GROUP_TOKENS = 1 << 15
 
-    def group_logits(self, episodes: Sequence[Episode]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def group_logits(self, episodes: Sequence[Episode], train: bool = True) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per sample, Q(s_t, ·) over its chunks for every teacher-forced state (unavailable chunks
-        at −inf) and the gold chunks: (logits [T′, N], targets [T′]), with gradient, encoders in
-        train mode; one length-bucketed encoder pass over all the samples' chunks and one over all
-        their teacher-forced states."""
+        at −inf) and the gold chunks: (logits [T′, N], targets [T′]); with ``train``, with gradient
+        and encoders in train mode, else gradient-free in eval mode (scripts/sft_probe.py); one
+        length-bucketed encoder pass over all the samples' chunks and one over all their
+        teacher-forced states."""
         qnet, layout = self.qnet, self.qnet.layout
         golds = [self.trajectory(ep) for ep in episodes]
         content = RaggedIds.concat([RaggedIds.from_lists(qnet.tokens(ep).action_chunks) for ep in episodes])
         chunks = qnet.embed(
             qnet.action_enc,
             FramedIds(content, layout.bos, layout.sep, layout.action_content),
-            train=True,
-            grad=True,
-            bucket_grad=True,
+            train=train,
+            grad=train,
+            bucket_grad=train,
         )  # [ΣN, d], un-rotated, same ids as action_ids
         states = qnet.embed(
             qnet.state_enc,
@@ -134,9 +148,9 @@ class SFTLearner(LearnerBase):
                 for ep, gold in zip(episodes, golds)
                 for t in range(len(gold))
             ],
-            train=True,
-            grad=True,
-            bucket_grad=True,
+            train=train,
+            grad=train,
+            bucket_grad=train,
         )  # [ΣT′, d]
         out, c0, s0 = [], 0, 0
         for ep, gold in zip(episodes, golds):
@@ -167,34 +181,34 @@ class SFTLearner(LearnerBase):
         return out
 
     def loss_on(self, episodes: Sequence[Episode], scale: float = 1.0) -> dict[str, float]:
-        """Backpropagate ``scale`` × the loss of ``eps`` (``softmax``: mean cross-entropy over all
-        teacher-forced transitions; ``beam``: mean over samples of the summed hop losses), one
-        backward pass per group of samples (:meth:`groups`). Returns scalars."""
+        """Backpropagate ``scale`` × the loss of ``episodes``: the trained hops' losses summed, over
+        the number of transitions (round 4's binary loss: over the number of samples), one backward
+        pass per group of samples (:meth:`groups`). Returns scalars, ``gold_rank`` the mean rank of
+        the gold chunk among a hop's available chunks (1 = the greedy pick)."""
         n_total = sum(len(self.trajectory(ep)) for ep in episodes)
-        beam = self.hp.loss == "beam"
-        denom = len(episodes) if beam else n_total
-        sums = torch.zeros(4, device=self.qnet.device)  # Σ loss, Σ Q(s, gold), correct argmax, hops trained
+        denom = len(episodes) if self.binary else n_total
+        sums = torch.zeros(5, device=self.qnet.device)  # Σ loss, Σ Q(s, gold), correct argmax, hops trained, Σ rank
         for group in self.groups(episodes):
             parts = self.group_logits(group)
-            if beam:
-                hops = [beam_hop_losses(logits, target) for logits, target in parts]
-                loss = sum((per_hop * trained).sum() for per_hop, trained in hops)
-            else:
-                loss = sum(F.cross_entropy(logits, target, reduction="sum") for logits, target in parts)
+            trained = [trained_hops(logits, target, self.stop_at_first_miss) for logits, target in parts]
+            loss = sum(
+                (hop_losses(logits, target, self.binary) * w).sum() for (logits, target), w in zip(parts, trained)
+            )
             (loss * (scale / denom)).backward()
             with torch.no_grad():
                 sums[0] += loss.detach()
-                for logits, target in parts:
+                for (logits, target), w in zip(parts, trained):
                     sums[1] += logits.gather(1, target[:, None]).sum()
                     sums[2] += (logits.argmax(1) == target).sum()
-                # softmax trains every teacher-forced hop; beam stops at a sample's first miss
-                sums[3] += sum(trained.sum() for _, trained in hops) if beam else sum(len(t) for _, t in parts)
-        loss_sum, q_sum, correct, trained = sums.tolist()  # one device sync per micro-step
+                    sums[3] += w.sum()
+                    sums[4] += gold_ranks(logits, target).sum()
+        loss_sum, q_sum, correct, n_trained, rank_sum = sums.tolist()  # one device sync per micro-step
         return {
             "ce_loss": loss_sum / denom,
             "q_mean": q_sum / n_total,
             "sft_acc": correct / n_total,
-            "hops_trained": trained / n_total,
+            "hops_trained": n_trained / n_total,
+            "gold_rank": rank_sum / n_total,
             "transitions": float(n_total),
         }
 

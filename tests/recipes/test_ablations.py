@@ -66,7 +66,7 @@ def test_no_soft_q_and_no_target_switches(tiny_cfg):
 
 
 def test_sft_teacher_forcing_and_loss_decreases(tiny_cfg):
-    trainer = Trainer(tiny_cfg("learner=sft", "algo.sft.hyperparams.loss=softmax", "algo.optimizer.lr=3e-4", *FAST))
+    trainer = Trainer(tiny_cfg("learner=sft", "algo.optimizer.lr=3e-4", *FAST))
     learner = trainer.learner
     assert isinstance(learner, SFTLearner)
     eps = learner.draw_episodes()

@@ -159,7 +159,7 @@ def test_preset_values():
     assert not compose_cfg(["experiment=ablation_no_target"]).algo.pqn.hyperparams.use_target_networks
     sft = compose_cfg(["experiment=ablation_sft"])
     assert sft.algo.objective == "sft" and sft.envs.task == "qa3_three-supporting-facts"
-    assert sft.algo.sft.hyperparams.loss == "beam"  # the paper's Beam-Retriever loss by default
+    assert not sft.legacy.sft_binary_loss and not sft.legacy.sft_stop_at_first_miss  # round 4's rules: legacy only
     # the offline driver swaps the encoder and the data on the command line: the CLI wins
     off = compose_cfg(["experiment=ablation_sft", "algo=minilm", "paths=embedded"])
     assert off.algo.model.name == "offline:minilm" and off.algo.objective == "sft"

@@ -215,3 +215,24 @@ def test_round4_plan_lines_compose_and_pass_the_checks():
         ablated["algo"]["pqn"]["hyperparams"][key] = True
         ablated["steps_count"] = ablated["algo"]["scheduler"]["total"] = base["steps_count"]
         assert ablated == base
+
+
+def test_round5_sft_plan_lines_compose_and_train_the_fixed_loss():
+    """The round 5 SFT lines compose, pass the config checks and run the default loss (DESIGN §4.5),
+    not round 4's legacy rules, at Q-RAG's 2 000 steps."""
+    from rl.run.validate import check_training
+
+    plan = ROOT / "docs" / "results" / "round5" / "plan_train_sft.txt"
+    common, runs = [], {}
+    for line in plan.read_text().splitlines():
+        if line.startswith("#@common "):
+            common += line.split()[1:]
+        elif line.strip() and not line.startswith("#"):
+            name, _gpu, *ov = line.split()
+            runs[name] = ov
+    assert sorted(runs) == ["t_sft_s1", "t_sft_s2", "t_sft_s3"]
+    for ov in runs.values():
+        cfg = compose_cfg(common + ov)
+        check_training(cfg)
+        assert cfg.algo.objective == "sft" and cfg.steps_count == 2000
+        assert not cfg.legacy.sft_binary_loss and not cfg.legacy.sft_stop_at_first_miss

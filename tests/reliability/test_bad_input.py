@@ -167,7 +167,8 @@ BAD_VALUES = {
     "+legacy.oracle_stopp=true": "legacy.oracle_stopp: no such legacy switch; known: babi_drop_last_question, "
     "drop_last_transition, dropout_in_targets, eval_resample, fixed_noise_seed, ignore_answer_aliases, "
     "lambda_return_off_by_one, niah_raw_sf, oracle_stop, prompt_extra_question_mark, qa_f1_empty_conventions, "
-    "repeat_llm_reward, select_on_test, silent_llm_failures, target_topk_before_mask",
+    "repeat_llm_reward, select_on_test, sft_binary_loss, sft_stop_at_first_miss, silent_llm_failures, "
+    "target_topk_before_mask",
     "+speed.turbo=true": "speed.turbo: no such speed switch; known: chunk_cache, compile, cuda_graphs, "
     "length_bucketing, overlap_tokenization",
     # a credential under any key name, or read from the environment, would be saved in config.yaml,
@@ -208,8 +209,6 @@ LEARNER_BAD_VALUES = {
         "algo.sac_d.hyperparams.alpha_lr=-1",
     ): "algo.sac_d.hyperparams.alpha_lr=-1: expected a number >= 0",
     ("learner=sft", "algo.optimizer.lr=0"): "algo.optimizer.lr=0: expected a number > 0 and <= 1",
-    ("learner=sft", "algo.sft.hyperparams.loss=listwise"): "algo.sft.hyperparams.loss='listwise': expected one of "
-    "beam, softmax",
     ("algo.objective=dqn",): "algo.objective='dqn' without algo.dqn.hyperparams: choose the learner with learner=dqn, "
     "not algo.objective alone",
 }

@@ -431,7 +431,7 @@ def test_pqn_micro_step_matches_definition(case, monkeypatch):
 # -- SFT ---------------------------------------------------------------------------------
 def test_sft_micro_step_matches_definition(monkeypatch):
     # 2 samples of 2 gold facts
-    cfg, learner, ref = build("learner=sft", "algo.sft.hyperparams.loss=softmax", "batch_size=4")
+    cfg, learner, ref = build("learner=sft", "batch_size=4")
     assert isinstance(learner, SFTLearner)
     watch = learner._watch = Watch(learner, monkeypatch)
     drawn: list = []
