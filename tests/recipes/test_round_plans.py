@@ -218,8 +218,8 @@ def test_round4_plan_lines_compose_and_pass_the_checks():
 
 
 def test_round5_generator_plan_lines_compose_and_differ_from_qrag_only_in_their_data():
-    """docs/results/round5/plan_train_generator.txt: g5_qa3_s* train on the shipped generated qa3
-    file, rg_qa3_s1 on the real and the generated file as one set; nothing else differs from
+    """docs/results/round5/plan_train_generator.txt: g_qa3_s* train on the shipped generated qa3
+    file, g_mix_qa3_s1 on the real and the generated file as one set; nothing else differs from
     Q-RAG's qa3 line of the same seed."""
     from rl.run.validate import check_training
 
@@ -235,7 +235,7 @@ def test_round5_generator_plan_lines_compose_and_differ_from_qrag_only_in_their_
 
     common, runs = lines(ROOT / "docs/results/round5/plan_train_generator.txt")
     qrag_common, qrag = lines(ROOT / "docs/results/round4/plan_train.txt")
-    assert common == qrag_common and set(runs) == {"g5_qa3_s1", "g5_qa3_s2", "g5_qa3_s3", "rg_qa3_s1"}
+    assert common == qrag_common and set(runs) == {"g_qa3_s1", "g_qa3_s2", "g_qa3_s3", "g_mix_qa3_s1"}
     real = ROOT / "data/babilong/babi/en-10k/qa3_three-supporting-facts_train.txt"
     generated = ROOT / "data/babilong/babi-generated/en-10k/qa3_three-supporting-facts_train.txt"
     for name, ov in runs.items():
@@ -244,6 +244,6 @@ def test_round5_generator_plan_lines_compose_and_differ_from_qrag_only_in_their_
         got = OmegaConf.to_container(cfg, resolve=True)
         base = OmegaConf.to_container(compose_cfg(common + qrag[f"t_qrag_s{name[-1]}"]), resolve=True)
         facts = got["envs"].pop("facts_train_path")
-        assert facts == ([str(real), str(generated)] if name.startswith("rg") else str(generated))
+        assert facts == ([str(real), str(generated)] if name.startswith("g_mix") else str(generated))
         base["envs"].pop("facts_train_path")
         assert got == base
