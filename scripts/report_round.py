@@ -317,7 +317,7 @@ def curve(run: Path) -> list[tuple[int, float]]:
 
 
 def training_facts(run: Path) -> str:
-    """The bAbI training file a run read: from config_resolved.yaml, else from config.yaml resolved
+    """The bAbI training file(s) a run read: from config_resolved.yaml, else from config.yaml resolved
     here ('?' when neither says; a config of another version still gets its curve reported)."""
     from omegaconf import OmegaConf
 
@@ -336,7 +336,12 @@ def training_facts(run: Path) -> str:
             break
     if path is None:
         return "?"
-    parts = Path(str(path)).parts
+    paths = [path] if isinstance(path, str) else list(path)  # a list: several files read as one set
+    return " + ".join(_under_data(Path(str(p))) for p in paths)
+
+
+def _under_data(path: Path) -> str:
+    parts = path.parts
     return "/".join(parts[parts.index("data") + 1 :]) if "data" in parts else str(path)
 
 

@@ -344,7 +344,9 @@ def build_babilong(
 ) -> BabiLongDataset:
     """Builder for ``envs.name: babilong``.
 
-    Reads ``facts_{train,test}_path``, ``noise_{train,test}_path``, ``length_unit``
+    Reads ``facts_{train,test}_path`` (one bAbI file, or a list of files read in order as one set:
+    e.g. real and generated qa3 training files together; ``babi_drop_last_question`` drops each
+    file's last question), ``noise_{train,test}_path``, ``length_unit``
     (``sentences`` | ``tokens``), ``num_sentences`` (int or list; sentence mode), ``num_tokens``
     (int or list), ``prompt_reserve_tokens``, ``min_noise_sentence_tokens``, ``tokens_per_fact``
     (token mode), ``length_tokenizer``, ``subsample_size`` and ``length`` (keep the first
@@ -353,9 +355,10 @@ def build_babilong(
     """
     if split not in ("train", "test"):
         raise ValueError(f"babilong has splits 'train' and 'test', not {split!r}")
-    facts_path = Path(str(cfg_get(envs_cfg, f"facts_{split}_path")))
+    facts = cfg_get(envs_cfg, f"facts_{split}_path")
+    facts_paths = [facts] if isinstance(facts, (str, Path)) else list(facts)  # a list: ListConfig / tuple
     noise_path = Path(str(cfg_get(envs_cfg, f"noise_{split}_path")))
-    babi = load_babi_file(facts_path, drop_last_question=babi_drop_last_question)
+    babi = [s for f in facts_paths for s in load_babi_file(Path(str(f)), drop_last_question=babi_drop_last_question)]
     unit = str(cfg_get(envs_cfg, "length_unit"))
     if unit not in ("sentences", "tokens"):
         raise ValueError(f"envs.length_unit must be 'sentences' or 'tokens', got {unit!r}")

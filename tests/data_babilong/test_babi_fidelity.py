@@ -54,6 +54,17 @@ def test_a_generator_off_the_real_rules_is_caught(monkeypatch, task, constant, v
     assert any(caught in b for b in bad), bad
 
 
+def test_the_fixed_move_event_odds_of_the_earlier_qa3_generator_are_caught(monkeypatch):
+    # before round 5, qa3 drew "move" against "any possible pick-up or drop" at fixed odds 63 : 37;
+    # it passed every other statistic, but held all three objects at once half as often as the real
+    # files and let events of different people follow each other less often
+    monkeypatch.setattr(gen, "KIND_WEIGHTS", {})
+    monkeypatch.setattr(gen, "ACTIONS", {**gen.ACTIONS, "qa3": {"move": 0.63, "get drop": 0.37}})
+    bad = _out_of_tolerance("qa3", _real_stats("qa3"))
+    assert any("all three objects are held" in b for b in bad), bad
+    assert any("followed by someone else's" in b for b in bad), bad
+
+
 def test_an_unknown_statement_names_its_file_and_line():
     with pytest.raises(ValueError, match=r"^f\.txt:2: unknown statement 'Mary flew away\.'$"):
         story_stats("qa1", ["1 Mary went to the kitchen.", "2 Mary flew away."], "f.txt")

@@ -118,6 +118,21 @@ def test_registry_train_validation_split():
     assert len(val[0]["chunks"]) == 100
 
 
+def test_a_list_of_training_files_is_read_in_order_as_one_set():
+    # real + generated qa3 training: envs.facts_train_path=[<real file>,<generated file>]
+    real = EMBEDDED / "babilong/babi/en-10k/qa3_three-supporting-facts_train.txt"
+    generated = EMBEDDED / "babilong/babi-generated/en-10k/qa3_three-supporting-facts_train.txt"
+    cfg = _cfg(task="qa3_three-supporting-facts")
+    cfg.envs.facts_train_path = [str(real), str(generated)]
+    both = build_dataset(cfg.envs, "train", seed=0)
+    n_real, n_gen = len(load_babi_file(real)), len(load_babi_file(generated))
+    assert (n_real, n_gen) == (1925, 10000) and len(both) == n_real + n_gen
+    _check_invariants(both[0], load_babi_file(real)[0])
+    _check_invariants(both[n_real], load_babi_file(generated)[0])
+    legacy = Legacy(babi_drop_last_question=True)  # the reference's off-by-one, per file
+    assert len(build_dataset(cfg.envs, "train", seed=0, legacy=legacy)) == n_real + n_gen - 2
+
+
 def test_missing_paths_raise_helpful_errors(tmp_path):
     cfg = _cfg()
     cfg.paths.data_root = str(tmp_path)

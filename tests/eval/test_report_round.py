@@ -312,3 +312,14 @@ def test_pack_round_refuses_files_git_ignores(tmp_path: Path):
         pack.main([str(raw), str(repo / "docs" / "results" / "r" / "runs")])
     (repo / ".gitignore").write_text("/runs/\n")  # root-anchored: docs/results/*/runs/ is committed
     assert pack.main([str(raw), str(repo / "docs" / "results" / "r" / "runs")])["files"] == 2
+
+
+def test_training_facts_names_each_file_of_a_list(tmp_path: Path):
+    report = load_script("report_round")
+    real, gen = "babilong/babi/en-10k/qa3_train.txt", "babilong/babi-generated/en-10k/qa3_train.txt"
+    one, both = tmp_path / "one", tmp_path / "both"
+    for run, facts in ((one, f"/x/data/{real}"), (both, [f"/x/data/{real}", f"/y/data/{gen}"])):
+        run.mkdir()
+        (run / "config_resolved.yaml").write_text(json.dumps({"envs": {"facts_train_path": facts}}))
+    assert report.training_facts(one) == real
+    assert report.training_facts(both) == f"{real} + {gen}"

@@ -236,3 +236,35 @@ def test_round5_sft_plan_lines_compose_and_train_the_fixed_loss():
         check_training(cfg)
         assert cfg.algo.objective == "sft" and cfg.steps_count == 2000
         assert not cfg.legacy.sft_binary_loss and not cfg.legacy.sft_stop_at_first_miss
+
+
+def test_round5_generator_plan_lines_compose_and_differ_from_qrag_only_in_their_data():
+    """docs/results/round5/plan_train_generator.txt: g_qa3_s* train on the shipped generated qa3
+    file, g_mix_qa3_s1 on the real and the generated file as one set; nothing else differs from
+    Q-RAG's qa3 line of the same seed."""
+    from rl.run.validate import check_training
+
+    def lines(path: Path) -> tuple[list[str], dict[str, list[str]]]:
+        common, runs = [], {}
+        for line in path.read_text().splitlines():
+            if line.startswith("#@common "):
+                common += line.split()[1:]
+            elif line.strip() and not line.startswith("#"):
+                name, _gpu, *ov = line.split()
+                runs[name] = ov
+        return common, runs
+
+    common, runs = lines(ROOT / "docs/results/round5/plan_train_generator.txt")
+    qrag_common, qrag = lines(ROOT / "docs/results/round4/plan_train.txt")
+    assert common == qrag_common and set(runs) == {"g_qa3_s1", "g_qa3_s2", "g_qa3_s3", "g_mix_qa3_s1"}
+    real = ROOT / "data/babilong/babi/en-10k/qa3_three-supporting-facts_train.txt"
+    generated = ROOT / "data/babilong/babi-generated/en-10k/qa3_three-supporting-facts_train.txt"
+    for name, ov in runs.items():
+        cfg = compose_cfg(common + ov)
+        check_training(cfg)
+        got = OmegaConf.to_container(cfg, resolve=True)
+        base = OmegaConf.to_container(compose_cfg(common + qrag[f"t_qrag_s{name[-1]}"]), resolve=True)
+        facts = got["envs"].pop("facts_train_path")
+        assert facts == ([str(real), str(generated)] if name.startswith("g_mix") else str(generated))
+        base["envs"].pop("facts_train_path")
+        assert got == base
