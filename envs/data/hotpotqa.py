@@ -41,6 +41,7 @@ from envs.data.common import (
     require_file,
     resolve_split,
 )
+from envs.data.ircot import load_subset, subset_files
 from envs.data.registry import DatasetSpec, register
 from envs.errors import DatasetFormatError
 from envs.types import Sample
@@ -56,8 +57,8 @@ HOTPOTQA_FILES = {
 TWOWIKI_SPLITS = ("train", "dev", "test")
 FULLWIKI_GOLD = ("official", "in_context")  # envs.fullwiki_gold
 HOTPOTQA_HOW = (
-    "download from https://hotpotqa.github.io (distractor/fullwiki JSON), or generate the "
-    "offline synthetic set: python scripts/generate_multihop.py"
+    "download from https://hotpotqa.github.io (distractor/fullwiki JSON), use the shipped real subset "
+    "(paths=embedded: data/hotpotqa/subset_{train,test}.jsonl.gz), or the generated stand-ins (paths=generated)"
 )
 TWOWIKI_HOW = (
     "download 2WikiMultihopQA (https://github.com/Alab-NII/2wikimultihop: train/dev/test.json), "
@@ -65,11 +66,11 @@ TWOWIKI_HOW = (
 )
 
 
-def hotpot_record_to_sample(rec: Any, path: Path, i: int, fullwiki_gold: str = "official") -> Sample:
-    """One HotpotQA/2Wiki-format record -> Sample (record i of ``path``, 0-based); gold missing
-    from the context is scored by ``fullwiki_gold`` (module docstring)."""
+def hotpot_record_to_sample(rec: Any, path: Path, i: int | str, fullwiki_gold: str = "official") -> Sample:
+    """One HotpotQA/2Wiki-format record -> Sample (record i of ``path``, 0-based, or a place such
+    as ``"line 3"``); gold missing from the context is scored by ``fullwiki_gold`` (module docstring)."""
     rid = rec.get("_id", "?") if isinstance(rec, dict) else "?"
-    where = f"record {i}, _id={rid}"
+    where = f"record {i}, _id={rid}" if isinstance(i, int) else f"{i}, _id={rid}"
     sid = need(rec, "_id", (str, int), path, where)
     question = need(rec, "question", str, path, where)
     answer = need(rec, "answer", (str, int, float, bool), path, where)
@@ -145,7 +146,13 @@ def twowiki_files(data_path: str | Path, split: str) -> list[Path]:
 
 
 def load_hotpotqa(data_path: str | Path, split: str, fullwiki_gold: str = "official") -> list[Sample]:
-    """All samples of a HotpotQA split in file order."""
+    """All samples of a HotpotQA split in file order: the official files, or the shipped real
+    subset's ``subset_{train,test}.jsonl`` (original and IRCoT layouts; envs/data/ircot.py)."""
+    subset = subset_files(
+        data_path, split, HOTPOTQA_FILES, "HotpotQA subset JSONL (original or IRCoT layout)", HOTPOTQA_HOW
+    )
+    if subset is not None:
+        return load_subset(subset, hotpot_record_to_sample, " ")
     return load_hotpot_format(hotpotqa_files(data_path, split), fullwiki_gold)
 
 

@@ -33,6 +33,7 @@ from envs.data.common import (
     require_file,
     resolve_split,
 )
+from envs.data.ircot import load_subset, subset_files
 from envs.data.registry import register
 from envs.errors import DatasetFormatError
 from envs.types import Sample
@@ -46,12 +47,16 @@ MUSIQUE_FILES = {
 }
 MUSIQUE_HOW = (
     "download MuSiQue v1.0 (https://github.com/StonyBrookNLP/musique, data/musique_{ans,full}_v1.0_*.jsonl), "
-    "or generate the offline synthetic set: python scripts/generate_multihop.py"
+    "use the shipped real subset (paths=embedded: data/musique/subset_{train,test}.jsonl.gz), or the generated "
+    "stand-ins (paths=generated)"
 )
 
 
-def musique_record_to_sample(rec: dict[str, Any], path: Path, lineno: int) -> Sample:
-    where = f"line {lineno}, id={rec.get('id', '?')}"
+def musique_record_to_sample(rec: dict[str, Any], path: Path, lineno: int | str) -> Sample:
+    """One ans/full v1.0 record -> Sample (``lineno``: the 1-based line, or a place such as ``"line 3"``)."""
+    where = (
+        f"line {lineno}, id={rec.get('id', '?')}" if isinstance(lineno, int) else f"{lineno}, id={rec.get('id', '?')}"
+    )
     sid = need(rec, "id", (str, int), path, where)
     question = need(rec, "question", str, path, where)
     answer = need(rec, "answer", (str, int, float), path, where)
@@ -105,9 +110,15 @@ def musique_record_to_sample(rec: dict[str, Any], path: Path, lineno: int) -> Sa
 
 
 def load_musique(data_path: str | Path, split: str) -> list[Sample]:
-    """All samples of a MuSiQue split in file order."""
+    """All samples of a MuSiQue split in file order: the official files, or the shipped real
+    subset's ``subset_{train,test}.jsonl`` (ans v1.0 and IRCoT layouts; envs/data/ircot.py)."""
     if split not in MUSIQUE_FILES:
         raise ValueError(f"MuSiQue split must be one of {sorted(MUSIQUE_FILES)} (or 'test'), got {split!r}")
+    subset = subset_files(
+        data_path, split, MUSIQUE_FILES, "MuSiQue subset JSONL (ans v1.0 or IRCoT layout)", MUSIQUE_HOW
+    )
+    if subset is not None:
+        return load_subset(subset, musique_record_to_sample, ". ")
     out: list[Sample] = []
     for name in MUSIQUE_FILES[split]:
         path = require_file(

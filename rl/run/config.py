@@ -155,12 +155,16 @@ def hydra_output_dir() -> Path | None:
 
 # Keys that configs saved by earlier versions still carry although nothing reads them any more.
 REMOVED_KEYS = ("envs.env", "envs.test_env", "algo.model.predictor.input_dim", "algo.model.predictor.max_seq_len")
+# Dataset folders added to configs/paths since: a saved run read HotpotQA / MuSiQue from these (its own
+# envs node keeps its saved data_path; an `eval_env=hotpotqa|musique` node reads the keys).
+ADDED_PATHS = {"hotpotqa_dir": "${paths.data_root}/hotpotqa", "musique_dir": "${paths.data_root}/musique"}
 
 
 def upgrade_run_config(saved: dict[str, Any]) -> dict[str, Any]:
     """A run folder's saved config (config.yaml, or a checkpoint's config) in today's layout: the
     one migration of old runs. Removed keys are dropped; keys added since get the value the run
-    used, as its dataset declares them (``DatasetSpec.added_keys``). Code then reads every key
+    used, as its dataset declares them (``DatasetSpec.added_keys``), and the dataset folders of
+    ``ADDED_PATHS`` their folder under ``data_root``. Code then reads every key
     without a default of its own."""
     from envs.data.registry import dataset_spec
 
@@ -172,6 +176,10 @@ def upgrade_run_config(saved: dict[str, Any]) -> dict[str, Any]:
             node = node.get(key) if isinstance(node, dict) else None
         if isinstance(node, dict):
             node.pop(leaf, None)
+    paths = out.get("paths")
+    if isinstance(paths, dict):
+        for key, value in ADDED_PATHS.items():
+            paths.setdefault(key, value)
     envs = out.get("envs")
     if isinstance(envs, dict) and "name" in envs:
         for key, value in dataset_spec(str(envs["name"])).added_keys.items():

@@ -252,7 +252,7 @@ def test_malformed_records_name_file_record_field(fix, loader, name, match):
 def test_missing_file_names_path_and_how(tmp_path):
     with pytest.raises(DatasetNotFoundError, match="hotpot_dev_distractor_v1.json") as e:
         load_hotpotqa(tmp_path, "eval")
-    assert "generate_multihop" in str(e.value)
+    assert "paths=embedded" in str(e.value) and "paths=generated" in str(e.value)
 
 
 def test_seeded_permutation_and_length(fix):

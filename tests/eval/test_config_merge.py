@@ -128,6 +128,10 @@ def test_old_run_folder_is_upgraded_once(tmp_path: Path) -> None:
     assert meta["data_path"].endswith("qa1_single-supporting-fact_test.txt")
     tokens = merge_eval_config(eval_cfg(run, "envs.length_unit=tokens", "envs.num_tokens=8000"))
     assert eval_stem(tokens) == "eval_seed42_nt8000" and tokens.envs.prompt_reserve_tokens == 300
+    # configs/envs/hotpotqa.yaml reads paths.hotpotqa_dir, which that run's paths node predates
+    assert up["paths"]["hotpotqa_dir"] == "${paths.data_root}/hotpotqa" and "hotpotqa_dir" not in saved["paths"]
+    hotpot = merge_eval_config(eval_cfg(run, "eval_env=hotpotqa"))
+    assert hotpot.envs.data_path == f"{hotpot.paths.data_root}/hotpotqa/"
 
 
 def test_eval_meta_names_the_data_it_read(tmp_path: Path) -> None:
