@@ -46,6 +46,7 @@ class Legacy:
     prompt_extra_question_mark: bool = switch("#24 BabiLong prompt repeats the question mark")
     qa_f1_empty_conventions: bool = switch("#27 non-SQuAD empty-string F1")
     ignore_answer_aliases: bool = switch("#28 MuSiQue aliases ignored in answer metrics")
+    best_keeps_earliest_tie: bool = switch("#49 model_best.pt kept on a tied evaluation return (strict >)")
 
     @classmethod
     def names(cls) -> list[str]:
