@@ -360,10 +360,13 @@ def generate(
     counter: TokenCounter,
     corpus: Sequence[Sequence[str]] | None,
     haystack_start: str = "fixed",
+    start: int = 0,
 ) -> list[dict[str, Any]]:
     """``num_samples`` RULER records of ``task`` fitting ``target_tokens`` (answer budget
     included). ``haystack_start``: ``fixed`` (RULER: every essay haystack from the corpus's first
-    sentence) or ``random`` (a random sentence per sample)."""
+    sentence) or ``random`` (a random sentence per sample). Samples ``start`` .. ``start +
+    num_samples - 1`` of the stream: each sample has its own generator, so a file made in pieces
+    (scripts/niah_testsets.py, in parallel) equals the file made at once."""
     if task not in TASKS:
         raise ValueError(f"unknown NIAH task {task!r}; known: {sorted(TASKS)}")
     if haystack_start not in ("fixed", "random"):
@@ -376,7 +379,7 @@ def generate(
         Haystack(prepare_corpus(corpus), counter) if corpus is not None and TASKS[task].haystack == "essay" else None
     )
     out = []
-    for i in range(num_samples):
+    for i in range(start, start + num_samples):
         rng = derive_rng(seed, "niah", task, split, target_tokens, i)
         for attempt in range(10):
             try:
@@ -385,6 +388,21 @@ def generate(
             except RuntimeError:
                 if attempt == 9:
                     raise
+    return out
+
+
+def mix(per_task: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One file of several subtasks (training on "the NIAH subtasks", docs/DATA_OTHER.md): records
+    taken in turn from each task (sample 0 of every task, then sample 1, ...), so any prefix or
+    random share holds every task about equally; each record gets its ``task`` and is renumbered
+    (``index`` = position). The loader reads such a file like any other: every record is a
+    whole RULER prompt."""
+    out: list[dict[str, Any]] = []
+    longest = max(len(recs) for recs in per_task.values())
+    for i in range(longest):
+        for task, recs in per_task.items():
+            if i < len(recs):
+                out.append({**recs[i], "index": len(out), "task": task})
     return out
 
 
