@@ -51,6 +51,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import os
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -407,16 +408,20 @@ def mix(per_task: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
 
 
 def write_text(text: str, path: str | Path) -> Path:
-    """Write ``text``; a ``.gz`` name is gzipped reproducibly (mtime 0, no file name)."""
+    """Write ``text``; a ``.gz`` name is gzipped reproducibly (mtime 0, no file name). Written
+    beside and renamed, so a file that exists is whole (scripts/niah_testsets.py checks files
+    while others are still being made)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode("utf-8")
-    with open(p, "wb") as raw:
+    tmp = p.with_name(f".{p.name}.tmp")
+    with open(tmp, "wb") as raw:
         if p.name.endswith(".gz"):
             with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz:
                 gz.write(data)
         else:
             raw.write(data)
+    os.replace(tmp, p)
     return p
 
 
