@@ -216,9 +216,10 @@ def plot(cells: dict[tuple, dict[str, Any]], seeds: list[str], untrained: list[s
         ax.set_ylim(-3, 103)
     axes[0, 0].set_ylabel("all needles retrieved, %")
     axes[1, 0].set_ylabel("all needles retrieved, %")
-    axes[0, 0].legend(fontsize=8)
+    handles = {h.get_label(): h for ax in axes.flat for h in ax.get_legend_handles_labels()[0]}
+    fig.legend(list(handles.values()), list(handles), loc="upper right", fontsize=8)
     fig.suptitle("RULER NIAH, greedy at the fixed budget T (GPT-2 tokens; dotted: RULER's 85.6)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     fig.savefig(path, dpi=120)
 
 

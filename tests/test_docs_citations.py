@@ -138,7 +138,7 @@ def dead_code_paths(doc: str, line: str) -> list[str]:
         ("rl/x.py", "see DESIGN §5.5, §11 #2 and §4.4", 0),
         ("rl/x.py", "see DESIGN §5.10", 1),  # no such sub-section
         ("rl/x.py", "DESIGN §10.1/§10.9", 1),  # the chained one inherits DESIGN and is wrong
-        ("rl/x.py", "DESIGN §11 #49", 1),  # no such defect
+        ("rl/x.py", "DESIGN §11 #50", 1),  # no such defect
         ("rl/x.py", "# Retrieval metrics (§9.2)", 1),  # bare in code: which document?
         ("docs/RESULTS.md", "see §9", 1),  # bare in a doc: its own sections
         ("configs/x.yaml", "docs/NOPE.md §2", 1),
