@@ -5,14 +5,15 @@
         --train 200:4096 --test 50:4096,20:16384 --tokenizer minilm --gzip
     # Table 1's training set: the eight subtasks mixed in one file at 4K GPT-2 tokens (docs/DATA_OTHER.md):
     python scripts/generate_niah.py --task all --out data/niah/ruler_gpt2/mix8_4k --train 250:4096 \
-        --tokenizer gpt2 --gzip
+        --test 25:4096 --tokenizer gpt2 --gzip
     # a 128K / 1M test file of another task, lengths in the reader's tokens (as RULER counts):
     python scripts/generate_niah.py --task niah_single_2 --out ../RULER/niah_single_2 \
         --test 100:131072,20:1048576 --tokenizer Qwen/Qwen3-4B
 
 ``--task`` takes one task, a comma-separated list or ``all``: several tasks are generated
 ``N`` samples each and mixed in one file (records in turn, each with its ``task``;
-envs/data/niah_generator.py ``mix``). Train files are ``train.jsonl``; test files ``test{4k,16k,128k,1m}.jsonl`` (from the length).
+envs/data/niah_generator.py ``mix``). Train files are ``train.jsonl``; test files
+``test{4k,16k,128k,1m}.jsonl`` (from the length).
 A length N holds the input and RULER's 128-token answer budget. Haystack sentences: the noise
 corpus (``--corpus``; default the project's data/babilong/pg19-with-sentences/{train,test}.jsonl.gz:
 train books for train, test books for test files), or any .txt file.
