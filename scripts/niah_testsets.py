@@ -123,15 +123,23 @@ def verify(files: list[tuple[str, str]], root: Path, manifest: dict[str, Any]) -
 def write_manifest(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     """Every file of the grid, with the sha256 of those that exist; a file that differs from a
     recorded sha256 is an error (a manifest is written once, then only checked)."""
-    old = {e["file"]: e.get("sha256") for e in manifest["files"]}
+    from importlib.metadata import version
+
+    # the packages whose random streams, token counts and key lists the bytes depend on (a mismatch
+    # elsewhere: compare these first)
+    here = {p: version(p) for p in ("numpy", "tokenizers", "wonderwords")}
+    old = {e["file"]: e for e in manifest["files"]}
     entries = []
     for length in LENGTHS:
         for task in TASKS:
             entry = manifest_entry(task, length, root)
-            was = old.get(entry["file"])
-            if was is not None and entry["sha256"] not in (None, was):
-                raise SystemExit(f"error: {entry['file']} differs from the manifest's sha256 {was}")
-            entry["sha256"] = entry["sha256"] or was
+            was = old.get(entry["file"], {})
+            if was.get("sha256") is not None and entry["sha256"] not in (None, was["sha256"]):
+                raise SystemExit(f"error: {entry['file']} differs from the manifest's sha256 {was['sha256']}")
+            if was.get("sha256") is not None:
+                entry["sha256"], entry["made_with"] = was["sha256"], was.get("made_with")
+            elif entry["sha256"] is not None:
+                entry["made_with"] = here
             entries.append(entry)
     return {
         "tokenizer": TOKENIZER,
