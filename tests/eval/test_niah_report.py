@@ -53,3 +53,29 @@ def test_table_and_effective_length():
     # 16K averages 85.0, not above 85.6: the effective length ends at 4K
     assert report.effective_length(cells, ["a", "b"], None, "fixed_all") == "4K"
     assert report.effective_length(cells, ["a"], None, "fixed_all") == "16K"
+
+
+def test_collect_keeps_no_checkpoint_and_the_report_reads_its_gzipped_records(tmp_path):
+    import json
+
+    run = tmp_path / "runs" / "n_s1"
+    cell = run / "niah" / "niah_multiquery"
+    cell.mkdir(parents=True)
+    for name in ("config.yaml", "metrics.jsonl", "summary.json", "model_best.pt", "model_last.pt"):
+        (run / name).write_text("x")
+    (cell / "eval_seed42_test4k.jsonl").write_text(json.dumps(REC) + "\n")
+    (cell / "eval_seed42_test4k.summary.json").write_text("{}")
+    sha = "5209e3c6de9c56ed2efa2b33e69251a7a1b67a2c34a1efc3e1ec6ebb8bd05807"  # the committed MQ 4K file
+    (cell / "eval_seed42_test4k.testset.json").write_text(
+        json.dumps({"file": "niah_multiquery/test4k.jsonl.gz", "sha256": sha})
+    )
+    report.collect(tmp_path / "runs", tmp_path / "kept")
+    kept = sorted(str(p.relative_to(tmp_path / "kept")) for p in (tmp_path / "kept").rglob("*") if p.is_file())
+    assert (
+        not [k for k in kept if k.endswith(".pt")] and "n_s1/niah/niah_multiquery/eval_seed42_test4k.jsonl.gz" in kept
+    )
+    manifest = {"niah_multiquery/test4k.jsonl.gz": sha}
+    cells = report.grid(tmp_path / "kept", ["n_s1"], 0.5, manifest)
+    assert cells[("n_s1", "niah_multiquery", "4k")]["fixed_smatch"] == 75.0
+    with pytest.raises(SystemExit, match="manifest"):  # scored on another file than the manifest's
+        report.grid(tmp_path / "kept", ["n_s1"], 0.5, {"niah_multiquery/test4k.jsonl.gz": "0" * 64})
