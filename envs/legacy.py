@@ -49,6 +49,7 @@ class Legacy:
     ignore_answer_aliases: bool = switch("#28 MuSiQue aliases ignored in answer metrics")
     sft_binary_loss: bool = switch("#49 SFT: per-chunk binary cross-entropy of Q (round 4)")
     sft_stop_at_first_miss: bool = switch("#50 SFT: no hop trained after the first wrong greedy pick (round 4)")
+    best_keeps_earliest_tie: bool = switch("#51 model_best.pt kept on a tied evaluation return (strict >)")
 
     @classmethod
     def names(cls) -> list[str]:

@@ -3,11 +3,17 @@
     # the shipped set (data/niah/mv_niah_4k/niah_multivalue):
     python scripts/generate_niah.py --task niah_multivalue --out data/niah/mv_niah_4k/niah_multivalue \
         --train 200:4096 --test 50:4096,20:16384 --tokenizer minilm --gzip
+    # Table 1's training set: the eight subtasks mixed in one file at 4K GPT-2 tokens (docs/DATA_OTHER.md):
+    python scripts/generate_niah.py --task all --out data/niah/ruler_gpt2/mix8_4k --train 250:4096 \
+        --test 25:4096 --tokenizer gpt2 --gzip
     # a 128K / 1M test file of another task, lengths in the reader's tokens (as RULER counts):
     python scripts/generate_niah.py --task niah_single_2 --out ../RULER/niah_single_2 \
         --test 100:131072,20:1048576 --tokenizer Qwen/Qwen3-4B
 
-Train files are ``train.jsonl``; test files ``test{4k,16k,128k,1m}.jsonl`` (from the length).
+``--task`` takes one task, a comma-separated list or ``all``: several tasks are generated
+``N`` samples each and mixed in one file (records in turn, each with its ``task``;
+envs/data/niah_generator.py ``mix``). Train files are ``train.jsonl``; test files
+``test{4k,16k,128k,1m}.jsonl`` (from the length).
 A length N holds the input and RULER's 128-token answer budget. Haystack sentences: the noise
 corpus (``--corpus``; default the project's data/babilong/pg19-with-sentences/{train,test}.jsonl.gz:
 train books for train, test books for test files), or any .txt file.
@@ -24,6 +30,7 @@ from envs.data.niah_generator import (
     generate,
     hf_token_counter,
     length_name,
+    mix,
     read_corpus,
     whitespace_counter,
     write_jsonl,
@@ -46,7 +53,11 @@ def _pairs(spec: str | None) -> list[tuple[int, int]]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--task", default="niah_multivalue", choices=sorted(TASKS))
+    ap.add_argument(
+        "--task",
+        default="niah_multivalue",
+        help=f"one task, a comma-separated list (mixed in one file) or 'all'; tasks: {', '.join(sorted(TASKS))}",
+    )
     ap.add_argument("--out", required=True, help="output folder (RULER layout: <root>/<set>/<task>)")
     ap.add_argument("--train", default=None, help="N:TOKENS for train.jsonl, e.g. 200:4096")
     ap.add_argument("--test", default=None, help="N:TOKENS[,N:TOKENS...] for test<len>.jsonl files")
@@ -68,12 +79,16 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--gzip", action="store_true", help="write .jsonl.gz (the NIAH loader reads both)")
     args = ap.parse_args(argv)
+    tasks = list(TASKS) if args.task == "all" else args.task.split(",")
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        ap.error(f"unknown task(s) {', '.join(unknown)}; known: {', '.join(sorted(TASKS))}")
 
     counter = whitespace_counter if args.tokenizer == "whitespace" else hf_token_counter(args.tokenizer)
     corpora: dict[str, list[list[str]] | None] = {}
 
-    def corpus_for(kind: str) -> list[list[str]] | None:
-        if TASKS[args.task].haystack != "essay":
+    def corpus_for(task: str, kind: str) -> list[list[str]] | None:
+        if TASKS[task].haystack != "essay":
             return None
         if kind not in corpora:
             path = (
@@ -91,9 +106,13 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("nothing to generate: give --train, --validation and/or --test")
     for name, n, tokens, kind in jobs:
         t0 = time.time()
-        records = generate(args.task, n, tokens, args.seed, name, counter, corpus_for(kind), args.haystack_start)
+        per_task = {
+            task: generate(task, n, tokens, args.seed, name, counter, corpus_for(task, kind), args.haystack_start)
+            for task in tasks
+        }
+        records = per_task[tasks[0]] if len(tasks) == 1 else mix(per_task)
         path = write_jsonl(records, Path(args.out) / f"{name}.jsonl{'.gz' if args.gzip else ''}")
-        print(f"{path}: {n} samples, ~{tokens} tokens ({time.time() - t0:.1f}s)")
+        print(f"{path}: {len(records)} samples, ~{tokens} tokens ({time.time() - t0:.1f}s)")
 
 
 if __name__ == "__main__":

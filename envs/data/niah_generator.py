@@ -51,6 +51,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import os
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -360,10 +361,13 @@ def generate(
     counter: TokenCounter,
     corpus: Sequence[Sequence[str]] | None,
     haystack_start: str = "fixed",
+    start: int = 0,
 ) -> list[dict[str, Any]]:
     """``num_samples`` RULER records of ``task`` fitting ``target_tokens`` (answer budget
     included). ``haystack_start``: ``fixed`` (RULER: every essay haystack from the corpus's first
-    sentence) or ``random`` (a random sentence per sample)."""
+    sentence) or ``random`` (a random sentence per sample). Samples ``start`` .. ``start +
+    num_samples - 1`` of the stream: each sample has its own generator, so a file made in pieces
+    (scripts/niah_testsets.py, in parallel) equals the file made at once."""
     if task not in TASKS:
         raise ValueError(f"unknown NIAH task {task!r}; known: {sorted(TASKS)}")
     if haystack_start not in ("fixed", "random"):
@@ -376,7 +380,7 @@ def generate(
         Haystack(prepare_corpus(corpus), counter) if corpus is not None and TASKS[task].haystack == "essay" else None
     )
     out = []
-    for i in range(num_samples):
+    for i in range(start, start + num_samples):
         rng = derive_rng(seed, "niah", task, split, target_tokens, i)
         for attempt in range(10):
             try:
@@ -388,17 +392,36 @@ def generate(
     return out
 
 
+def mix(per_task: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One file of several subtasks (training on "the NIAH subtasks", docs/DATA_OTHER.md): records
+    taken in turn from each task (sample 0 of every task, then sample 1, ...), so any prefix or
+    random share holds every task about equally; each record gets its ``task`` and is renumbered
+    (``index`` = position). The loader reads such a file like any other: every record is a
+    whole RULER prompt."""
+    out: list[dict[str, Any]] = []
+    longest = max(len(recs) for recs in per_task.values())
+    for i in range(longest):
+        for task, recs in per_task.items():
+            if i < len(recs):
+                out.append({**recs[i], "index": len(out), "task": task})
+    return out
+
+
 def write_text(text: str, path: str | Path) -> Path:
-    """Write ``text``; a ``.gz`` name is gzipped reproducibly (mtime 0, no file name)."""
+    """Write ``text``; a ``.gz`` name is gzipped reproducibly (mtime 0, no file name). Written
+    beside and renamed, so a file that exists is whole (scripts/niah_testsets.py checks files
+    while others are still being made)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode("utf-8")
-    with open(p, "wb") as raw:
+    tmp = p.with_name(f".{p.name}.tmp")
+    with open(tmp, "wb") as raw:
         if p.name.endswith(".gz"):
             with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz:
                 gz.write(data)
         else:
             raw.write(data)
+    os.replace(tmp, p)
     return p
 
 

@@ -427,7 +427,11 @@ class Trainer:
             **extra,
         }
         self.metrics_rows.append(row)
-        improved = summary["return"] > self.best
+        # a tie goes to the later model: on a saturated validation set (every return maximal) a strict
+        # rule keeps the step-0 encoder and hides what training adds (DESIGN §5.8, §11 #51)
+        improved = summary["return"] > self.best or (
+            summary["return"] == self.best and not self.legacy.best_keeps_earliest_tie
+        )
         self.started = True
         if improved:
             self.best = summary["return"]

@@ -165,6 +165,7 @@ BAD_VALUES = {
     # the legacy switches (envs/legacy.py): booleans, and only those that exist
     "legacy.oracle_stop=maybe": "legacy.oracle_stop='maybe': expected true or false",
     "+legacy.oracle_stopp=true": "legacy.oracle_stopp: no such legacy switch; known: babi_drop_last_question, "
+    "best_keeps_earliest_tie, "
     "drop_last_transition, dropout_in_targets, eval_resample, fixed_noise_seed, ignore_answer_aliases, "
     "lambda_return_off_by_one, niah_raw_sf, oracle_stop, prompt_extra_question_mark, qa_f1_empty_conventions, "
     "repeat_llm_reward, select_on_test, sft_binary_loss, sft_stop_at_first_miss, silent_llm_failures, "

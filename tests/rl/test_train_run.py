@@ -165,3 +165,18 @@ def test_cli_user_errors_are_one_line(tmp_path):
     assert "Traceback" not in offline.stderr
     # failed starts leave no run folder behind (each used to leave .hydra/ and a log)
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize(("extra", "best_step"), [((), 4), (("legacy.best_keeps_earliest_tie=true",), 0)])
+def test_a_tied_evaluation_keeps_the_later_model(tiny_cfg, tmp_path, monkeypatch, extra, best_step):
+    """A saturated validation set (every evaluation returns the same) must not keep the step-0
+    encoder: a tie goes to the later model; the legacy switch restores the reference's strict rule."""
+    from rl.run.train import Trainer
+
+    def saturated(self):
+        return {"return": 1.0, "fact_em": 1.0, "fact_f1": 1.0, "split": self.eval_split}
+
+    monkeypatch.setattr(Trainer, "in_training_eval", saturated)
+    run(tiny_cfg(*extra))
+    assert [r["step"] for r in read_metrics(tmp_path / "run")] == [0, 2, 4]
+    assert torch.load(tmp_path / "run" / "model_best.pt", weights_only=True)["step"] == best_step

@@ -7,7 +7,7 @@
 #   bash docs/results/round5/device.sh eval <seconds>      # stop training, launch every evaluation plan
 #   bash docs/results/round5/device.sh pack                # run files (no checkpoints) -> $OUT/round5.tgz
 # Each call re-lays the working tree, so long-running processes read code, weights and data from a copy
-# outside it ($CODE, GPU_ROUNDS.md). Paths given to runs are relative to $CODE: no machine path is
+# outside it ($CODE). Paths given to runs are relative to $CODE: no machine path is
 # recorded in a run folder. The MiniLM weights (fp16, .device/minilm) and the wheels of the packages the
 # machine lacks (.device/whl) travel in separate calls (together they exceed one call's 64 MiB).
 set -uo pipefail

@@ -1,0 +1,319 @@
+"""Table 1 (RULER NIAH) from the evaluation records of scripts/niah_eval_grid.py.
+
+    python scripts/niah_report.py docs/results/niah/runs --seeds n_s1,n_s2,n_s3 --untrained n_noft \
+        --out docs/results/niah
+    # copy a GPU round's run folders without checkpoints, records gzipped (what the repository commits):
+    python scripts/niah_report.py runs/niah --collect docs/results/niah/runs
+
+Per sample, from the greedy fixed-budget record (``pred_idx``, ``pred_texts``, ``q_values``,
+``sf_idx``, ``answer``):
+
+* ``all``: 1 if every needle of the query (the gold chunks) was retrieved: a reader's answer can be
+  complete only then (the headline, in percent);
+* ``f1``: fact F1 of the retrieved chunks against the gold chunks;
+* ``smatch``: RULER's ``string_match_all`` (prompts_and_metrics/metrics.py) with the retrieved
+  chunks' text joined as the "prediction": a reader-free UPPER BOUND on RULER's score, not a
+  reader's score;
+* the same three with Q-value stopping at threshold θ (``--theta``): the episode stops before step
+  t > 0 when that step's max Q is ≤ θ (eval_retriever.py's ``eval.stop_q_threshold`` rule), i.e.
+  the record truncated there; ``steps`` is the number of chunks kept.
+
+Writes ``table1.md`` (Table 1 with the paper's Q-RAG row beside it, mean ± std over seeds, plus
+the untrained encoder, the Q-stop, fact-F1 and string-match tables and RULER's effective length:
+the longest length up to which every tested length scores above 85.6), ``table1.csv`` (one row
+per run, subtask, length, with the test file's sha256) and ``table1.png`` (accuracy against
+length per subtask). A record file whose test file's sha256 (``.testset.json``) differs from the
+manifest (scripts/niah_testsets.py) is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import json
+import shutil
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from prompts_and_metrics.metrics import string_match_all  # noqa: E402
+
+sys.path.insert(0, str(REPO / "scripts"))
+import niah_testsets as testsets  # noqa: E402
+
+COLUMNS = {
+    "niah_single_1": "S1",
+    "niah_single_2": "S2",
+    "niah_single_3": "S3",
+    "niah_multikey_1": "MK1",
+    "niah_multikey_2": "MK2",
+    "niah_multikey_3": "MK3",
+    "niah_multivalue": "MV",
+    "niah_multiquery": "MQ",
+}
+ROWS = {"4k": "4K", "16k": "16K", "32k": "32K", "128k": "128K", "1m": "1M"}
+# the paper's Table 1 (v2), Q-RAG + Qwen3-4B, percent (docs/DESIGN.md §10.3)
+PAPER = {
+    "4k": [100] * 8 + [100],
+    "16k": [100] * 8 + [100],
+    "32k": [100] * 8 + [100],
+    "128k": [100] * 8 + [100],
+    "1m": [100, 100, 100, 100, 98.5, 99.0, 100, 100, 99.7],
+}
+RULER_THRESHOLD = 85.6  # RULER's effective-length threshold (Llama-2-7B's average at 4K)
+METRICS = ("all", "f1", "smatch")
+
+
+def stop_at(q_values: list[float], theta: float | None) -> int:
+    """Chunks kept under Q-value stopping: the first step t > 0 whose max Q is <= theta ends the
+    episode before that step is taken (None: the fixed budget, every step)."""
+    if theta is not None:
+        for t in range(1, len(q_values)):
+            if q_values[t] <= theta:
+                return t
+    return len(q_values)
+
+
+def score(rec: dict[str, Any], theta: float | None = None) -> dict[str, float]:
+    k = stop_at(rec["q_values"], theta)
+    picks, texts = set(rec["pred_idx"][:k]), rec["pred_texts"][:k]
+    gold = set(rec["sf_idx"])
+    hit = len(gold & picks)
+    p = hit / len(picks) if picks else 0.0
+    r = hit / len(gold) if gold else 0.0
+    return {
+        "all": float(gold <= picks),
+        "f1": 2 * p * r / (p + r) if p + r else 0.0,
+        "smatch": string_match_all(" ".join(texts), str(rec["answer"]).split(",")),
+        "steps": float(k),
+    }
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def cell(run_dir: Path, task: str, length: str, theta: float | None, manifest: dict[str, str]) -> dict[str, Any] | None:
+    """Means over one record file, or None if the cell was not evaluated."""
+    base = run_dir / "niah" / task / f"eval_seed42_test{length}"
+    path = next((p for p in (Path(f"{base}.jsonl.gz"), Path(f"{base}.jsonl")) if p.is_file()), None)
+    if path is None:
+        return None
+    side_path = Path(f"{base}.testset.json")
+    if not side_path.is_file():
+        raise SystemExit(
+            f"error: {side_path} is missing: which test file {path} scored is unknown (niah_eval_grid.py writes it)"
+        )
+    side = json.loads(side_path.read_text())
+    want = manifest.get(side["file"])
+    if want is not None and side["sha256"] != want:
+        raise SystemExit(f"error: {path} was evaluated on {side['file']} sha256 {side['sha256']}, manifest {want}")
+    recs = read_records(path)
+    out: dict[str, Any] = {"n": len(recs), "sha256": side["sha256"]}
+    for tag, th in (("fixed", None), ("qstop", theta)):
+        scores = [score(r, th) for r in recs]
+        for m in METRICS:
+            out[f"{tag}_{m}"] = 100 * statistics.fmean(s[m] for s in scores)  # percent
+        out[f"{tag}_steps"] = statistics.fmean(s["steps"] for s in scores)
+    return out
+
+
+def fmt(values: list[float]) -> str:
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    return f"{statistics.fmean(values):.1f} ± {statistics.stdev(values):.1f}"
+
+
+def grid(runs: Path, names: list[str], theta: float, manifest: dict[str, str]) -> dict[tuple, dict[str, Any]]:
+    out = {}
+    for name in names:
+        for length in ROWS:
+            for task in COLUMNS:
+                c = cell(runs / name, task, length, theta, manifest)
+                if c is not None:
+                    out[(name, task, length)] = c
+    return out
+
+
+def table(cells: dict[tuple, dict[str, Any]], names: list[str], key: str, paper: bool) -> list[str]:
+    head = ["length", *COLUMNS.values(), "avg"] + (["paper avg"] if paper else [])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for length, label in ROWS.items():
+        row, per_seed_avg = [label], []
+        for task in COLUMNS:
+            row.append(fmt([cells[(n, task, length)][key] for n in names if (n, task, length) in cells]))
+        for n in names:
+            vals = [cells[(n, t, length)][key] for t in COLUMNS if (n, t, length) in cells]
+            if len(vals) == len(COLUMNS):
+                per_seed_avg.append(statistics.fmean(vals))
+        row.append(fmt(per_seed_avg))
+        if all(x == "–" for x in row[1:]):
+            continue  # a length not evaluated: no row
+        if paper:
+            row.append(f"{PAPER[length][-1]:g}")
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def paper_table() -> list[str]:
+    head = ["length", *COLUMNS.values(), "avg"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return lines + ["| " + " | ".join([ROWS[n], *(f"{v:g}" for v in row)]) + " |" for n, row in PAPER.items()]
+
+
+def effective_length(cells: dict[tuple, dict[str, Any]], names: list[str], task: str | None, key: str) -> str:
+    """RULER's effective length: the longest length up to which every tested length's mean score
+    (over seeds; over the eight subtasks when ``task`` is None) is above the threshold."""
+    best = "< 4K"
+    for length, label in ROWS.items():
+        tasks = list(COLUMNS) if task is None else [task]
+        vals = [cells[(n, t, length)][key] for n in names for t in tasks if (n, t, length) in cells]
+        if len(vals) < len(names) * len(tasks) or not vals:
+            break
+        if statistics.fmean(vals) <= RULER_THRESHOLD:
+            break
+        best = label
+    return best
+
+
+def plot(cells: dict[tuple, dict[str, Any]], seeds: list[str], untrained: list[str], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 4, figsize=(14, 6), sharex=True, sharey=True)
+    xs = [testsets.LENGTHS[n] for n in ROWS]
+    for ax, (task, col) in zip(axes.flat, COLUMNS.items()):
+        for names, style, label in ((seeds, "o-", "Q-RAG (MiniLM)"), (untrained, "s--", "untrained")):
+            pts = [
+                (x, [cells[(n, task, ln)]["fixed_all"] for n in names if (n, task, ln) in cells])
+                for x, ln in zip(xs, ROWS)
+            ]
+            pts = [(x, v) for x, v in pts if v]
+            if pts:
+                ax.errorbar(
+                    [x for x, _ in pts],
+                    [statistics.fmean(v) for _, v in pts],
+                    yerr=[statistics.stdev(v) if len(v) > 1 else 0 for _, v in pts],
+                    fmt=style,
+                    capsize=3,
+                    label=label,
+                )
+        ax.axhline(RULER_THRESHOLD, color="grey", lw=0.8, ls=":")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(xs, list(ROWS.values()))
+        ax.set_title(col)
+        ax.set_ylim(-3, 103)
+    axes[0, 0].set_ylabel("all needles retrieved, %")
+    axes[1, 0].set_ylabel("all needles retrieved, %")
+    handles = {h.get_label(): h for ax in axes.flat for h in ax.get_legend_handles_labels()[0]}
+    fig.legend(list(handles.values()), list(handles), loc="upper right", fontsize=8)
+    fig.suptitle("RULER NIAH, greedy at the fixed budget T (GPT-2 tokens; dotted: RULER's 85.6)")
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    fig.savefig(path, dpi=120)
+
+
+def collect(src: Path, dest: Path) -> None:
+    """Run folders without checkpoints: configs, metrics.jsonl, summaries, meta and testset
+    sidecars as they are, record files gzipped (reproducibly: mtime 0)."""
+    keep = ("config.yaml", "config_resolved.yaml", "metrics.jsonl", "summary.json")
+    for run in sorted(p for p in src.iterdir() if (p / "config.yaml").is_file()):
+        for name in keep:
+            if (run / name).is_file():
+                (dest / run.name).mkdir(parents=True, exist_ok=True)
+                shutil.copy2(run / name, dest / run.name / name)
+        for f in sorted((run / "niah").glob("*/eval_seed*")):
+            out = dest / run.name / f.relative_to(run)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            if f.name.endswith(".jsonl"):
+                with open(f, "rb") as raw, open(f"{out}.gz", "wb") as o:
+                    with gzip.GzipFile(filename="", mode="wb", fileobj=o, mtime=0) as gz:
+                        shutil.copyfileobj(raw, gz)
+            elif f.suffix == ".json":
+                shutil.copy2(f, out)
+    print(f"collected {src} -> {dest}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs_dir", type=Path)
+    ap.add_argument("--seeds", default="n_s1,n_s2,n_s3", help="trained runs (one per seed)")
+    ap.add_argument("--untrained", default="n_noft", help="the steps_count=0 run(s)")
+    ap.add_argument("--theta", type=float, default=0.5, help="Q-value stopping threshold")
+    ap.add_argument("--out", type=Path, help="folder for table1.md / .csv / .png")
+    ap.add_argument("--collect", type=Path, help="copy runs_dir's run files here (no checkpoints) and stop")
+    args = ap.parse_args(argv)
+    if args.collect:
+        collect(args.runs_dir, args.collect)
+        return 0
+    if args.out is None:
+        ap.error("--out is required (or --collect)")
+    manifest = {e["file"]: e["sha256"] for e in json.loads((testsets.ROOT / "MANIFEST.json").read_text())["files"]}
+    seeds, untrained = args.seeds.split(","), [n for n in args.untrained.split(",") if n]
+    cells = grid(args.runs_dir, seeds + untrained, args.theta, manifest)
+    if not cells:
+        raise SystemExit(f"error: no NIAH records under {args.runs_dir}/<run>/niah/")
+    md = [
+        "# Table 1: RULER NIAH, MiniLM retriever trained on 4K-token documents",
+        "",
+        "Lengths are GPT-2 tokens (the shipped tokenizer; RULER counts with the reader's, Qwen3-4B's",
+        "cannot be had here). The essay haystack (S2, S3, MK1, MV, MQ) is public-domain books standing in",
+        "for Paul Graham's essays, which may not be redistributed. Test sets: data/niah/ruler_gpt2/MANIFEST.json.",
+        "Cells: percent of samples whose needles for the query were ALL retrieved (greedy, fixed budget T),",
+        f"mean ± std over seeds ({', '.join(seeds)}). The paper's column is Q-RAG + Qwen3-4B's RULER score:",
+        "a reader's score, which our retrieval share bounds from above.",
+        "",
+        *table(cells, seeds, "fixed_all", paper=True),
+        "",
+        f"Effective length (RULER, threshold {RULER_THRESHOLD}) on the average: "
+        + effective_length(cells, seeds, None, "fixed_all")
+        + "; per subtask: "
+        + ", ".join(f"{c} {effective_length(cells, seeds, t, 'fixed_all')}" for t, c in COLUMNS.items())
+        + ".",
+        "",
+        "The paper's Table 1 (v2), Q-RAG + Qwen3-4B reader, RULER score in percent (docs/DESIGN.md §10.3):",
+        "",
+        *paper_table(),
+    ]
+    sections = [
+        (f"## Q-value stopping (θ = {args.theta}): all needles retrieved, %", seeds, "qstop_all"),
+        (f"## Q-value stopping (θ = {args.theta}): chunks kept per sample", seeds, "qstop_steps"),
+        ("## Fact F1 (fixed budget), %", seeds, "fixed_f1"),
+        (
+            "## RULER string_match_all on the retrieved chunks' text (fixed budget): a reader-free UPPER BOUND, %",
+            seeds,
+            "fixed_smatch",
+        ),
+        ("## Untrained encoder (w/o FT, steps_count = 0): all needles retrieved, %", untrained, "fixed_all"),
+        ("## Untrained encoder, Q-value stopping: all needles retrieved, %", untrained, "qstop_all"),
+    ]
+    for title, names, key in sections:
+        if names and any(k[0] in names for k in cells):
+            md += ["", title, "", *table(cells, names, key, paper=False)]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "table1.md").write_text("\n".join(md) + "\n")
+    with open(args.out / "table1.csv", "w", newline="") as f:
+        fields = ["run", "task", "length", "n", "sha256"] + [
+            f"{t}_{m}" for t in ("fixed", "qstop") for m in (*METRICS, "steps")
+        ]
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        for (name, task, length), c in sorted(cells.items()):
+            w.writerow({"run": name, "task": task, "length": length, **{k: c[k] for k in fields[3:]}})
+    plot(cells, seeds, untrained, args.out / "table1.png")
+    print(f"wrote {args.out}/table1.md, table1.csv, table1.png ({len(cells)} cells)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
