@@ -5,10 +5,12 @@ data before it is verified, and a failure is one ``error:`` line with the projec
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import subprocess
 import sys
 import tarfile
+import zipfile
 
 import pytest
 
@@ -90,8 +92,6 @@ def test_an_unwritable_data_root_is_one_line(tmp_path):
 
 def test_a_damaged_zip_is_one_line(tmp_path):
     gd = load_script("get_data")
-    import zipfile
-
     dl = tmp_path / "dl"
     dl.mkdir()
     with zipfile.ZipFile(dl / "a.zip", "w") as z:
@@ -102,3 +102,74 @@ def test_a_damaged_zip_is_one_line(tmp_path):
     b = gd.Benchmark("data_root", "x", [gd.Remote("u", "a.zip")], {"train.json": "train.json"})
     with pytest.raises(gd.DataError, match="a damaged archive"):
         gd.lay_out(dl, tmp_path / "stage", b)
+
+
+# -- scripts/build_babi.py ------------------------------------------------------------------
+BABI = ROOT / "data" / "babilong" / "babi"
+QA1_TEST = "qa1_single-supporting-fact_test.txt"
+
+
+def _tarball(tmp_path, change=None, cut=False):
+    """A tasks_1-20_v1-2.tar.gz made from the shipped files (qa3's train file as both of its parts),
+    ``change`` applied to the bytes of qa1's test file."""
+    path = tmp_path / "tasks.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for f in sorted((BABI / "en-10k").glob("*.txt.gz")):
+            data = gzip.decompress(f.read_bytes())
+            name = f.name[:-3]
+            if name == QA1_TEST and change:
+                data = change(data)
+            members = {f"en-10k/{name}": data}
+            if name.startswith("qa3") and name.endswith("train.txt"):
+                members = {f"en/{name}": data, "en-valid-10k/qa3_valid.txt": data}
+            for rel, blob in members.items():
+                info = tarfile.TarInfo(f"tasks_1-20_v1-2/{rel}")
+                info.size = len(blob)
+                tar.addfile(info, io.BytesIO(blob))
+    if cut:
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    return path
+
+
+def _shipped_copy(tmp_path):
+    out = tmp_path / "babi"
+    (out / "en-10k").mkdir(parents=True)
+    for f in (BABI / "en-10k").glob("*.gz"):
+        (out / "en-10k" / f.name).write_bytes(f.read_bytes())
+    return out, {f.name: f.read_bytes() for f in (out / "en-10k").iterdir()}
+
+
+def _build_babi(*args):
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "build_babi.py"), *map(str, args)], capture_output=True, text=True
+    )
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"change": lambda b: b.replace(b"bathroom", b"kitchen", 1)},  # a different qa1 test file
+        {"change": lambda b: b.replace(b"Mary", b"M\xe9ry", 1)},  # a Latin-1 member
+        {"cut": True},  # a truncated archive
+    ],
+    ids=["different", "latin1", "truncated"],
+)
+def test_a_bad_tarball_replaces_nothing(tmp_path, damage):
+    out, before = _shipped_copy(tmp_path)
+    p = _build_babi("--tarball", _tarball(tmp_path, **damage), "--out", out)
+    assert p.returncode in (1, 2) and p.stderr.startswith("error: ") and "Traceback" not in p.stderr, p.stderr
+    assert {f.name: f.read_bytes() for f in (out / "en-10k").iterdir()} == before
+    assert sorted(q.name for q in out.parent.iterdir()) == sorted(["babi", "tasks.tar.gz"])  # no build folder left
+
+
+def test_a_good_tarball_rebuilds_the_shipped_bytes_and_a_failed_download_leaves_nothing(tmp_path):
+    out, before = _shipped_copy(tmp_path)
+    p = _build_babi("--tarball", _tarball(tmp_path), "--out", out)
+    assert p.returncode == 0, p.stderr
+    assert {f.name: gzip.decompress(f.read_bytes()) for f in (out / "en-10k").iterdir()} == {
+        n: gzip.decompress(b) for n, b in before.items()
+    }
+    p = _build_babi("--url", (tmp_path / "nowhere.tar.gz").as_uri(), "--out", out)
+    assert p.returncode == 2 and p.stderr.startswith("error: ") and len(p.stderr.strip().splitlines()) == 1
+    assert sorted(q.name for q in out.iterdir()) == ["en-10k"]  # no partial tarball in the data folder
+    assert sorted(q.name for q in out.parent.iterdir()) == sorted(["babi", "tasks.tar.gz"])
