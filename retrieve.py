@@ -91,7 +91,7 @@ def _text(cfg: DictConfig) -> str:
     if not path.is_file():
         raise RetrieverError(f"text={path}: no such file")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is not part of the first chunk
     except UnicodeDecodeError as e:
         raise RetrieverError(f"text={path}: not UTF-8 text (byte {e.start})") from None
     if not text.strip():
