@@ -44,14 +44,20 @@ def test_scripts_run_the_repositorys_venv_when_it_is_not_activated(tmp_path):
     (tmp_path / "out").mkdir()
     env = _env_without_python(tmp_path)
     done = subprocess.run(
-        ["bash", str(repo / "scripts" / "plan_status.sh"), str(tmp_path / "out")], env=env, capture_output=True, text=True
+        ["bash", str(repo / "scripts" / "plan_status.sh"), str(tmp_path / "out")],
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[:2] == ["run", "step"]
     # PYTHON still chooses
     env["PYTHON"] = str(tmp_path / "bin" / "python")
     done = subprocess.run(
-        ["bash", str(repo / "scripts" / "plan_status.sh"), str(tmp_path / "out")], env=env, capture_output=True, text=True
+        ["bash", str(repo / "scripts" / "plan_status.sh"), str(tmp_path / "out")],
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 1 and "No module named 'hydra'" in done.stderr
 
@@ -89,7 +95,9 @@ def test_the_worked_example_uses_the_newest_demo_run(tmp_path):
     calls = tmp_path / "calls"
     env = dict(os.environ, PYTHON=str(_stub(tmp_path / "py", f'echo "$*" >> {calls}\n')))
     env.pop("RUN", None)
-    done = subprocess.run(["bash", str(repo / "scripts" / "retrieve_example.sh")], env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        ["bash", str(repo / "scripts" / "retrieve_example.sh")], env=env, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     assert "using the newest demo run runs/Nov27_07-00-00_QRAG_qa1" in done.stderr
     lines = calls.read_text().splitlines()
