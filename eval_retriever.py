@@ -21,7 +21,7 @@ from rl.distributed import hydra_worker_argv
 from rl.model.embedder import ModelLoadError
 from rl.run.config import PROJECT_ROOT
 from rl.run.evaluate import EvalError, run
-from rl.run.validate import ConfigError, check_group_choices, report_and_exit
+from rl.run.validate import ConfigError, check_group_choices, check_override_keys, report_and_exit
 from runstore import StorageError
 
 USER_ERRORS = (
@@ -51,6 +51,7 @@ if __name__ == "__main__":
     sys.argv = hydra_worker_argv(sys.argv)  # ranks > 0 leave the run folder to rank 0
     try:
         check_group_choices(sys.argv[1:], PROJECT_ROOT / "configs")
+        check_override_keys(sys.argv[1:], PROJECT_ROOT / "configs", "testing")
     except ConfigError as exc:
         report_and_exit(exc)
     main()

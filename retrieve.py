@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 import rl.run.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
 from rl.run.config import PROJECT_ROOT
 from rl.run.retriever import QRAGRetriever, Retrieval, RetrieverError, eval_config, read_questions, user_errors
-from rl.run.validate import ConfigError, check_group_choices, report_and_exit
+from rl.run.validate import ConfigError, check_group_choices, check_override_keys, report_and_exit
 
 
 def run(cfg: DictConfig) -> list[Retrieval] | dict[str, Any]:
@@ -91,7 +91,7 @@ def _text(cfg: DictConfig) -> str:
     if not path.is_file():
         raise RetrieverError(f"text={path}: no such file")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is not part of the first chunk
     except UnicodeDecodeError as e:
         raise RetrieverError(f"text={path}: not UTF-8 text (byte {e.start})") from None
     if not text.strip():
@@ -121,6 +121,7 @@ def main(cfg: DictConfig) -> None:
 if __name__ == "__main__":
     try:
         check_group_choices(sys.argv[1:], PROJECT_ROOT / "configs")
+        check_override_keys(sys.argv[1:], PROJECT_ROOT / "configs", "retrieve")
     except ConfigError as exc:
         report_and_exit(exc)
     main()

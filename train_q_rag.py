@@ -17,7 +17,7 @@ from rl.distributed import hydra_worker_argv
 from rl.model.embedder import ModelLoadError
 from rl.run.config import PROJECT_ROOT
 from rl.run.train import RunFolderError, run
-from rl.run.validate import ConfigError, check_group_choices, report_and_exit
+from rl.run.validate import ConfigError, check_group_choices, check_override_keys, report_and_exit
 from runstore import StorageError
 
 # Mistakes in the command line or the data: one "error: ..." line saying what to do, no traceback.
@@ -47,6 +47,7 @@ if __name__ == "__main__":
     sys.argv = hydra_worker_argv(sys.argv)  # ranks > 0 leave the run folder to rank 0
     try:
         check_group_choices(sys.argv[1:], PROJECT_ROOT / "configs")
+        check_override_keys(sys.argv[1:], PROJECT_ROOT / "configs", "training")
     except ConfigError as exc:
         report_and_exit(exc)
     main()

@@ -42,6 +42,9 @@ def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> list[dict[str,
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as exc:
+                if not line.endswith("\n"):  # only the last line can lack it: torn by a killed writer
+                    print(f"warning: {p}:{lineno}: skipped a half-written last line", file=sys.stderr)
+                    break
                 raise LogFormatError(f"{p}:{lineno}: not valid JSON ({exc.msg})") from None
             if not isinstance(rec, dict):
                 raise LogFormatError(f"{p}:{lineno}: expected a JSON object, got {type(rec).__name__}")

@@ -377,7 +377,9 @@ def load_checkpoint(path: Path, map_location: Any = None) -> dict[str, Any]:
     if not isinstance(state, dict):
         raise CheckpointLoadError(f"{path} holds a {type(state).__name__}, not a Q-RAG checkpoint")
     saved = state.get(CHECKSUM_KEY)
-    if saved is not None and saved != state_checksum(state):
+    if saved is None:  # files of versions before the checksum; a deleted entry reads the same
+        log.warning("%s has no checksum entry: loaded unchecked (written before checksums, or edited)", path)
+    elif saved != state_checksum(state):
         raise CheckpointLoadError(
             f"{path} is corrupt: its contents no longer match the checksum written with it (the file "
             f"changed on disk after it was saved); restore it from a copy"

@@ -11,10 +11,11 @@
 # excluded), their sum per GPU (aggregate), the same from total steps over the wall-clock window
 # of all loops (evaluations included: a lower bound), and the aggregate's ratio to k = 1.
 # The overrides go to every run. Env: STEPS (optimiser steps per run, default 200), EVAL_EPISODES
-# (one evaluation at the end, default 20), OUT (default runs/bench_concurrency/<time>), PYTHON.
+# (one evaluation at the end, default 20), OUT (default runs/bench_concurrency/<time>), PYTHON (scripts/python.sh).
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/python.sh"
 cd "$(dirname "$0")/.."
-PY="${PYTHON:-python}"
+PY="$PYTHON"
 KS="${1:-1,2,4,6}"
 shift || true
 STEPS="${STEPS:-200}"

@@ -10,7 +10,9 @@ public snapshot lacks en-10k's qa3 train file, so the shipped qa3 train file is 
 training material both sources hold, the stories of ``en/qa3_three-supporting-facts_train.txt``
 (1k release) followed by those of ``en-valid-10k/qa3_valid.txt`` that are not already there
 (385 stories, 1 925 questions, none in the test file). Both sources therefore give byte-identical
-files, checked against the sha256 of the uncompressed content in MANIFEST.json.
+files, checked against the sha256 of the uncompressed content in MANIFEST.json. A rebuild (and its
+download) happens in a temporary folder beside ``--out``; its files replace those in ``--out`` only
+once they verify, so a damaged or foreign source leaves the shipped files as they were.
 
 ``--snapshot`` takes a folder holding the release's ``en/``, ``en-10k/`` and ``en-valid-10k/``
 folders (e.g. ``data/`` of a clone of github.com/ghundal93/QA-Experiments-with-DMN), or a bare
@@ -23,10 +25,13 @@ import argparse
 import gzip
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import urllib.request
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -165,7 +170,11 @@ def verify(out: Path, manifest: dict) -> list[str]:
         if not path.is_file():
             problems.append(f"{path}: missing")
             continue
-        text = gzip.decompress(path.read_bytes()).decode("utf-8")
+        try:
+            text = gzip.decompress(path.read_bytes()).decode("utf-8")
+        except (OSError, EOFError, UnicodeDecodeError, zlib.error) as e:
+            problems.append(f"{path}: not a gzipped UTF-8 bAbI file ({type(e).__name__})")
+            continue
         if sha256(text) != entry["sha256"]:
             problems.append(f"{path}: sha256 {sha256(text)[:12]}… differs from the manifest's {entry['sha256'][:12]}…")
         elif count(text) != (entry["stories"], entry["questions"]):
@@ -173,6 +182,38 @@ def verify(out: Path, manifest: dict) -> list[str]:
                 f"{path}: {count(text)} (stories, questions), manifest says {(entry['stories'], entry['questions'])}"
             )
     return problems
+
+
+# What a damaged source raises while it is read: a truncated or foreign archive, a member that is
+# not UTF-8, a download cut short.
+SOURCE_ERRORS = (OSError, EOFError, tarfile.TarError, UnicodeDecodeError, zlib.error)
+
+
+def rebuild(args: argparse.Namespace, manifest: dict) -> list[str]:
+    """Download (if needed) and build into a temporary sibling of ``--out``, verify there, and only
+    then move the files into ``--out``: a source that fails leaves the shipped files as they were
+    and no partial download in the data folder. Returns the problems (empty = moved into place)."""
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.build-", dir=args.out.parent))
+    try:
+        if args.snapshot:
+            read, source = snapshot_reader(args.snapshot), f"public snapshot {SNAPSHOT_REPO}"
+        else:
+            tar = args.tarball or download(args.url, work / "tasks_1-20_v1-2.tar.gz")
+            read, source = tarball_reader(tar), f"official tarball {TARBALL_URL}"
+        built = build(read, source, work / "out")
+        problems = verify(work / "out", built if args.write_manifest else manifest)
+        if problems:
+            return [f"{p} (built from {source}; {args.out} left as it was)" for p in problems]
+        for entry in built["files"]:
+            target = args.out / entry["file"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            (work / "out" / entry["file"]).replace(target)
+        if args.write_manifest:
+            (args.out / "MANIFEST.json").write_text(json.dumps(built, indent=1) + "\n")
+        return []
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def main() -> int:
@@ -185,22 +226,20 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=OUT, help="where to write the files (default: the shipped folder)")
     ap.add_argument("--write-manifest", action="store_true", help="record the built files as the new MANIFEST.json")
     args = ap.parse_args()
+    manifest_path = OUT / "MANIFEST.json"
+    expected = json.loads(manifest_path.read_text())
     if not args.verify:
         try:
-            if args.snapshot:
-                read, source = snapshot_reader(args.snapshot), f"public snapshot {SNAPSHOT_REPO}"
-            else:
-                args.out.mkdir(parents=True, exist_ok=True)
-                tar = args.tarball or download(args.url, args.out / "tasks_1-20_v1-2.tar.gz")
-                read, source = tarball_reader(tar), f"official tarball {TARBALL_URL}"
-            built = build(read, source, args.out)
-        except (OSError, tarfile.TarError) as e:
-            print(f"error: {e}", file=sys.stderr)
+            problems = rebuild(args, expected)
+        except SOURCE_ERRORS as e:
+            print(f"error: {e}; {args.out} left as it was", file=sys.stderr)
             return 2
-        if args.write_manifest:
-            (args.out / "MANIFEST.json").write_text(json.dumps(built, indent=1) + "\n")
-    manifest_path = OUT / "MANIFEST.json"
-    problems = verify(args.out, json.loads(manifest_path.read_text()))
+        for p in problems:
+            print(f"error: {p}", file=sys.stderr)
+        if problems:
+            return 1
+        expected = json.loads(manifest_path.read_text())  # --write-manifest may have replaced it
+    problems = verify(args.out, expected)
     for p in problems:
         print(f"error: {p}", file=sys.stderr)
     if problems:
@@ -209,7 +248,6 @@ def main() -> int:
             file=sys.stderr,
         )
         return 1
-    expected = json.loads(manifest_path.read_text())
     n = sum(e["questions"] for e in expected["files"])
     print(f"verified {len(expected['files'])} files ({n} questions) in {args.out} against {manifest_path}")
     return 0

@@ -5,7 +5,7 @@
 # eval_llm_synthetics.py once per chunk filter in $FILTERS on GPU <gpu> (CUDA_VISIBLE_DEVICES; use
 # "cpu" for none). All results accumulate in <logdir>/results_<basename(llm)>.json.
 # Environment knobs: SEED (0), LENGTHS ("50 160 1200 4600 40000 400000"), FILTERS ("none gt"),
-# PYTHON (python), EXTRA_ARGS (passed through, e.g. "--max_tokens 32 --backend transformers").
+# PYTHON (default: .venv/bin/python if present, else python; scripts/python.sh), EXTRA_ARGS (passed through, e.g. "--max_tokens 32 --backend transformers").
 set -euo pipefail
 if [ $# -ne 4 ]; then
   echo "usage: $0 <logdir> <llm> <task> <gpu>" >&2
@@ -15,7 +15,7 @@ LOGDIR="$1"; LLM="$2"; TASK="$3"; GPU="$4"
 SEED="${SEED:-0}"
 LENGTHS="${LENGTHS:-50 160 1200 4600 40000 400000}"
 FILTERS="${FILTERS:-none gt}"
-PYTHON="${PYTHON:-python}"
+. "$(dirname "${BASH_SOURCE[0]}")/python.sh"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ "$GPU" = "cpu" ]; then export CUDA_VISIBLE_DEVICES=""; else export CUDA_VISIBLE_DEVICES="$GPU"; fi
 

@@ -5,7 +5,7 @@
 # BabiLong rule by default (LENGTH_UNIT=tokens: a GPT-2 token budget, 1000 = "1K" ... 10000000 = "10M";
 # docs/DATA_BABILONG.md), writing <run>/eval_seed<seed>_nt<N>.jsonl + .summary.json; LENGTH_UNIT=sentences
 # counts haystack sentences as the reference did (grid 50 160 1200 4600 40000 400000; files _ns<N>).
-# Env vars: NUM_SAMPLES (default -1 = all), LENGTHS (space-separated), LENGTH_UNIT, PYTHON (default python).
+# Env vars: NUM_SAMPLES (default -1 = all), LENGTHS (space-separated), LENGTH_UNIT, PYTHON (default: .venv/bin/python if present, else python; scripts/python.sh).
 # Interrupted? Run the same command again: each file resumes where it stopped.
 # Same sweep as one Hydra multirun:
 #   python eval_retriever.py -m pretrained_path=<run> seed=<seed> envs.length_unit=tokens \
@@ -23,7 +23,7 @@ case "$LENGTH_UNIT" in
   *) echo "error: LENGTH_UNIT must be tokens or sentences, not $LENGTH_UNIT" >&2; exit 2 ;;
 esac
 NUM_SAMPLES="${NUM_SAMPLES:--1}"
-PYTHON="${PYTHON:-python}"
+. "$(dirname "${BASH_SOURCE[0]}")/python.sh"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ ! -f "$RUN/config.yaml" ]; then
   echo "error: $RUN is not a training run folder (no config.yaml)" >&2

@@ -21,6 +21,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -161,17 +162,32 @@ def download(remote: Remote, dest: Path, mirror: str | None) -> str:
     return digest
 
 
+def inside(stage: Path, target: str) -> Path:
+    """``stage / target``, refused unless it stays below ``stage`` (a layout comes from an index
+    that a mirror serves: a name with ``..`` or an absolute one must not write elsewhere)."""
+    path = stage / target
+    if not path.resolve().is_relative_to(stage.resolve()):
+        raise DataError(f"{target!r} would be written outside {stage}: refused, nothing written")
+    return path
+
+
 def lay_out(downloads: Path, stage: Path, b: Benchmark) -> None:
     """Copy the downloaded files (or archive members, matched by file name) to their places
     below ``stage``."""
+    targets = [*(b.layout or {}).values(), *(r.name for r in b.remotes)]
+    for target in targets:  # every target checked before the first is written
+        inside(stage, target)
     for remote in b.remotes:
         src = downloads / remote.name
         if zipfile.is_zipfile(src):
-            with zipfile.ZipFile(src) as z:
-                for member in z.namelist():
-                    target = (b.layout or {}).get(Path(member).name)
-                    if target is not None and not member.endswith("/"):
-                        _write_atomic(stage / target, z.open(member))
+            try:
+                with zipfile.ZipFile(src) as z:
+                    for member in z.namelist():
+                        target = (b.layout or {}).get(Path(member).name)
+                        if target is not None and not member.endswith("/"):
+                            _write_atomic(stage / target, z.open(member))
+            except (zipfile.BadZipFile, EOFError) as e:
+                raise DataError(f"{src}: a damaged archive ({e}); delete it and run again") from None
         else:
             target = (b.layout or {}).get(remote.name, remote.name)
             with open(src, "rb") as f:
@@ -196,8 +212,14 @@ def fetch(name: str, b: Benchmark, roots: dict[str, Path], args: argparse.Namesp
         counts = verify(folder, b.expect)
     else:
         downloads = folder / ".download"
-        for r in b.remotes:
-            sources.append({"url": r.url, "file": r.name, "sha256": download(r, downloads / r.name, args.mirror)})
+        try:
+            for r in b.remotes:
+                sources.append({"url": r.url, "file": r.name, "sha256": download(r, downloads / r.name, args.mirror)})
+        except DataError:  # nothing fetched (offline): no empty folders left behind
+            for empty in (downloads, folder):
+                if empty.is_dir() and not any(empty.iterdir()):
+                    empty.rmdir()
+            raise
         stage = downloads / "staged"
         shutil.rmtree(stage, ignore_errors=True)
         lay_out(downloads, stage, b)
@@ -283,8 +305,21 @@ LONGBENCH_COUNTS = {
 PG19 = "https://storage.googleapis.com/deepmind-gutenberg"
 
 
+PG19_BOOK = re.compile(r"(test|validation|train)/[0-9]+")
+
+
+def pg19_book_list(text: str | None) -> list[str]:
+    """The ``split/<id>`` names of ``--pg19-books`` or of an index; any other name (``..``, a
+    folder, an absolute path) is refused before anything is fetched."""
+    books = [b for b in (text or "").split(",") if b]
+    bad = [b for b in books if not PG19_BOOK.fullmatch(b)]
+    if bad:
+        raise DataError(f"PG19 book name {bad[0]!r} is not split/<number> (split: test, validation or train)")
+    return books
+
+
 def benchmarks(args: argparse.Namespace) -> dict[str, Benchmark]:
-    pg19_books = [line for line in args.pg19_books.split(",") if line] if args.pg19_books else []
+    pg19_books = pg19_book_list(args.pg19_books)
     return {
         "hotpotqa": Benchmark(
             "data_root",
@@ -408,6 +443,8 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
             done.append(fetch(name, b, roots, args))
     except DataError as e:
         raise SystemExit(f"error: {e}") from None
+    except OSError as e:  # a read-only or full data root
+        raise SystemExit(f"error: {e}") from None
     except subprocess.CalledProcessError as e:
         raise SystemExit(f"error: {' '.join(map(str, e.cmd))} failed (exit {e.returncode})") from None
     return done
@@ -424,11 +461,22 @@ def _with_pg19_list(args: argparse.Namespace) -> argparse.Namespace:
         try:
             with urllib.request.urlopen(url, timeout=60) as resp:
                 items = json.load(resp).get("items", [])
+            names = [i["name"] for i in items]
+            if not all(isinstance(n, str) for n in names):
+                raise TypeError("a name that is not a string")
         except OSError as e:
             raise DataError(f"cannot list PG19 books at {url} ({e}); pass --pg19-books or --mirror") from None
-        books += [i["name"][: -len(".txt")] for i in items if i["name"].endswith(".txt")]
-    return argparse.Namespace(**{**vars(args), "pg19_books": ",".join(books)})
+        except (ValueError, AttributeError, TypeError, KeyError) as e:  # not the bucket's JSON index
+            raise DataError(f"{url} is not a PG19 bucket index ({type(e).__name__}): pass --pg19-books") from None
+        books += [n[: -len(".txt")] for n in names if n.endswith(".txt")]
+    return argparse.Namespace(**{**vars(args), "pg19_books": ",".join(pg19_book_list(",".join(books)))})
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    try:
+        main(sys.argv[1:])
+    except SystemExit as e:
+        if isinstance(e.code, str):  # one error line, and the project's status for a refused input
+            print(e.code, file=sys.stderr)
+            raise SystemExit(2) from None
+        raise

@@ -15,7 +15,7 @@
 # of 1200 sentences would be a silent mistake). The
 # evaluation files resume by sample id, so relaunching a plan finishes what a stop interrupted.
 # GPUS="0 1" maps the GPU column as in scripts/launch_plan.sh; process ids go to <runs dir>/pids.
-# Env: PYTHON (python), THREADS (2), LENGTH_UNIT (tokens | sentences; default: the plan's
+# Env: PYTHON (default: .venv/bin/python if present, else python; scripts/python.sh), THREADS (2), LENGTH_UNIT (tokens | sentences; default: the plan's
 # #@length_unit, else tokens).
 set -euo pipefail
 if [ $# -lt 2 ]; then
@@ -23,7 +23,7 @@ if [ $# -lt 2 ]; then
   exit 2
 fi
 PLAN="$1"; RUNS="$2"; shift 2
-PYTHON="${PYTHON:-python}"
+. "$(dirname "${BASH_SOURCE[0]}")/python.sh"
 THREADS="${THREADS:-2}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [ -f "$PLAN" ] || { echo "error: eval plan $PLAN not found" >&2; exit 2; }

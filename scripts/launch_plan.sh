@@ -15,14 +15,14 @@
 # GPUS="0 1" maps the plan's GPU column onto the listed devices (column value modulo their number);
 # unset, the column is used as is. The script returns at once; the background processes' ids are
 # appended to <out dir>/pids, and `scripts/plan_status.sh <out dir>` reports progress.
-# Env: PYTHON (python), TIME_LIMIT (780), THREADS (2: torch/tokenizer threads per run), GPUS.
+# Env: PYTHON (default: .venv/bin/python if present, else python; scripts/python.sh), TIME_LIMIT (780), THREADS (2: torch/tokenizer threads per run), GPUS.
 set -euo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: $0 <plan file> <out dir> [key=value ...]" >&2
   exit 2
 fi
 PLAN="$1"; OUTDIR="$2"; shift 2
-PYTHON="${PYTHON:-python}"
+. "$(dirname "${BASH_SOURCE[0]}")/python.sh"
 TIME_LIMIT="${TIME_LIMIT:-780}"
 THREADS="${THREADS:-2}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -6,11 +6,11 @@
 # (curves, lengths, table3, generated .md/.png; the printed summary goes to <round>/summary.txt).
 # Raw files come from a GPU round's run folders via scripts/pack_round.py. Rounds without runs/
 # (rounds 2-3, whose raw files were never committed) are listed and left as they are.
-# Env: PYTHON (python), RESULTS (the folder of the rounds: docs/results).
+# Env: PYTHON (default: .venv/bin/python if present, else python; scripts/python.sh), RESULTS (the folder of the rounds: docs/results).
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/python.sh"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$HERE"
-PYTHON="${PYTHON:-python}"
 RESULTS="${RESULTS:-docs/results}"
 if [ $# -gt 0 ]; then
   rounds=("$@")
@@ -27,7 +27,10 @@ for r in "${rounds[@]}"; do
     continue
   fi
   echo "== $dir"
-  "$PYTHON" scripts/report_round.py "$dir/runs" --out "$dir" > "$dir/summary.txt"
+  # the summary replaces the committed one only once the report has succeeded
+  "$PYTHON" scripts/report_round.py "$dir/runs" --out "$dir" > "$dir/.summary.txt.tmp" \
+    || { rm -f "$dir/.summary.txt.tmp"; echo "error: the report of $dir failed; $dir/summary.txt left as it was" >&2; exit 1; }
+  mv "$dir/.summary.txt.tmp" "$dir/summary.txt"
   made=$((made + 1))
 done
 echo "made the reports of $made round(s)"

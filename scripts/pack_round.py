@@ -12,7 +12,10 @@ and sharded part files (``*.rank<r>.jsonl``, an interrupted distributed evaluati
 A half-written last record (a run killed mid-write) is dropped, as the evaluation itself drops it on
 resuming; a malformed record elsewhere stops the packing before anything is written, naming the
 file and line. A packed file that a .gitignore pattern would keep out of git is an error (the raw
-files are there to be committed). Then ``scripts/make_results.sh`` (or scripts/report_round.py) makes the tables.
+files are there to be committed). Absolute paths of the machine that made the runs are rewritten
+in the settings and summaries: the repository root given by ``--root`` (default: this checkout's)
+becomes relative to it, and ``--rewrite OLD=NEW`` maps any other prefix (``/scratch/runs=runs``); an
+absolute path left after that stops the packing before anything is written. Then ``scripts/make_results.sh`` (or scripts/report_round.py) makes the tables.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import gzip
 import io
 import json
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -35,8 +37,29 @@ RECORDS = re.compile(r"^eval_.*\.jsonl(\.gz)?$")
 PART = re.compile(r"\.rank\d+\.jsonl(\.gz)?$")
 
 
+REPO = Path(__file__).resolve().parents[1]
+# an absolute path inside a YAML or JSON value: after a quote, a blank, ``=``, ``[`` or ``(``
+ABSOLUTE = re.compile(r"""(?:^|(?<=["'\s=\[(]))/[\w.@+-]+(?:/[\w.@+-]*)*""", re.M)
+
+
 class PackError(Exception):
     pass
+
+
+def rewrite_paths(text: str, rules: Sequence[tuple[str, str]]) -> str:
+    """``text`` with every path below an ``OLD`` prefix moved below ``NEW`` (``NEW`` empty:
+    relative to ``OLD``), longest prefix first."""
+    for old, new in sorted(rules, key=lambda r: -len(r[0])):
+        old = old.rstrip("/")
+        pattern = re.compile(re.escape(old) + r"(/|(?![\w.@+/-]))")
+        text = pattern.sub(
+            lambda m, new=new: (new.rstrip("/") + m.group(1)) if new else ("" if m.group(1) else "."), text
+        )
+    return text
+
+
+def absolute_paths(text: str) -> list[str]:
+    return ABSOLUTE.findall(text)
 
 
 def complete_records(path: Path) -> tuple[bytes, int]:
@@ -83,7 +106,7 @@ def plan(runs: Path) -> dict[str, list[tuple[Path, str]]]:
     return out
 
 
-def pack(runs: Path, dest: Path) -> dict[str, Any]:
+def pack(runs: Path, dest: Path, rules: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
     if not runs.is_dir():
         raise PackError(f"{runs} is not a folder")
     todo = plan(runs)
@@ -100,13 +123,16 @@ def pack(runs: Path, dest: Path) -> dict[str, Any]:
                     dropped.append(f"{src}: dropped a half-written last line ({cut} bytes)")
                 prepared.append((target, gzip_bytes(data)))
             else:
-                prepared.append((target, src))
+                text = rewrite_paths(src.read_text(encoding="utf-8"), rules)
+                if left := absolute_paths(text):
+                    raise PackError(
+                        f"{src} holds the absolute path {left[0]}: pass --root <the repository root of the "
+                        "machine that made it> or --rewrite OLD=NEW"
+                    )
+                prepared.append((target, text.encode("utf-8")))
     for target, content in prepared:
         target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            target.write_bytes(content)
-        else:
-            shutil.copyfile(content, target)
+        target.write_bytes(content)
     size = sum(t.stat().st_size for t, _ in prepared)
     per_run = {run: sum(1 for src, _ in files if RECORDS.match(src.name)) for run, files in todo.items()}
     return {
@@ -140,9 +166,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", type=Path, help="the round's run folders (e.g. an unpacked tarball)")
     ap.add_argument("dest", type=Path, help="where the run folders go, e.g. docs/results/round4/runs")
+    ap.add_argument("--root", default=str(REPO), help="the runs' repository root: its paths become relative")
+    ap.add_argument("--rewrite", action="append", default=[], metavar="OLD=NEW", help="a path prefix to replace")
     args = ap.parse_args(argv)
+    rules = [(args.root, "")] + [tuple(r.split("=", 1)) for r in args.rewrite if "=" in r]
+    if len(rules) != len(args.rewrite) + 1 or any(not old.startswith("/") for old, _ in rules):
+        ap.error("--rewrite takes OLD=NEW with an absolute OLD, --root an absolute path")
     try:
-        res = pack(args.runs, args.dest)
+        res = pack(args.runs, args.dest, rules)
     except PackError as e:
         raise SystemExit(f"error: {e}") from None
     for run, n in res["evals"].items():

@@ -4,7 +4,7 @@
 #   scripts/plan_status.sh <out dir>
 set -euo pipefail
 OUTDIR="${1:?usage: $0 <out dir>}"
-PYTHON="${PYTHON:-python}"
+. "$(dirname "${BASH_SOURCE[0]}")/python.sh"
 "$PYTHON" - "$OUTDIR" <<'EOF'
 import json, sys
 from pathlib import Path

@@ -20,15 +20,16 @@
 # Interrupted? Run it again: finished runs are skipped, stopped ones resume from model_last.pt (and
 # get TIME_LIMIT more seconds), evaluation files resume by sample id.
 # Env (defaults): OUT (runs/repro_offline), GPUS (every GPU nvidia-smi lists, else "0" on CPU),
-# TIME_LIMIT (1020), THREADS (2), PYTHON (python), ROUND (the folder holding plan_train.txt and
+# TIME_LIMIT (1020), THREADS (2), PYTHON (default: .venv/bin/python if present, else python; scripts/python.sh), ROUND (the folder holding plan_train.txt and
 # plan_eval.txt: docs/results/round4), QA3 (the run reported as the qa3 retriever of the length table:
 # default t_qrag_s1 when the round has it, else s_D as in round 2), TRAIN_EXTRA / EVAL_EXTRA (extra overrides,
 # e.g. TRAIN_EXTRA="algo.model.name=/models/minilm" when the PyPI package is not installed).
 set -euo pipefail
 
+. "$(dirname "${BASH_SOURCE[0]}")/python.sh"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$HERE"
-export PYTHON="${PYTHON:-python}" TIME_LIMIT="${TIME_LIMIT:-1020}" THREADS="${THREADS:-2}"
+export PYTHON TIME_LIMIT="${TIME_LIMIT:-1020}" THREADS="${THREADS:-2}"
 OUT="${OUT:-runs/repro_offline}"
 ROUND="${ROUND:-docs/results/round4}"
 if [ -z "${GPUS:-}" ]; then

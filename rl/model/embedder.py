@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import socket
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,13 @@ HUB_PROBE_TIMEOUT_S = 5.0
 def _load(loader: Any, name: str, **kwargs: Any) -> Any:
     path = resolve_model_path(name)
     if Path(path).exists():
-        return loader.from_pretrained(path, **kwargs)
+        try:
+            return loader.from_pretrained(path, **kwargs)
+        except pickle.UnpicklingError:  # torch's weights-only reader refused it: nothing in it ran
+            raise ModelLoadError(
+                f"model folder {path}: its weights file holds objects other than tensors (a pickle), so it is "
+                f"not loaded: loading it could run code from the file. Use a safetensors copy of the model"
+            ) from None
     try:  # a hub name already in the local cache needs no network
         return loader.from_pretrained(path, local_files_only=True, **kwargs)
     except (OSError, ValueError):

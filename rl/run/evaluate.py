@@ -86,6 +86,35 @@ def _prune_nulls(node: Any, saved: Any) -> Any:
     return out
 
 
+# A training config has a few hundred nodes; a run folder from elsewhere may hold a YAML whose
+# aliases expand to billions of them (it would hang the loader): refused above this many.
+MAX_CONFIG_NODES = 100_000
+
+
+def check_yaml_size(path: Path) -> None:
+    """Refuse a YAML file whose nodes, with every alias expanded, exceed MAX_CONFIG_NODES. The
+    node graph is composed without expanding aliases, and each node's expanded size is counted
+    once, so a file of any expansion is checked in time linear in its length."""
+    import yaml
+
+    root = yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    sizes: dict[int, int] = {}
+
+    def size(node: Any) -> int:
+        if id(node) not in sizes:
+            sizes[id(node)] = 0  # a node reached again while counting it (a cycle) adds nothing more
+            children = node.value if isinstance(node.value, list) else []
+            flat = [c for pair in children for c in (pair if isinstance(pair, tuple) else (pair,))]
+            sizes[id(node)] = min(1 + sum(size(c) for c in flat), MAX_CONFIG_NODES + 1)
+        return sizes[id(node)]
+
+    if root is not None and size(root) > MAX_CONFIG_NODES:
+        raise EvalError(
+            f"{path}: its aliases expand to more than {MAX_CONFIG_NODES} values (a training run's config "
+            f"holds a few hundred); not loaded: restore it from a copy"
+        )
+
+
 def load_env_node(name: str) -> dict[str, Any]:
     """configs/envs/<name>.yaml, unresolved. (``eval_env`` is a plain key, not a Hydra group, so
     that it can name any env config without duplicating it.)"""
@@ -226,7 +255,10 @@ def merge_eval_config(eval_cfg: DictConfig) -> DictConfig:
             f"config.yaml and model_best.pt)"
         )
     try:
+        check_yaml_size(saved_path)
         raw = OmegaConf.to_container(OmegaConf.load(saved_path), resolve=False)
+    except EvalError:
+        raise
     except Exception as e:  # not YAML, or YAML that is not a mapping
         raise EvalError(f"{saved_path}: not a readable run config ({_first(e)}); restore it from a copy") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("algo"), dict) or not isinstance(raw.get("envs"), dict):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,20 @@ def export_encoders(qnet: Any, cfg: DictConfig, checkpoint: Path, folder: Path) 
     ``sentence_transformer`` (whether that folder was written)."""
     if folder.exists() and any(folder.iterdir()):
         raise FileExistsError(f"export={folder}: the folder exists and is not empty; choose a new one")
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    # written beside the target and renamed once complete: a kill leaves no half export at ``folder``
+    work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.export-", dir=folder.parent))
+    try:
+        done = _write_export(qnet, cfg, checkpoint, work)
+        if folder.exists():
+            folder.rmdir()  # empty (checked above)
+        work.rename(folder)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return done
+
+
+def _write_export(qnet: Any, cfg: DictConfig, checkpoint: Path, folder: Path) -> dict[str, Any]:
     settings = settings_of(qnet, cfg, checkpoint)
     for name, enc in (("state_encoder", qnet.state_enc), ("chunk_encoder", qnet.action_enc)):
         enc.backbone.save_pretrained(folder / name)

@@ -36,6 +36,7 @@ from rl.model.precision import Precision
 from rl.run.build import eval_settings
 from rl.run.config import compose_config, without_hydra
 from rl.run.evaluate import EvalError, checkpoint_path, load_qnet, merge_eval_config
+from rl.run.tool_inputs import tool_problems
 from rl.run.validate import ConfigError, check_eval, report_and_exit
 
 SPLITS = ("sentences", "lines")
@@ -270,10 +271,14 @@ def read_questions(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise RetrieverError(f"questions={path}: no such file")
     out: list[dict[str, Any]] = []
-    for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is not part of the first question
+    except UnicodeDecodeError as e:
+        raise RetrieverError(f"questions={path}: not UTF-8 text (byte {e.start})") from None
+    for no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        if path.suffix != ".jsonl":
+        if path.suffix.lower() != ".jsonl":
             out.append({"question": line.strip()})
             continue
         try:
@@ -338,6 +343,9 @@ class ValidateRetrieve(Callback):
         try:
             ev = eval_config(config)
             check_run_folder(ev)
+            problems = tool_problems(config)
+            if problems:
+                raise ConfigError(problems)
             check_eval(merge_eval_config(ev))
         except ConfigError as e:
             report_and_exit(e)

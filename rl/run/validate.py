@@ -57,6 +57,16 @@ class Checker:
     def __init__(self, cfg: DictConfig):
         self.cfg = cfg
         self.errors: list[str] = []
+        self.failed: set[str] = set()  # keys already reported
+
+    def copied_from(self, key: str) -> str | None:
+        """The key whose value ``key`` takes (``total: ${steps_count}``), else None."""
+        parent_key, _, leaf = key.rpartition(".")
+        parent = OmegaConf.select(self.cfg, parent_key, default=None) if parent_key else self.cfg
+        node = parent._get_node(leaf) if OmegaConf.is_dict(parent) else None
+        raw = node._value() if node is not None else None
+        m = re.fullmatch(r"\$\{([\w.]+)\}", raw) if isinstance(raw, str) else None
+        return m.group(1) if m else None
 
     def value(self, key: str) -> tuple[bool, Any]:
         node = OmegaConf.select(self.cfg, key, default="<absent>", throw_on_missing=False)
@@ -67,12 +77,13 @@ class Checker:
         return True, node
 
     def add(self, key: str, got: Any, want: str) -> None:
+        self.failed.add(key)
         self.errors.append(f"{key}={got!r}: expected {want}")
 
     def check(self, key: str, ok: Callable[[Any], bool], want: str, nullable: bool = False) -> None:
         present, v = self.value(key)
-        if not present or (v is None and nullable):
-            return
+        if not present or (v is None and nullable) or self.copied_from(key) in self.failed:
+            return  # (a copy of a value already reported is not the user's second mistake)
         try:
             good = ok(v)
         except (TypeError, ValueError):
@@ -282,6 +293,81 @@ def check_group_choices(argv: list[str], config_dir: Path) -> None:
                 continue
             where = f"no configs/{key}/{option}.yaml" if files else f"no {key} named {option!r}"
             errors.append(f"{key}={option}: {where}; known: {', '.join(sorted(options))}")
+    if errors:
+        raise ConfigError(errors)
+
+
+def _is_group(key: str, config_dir: Path) -> bool:
+    return (config_dir / key).is_dir() or bool(_stored_options(key))
+
+
+def config_keys(cfg: Any, prefix: str = "") -> dict[str, bool]:
+    """Every key of a composed config, dotted, mapped to whether new keys may go below it (a node
+    that is empty or null: its keys are the user's to choose)."""
+    out: dict[str, bool] = {}
+    node = cfg if OmegaConf.is_config(cfg) else None
+    if node is None or not OmegaConf.is_dict(node):
+        return out
+    for k in node.keys():
+        key = f"{prefix}{k}"
+        child = node._get_node(k)
+        value = child._value() if child is not None else None
+        is_dict = OmegaConf.is_dict(child) and not child._is_none()
+        out[key] = value is None or (is_dict and len(child) == 0)
+        if is_dict:
+            out.update(config_keys(child, key + "."))
+    return out
+
+
+def _known_below(key: str, known: dict[str, bool]) -> bool:
+    if key in known:
+        return True
+    parts = key.split(".")
+    return any(known.get(".".join(parts[:n])) for n in range(len(parts) - 1, 0, -1))
+
+
+def check_override_keys(argv: list[str], config_dir: Path, config_name: str) -> None:
+    """``key=value`` and ``+key=value`` on the command line must name a key the config knows:
+    Hydra answers a typo with a hint to add it with ``+``, and then takes the added key without a
+    word (the run goes ahead at the default). The nearest known key is suggested. An added key of
+    an evaluation may also be one of a training config (the run's config.yaml is merged under it).
+    Hydra's own keys, ``~`` deletions and group choices are left to Hydra and check_group_choices;
+    legacy and speed switches and credentials to the checks that name them."""
+    import difflib
+
+    from rl.run.config import compose_config
+
+    keyed = []
+    groups = []
+    for arg in argv:
+        if arg.startswith(("-", "~")) or "=" not in arg:
+            continue
+        raw_key, _, value = arg.partition("=")
+        key = raw_key.lstrip("+")
+        if key.split(".")[0] in ("hydra", "legacy", "speed") or SECRET_KEY.search(key) or SECRET_VALUE.search(value):
+            continue  # Hydra's own; or refused with a more telling line by check_training / check_eval
+        if _is_group(key, config_dir) or "/" in key or "@" in key:
+            groups.append(f"{raw_key}={value.split(',')[0]}")  # a swept choice: its first option
+            continue
+        keyed.append((key, raw_key.startswith("+")))
+    if not keyed:
+        return
+    try:
+        known = config_keys(compose_config(config_name, groups))
+    except Exception:  # noqa: BLE001 (a choice Hydra will report in its own words)
+        return
+    unknown = [(k, added) for k, added in keyed if not _known_below(k, known)]
+    if unknown and config_name != "training" and any(added for _, added in unknown):
+        for preset in [None, *sorted(p.stem for p in (config_dir / "envs").glob("*.yaml"))]:
+            try:
+                known.update(config_keys(compose_config("training", [] if preset is None else [f"envs={preset}"])))
+            except Exception:  # noqa: BLE001, S112 (a preset that needs other choices adds no keys)
+                continue
+        unknown = [(k, added) for k, added in unknown if not (added and _known_below(k, known))]
+    errors = []
+    for key, _ in unknown:
+        near = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+        errors.append(f"{key}: no such key" + (f"; did you mean {near[0]}?" if near else ""))
     if errors:
         raise ConfigError(errors)
 
