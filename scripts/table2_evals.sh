@@ -11,17 +11,19 @@
 # (paths.hotpotqa_dir), written under <run>/real_test/. h_n100 / h_n250 capped their training questions
 # with envs.length, which the evaluation resets (-1). m_qrag (MuSiQue in domain) is evaluated on MuSiQue.
 # A run folder that is missing is skipped with a message; evaluation files resume by sample id.
-# Env: PYTHON (python). Runs one after another on the visible GPU.
+# Env: PYTHON (default: .venv/bin/python if present, else python; scripts/python.sh); ONLY="h_noft m_qrag ..." evaluates only the runs named (several calls with
+# different ONLY run side by side). Runs one after another on the visible GPU.
 set -uo pipefail
 if [ $# -lt 1 ]; then
   echo "usage: $0 <runs dir> [key=value ...]" >&2
   exit 2
 fi
 RUNS="$1"; shift
-PYTHON="${PYTHON:-python}"
+. "$(dirname "${BASH_SOURCE[0]}")/python.sh"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ev() {  # ev <run> <overrides...>
   local run="$1"; shift
+  [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $run "* ]] && return 0
   [ -f "$RUNS/$run/config.yaml" ] || { echo "skip $run: no run folder $RUNS/$run" >&2; return 0; }
   "$PYTHON" "$HERE/eval_retriever.py" "pretrained_path=$RUNS/$run" num_samples=-1 progress_bar=false "$@" \
     || echo "FAILED $run $*" >&2

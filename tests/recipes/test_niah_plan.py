@@ -22,7 +22,7 @@ def test_each_plan_line_composes_into_the_stated_recipe():
         assert cfg["algo"]["model"]["name"] == "offline:minilm"
         assert cfg["envs"]["name"] == "niah" and cfg["envs"]["max_steps"] == 4  # the paper's T
         assert (cfg["batch_size"], cfg["envs_parallel"], cfg["eval_split"]) == (64, 16, "validation")
-        assert cfg["steps_count"] == (0 if name == "n_noft" else 1500)
+        assert cfg["steps_count"] == (0 if name == "n_noft" else 1000)
         data = Path(cfg["envs"]["data_path"])
         assert data == ROOT / "data" / "niah" / "ruler_gpt2" / "mix8_4k"
     samples = load_niah(data, "train")

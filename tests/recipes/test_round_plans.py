@@ -256,7 +256,7 @@ def test_round5_generator_plan_lines_compose_and_differ_from_qrag_only_in_their_
 
     common, runs = lines(ROOT / "docs/results/round5/plan_train_generator.txt")
     qrag_common, qrag = lines(ROOT / "docs/results/round4/plan_train.txt")
-    assert common == qrag_common and set(runs) == {"g_qa3_s1", "g_qa3_s2", "g_qa3_s3", "g_mix_qa3_s1"}
+    assert common == qrag_common and set(runs) == {"g_qa3_s1", "g_qa3_s2", "g_qa3_s3"}
     real = ROOT / "data/babilong/babi/en-10k/qa3_three-supporting-facts_train.txt"
     generated = ROOT / "data/babilong/babi-generated/en-10k/qa3_three-supporting-facts_train.txt"
     for name, ov in runs.items():

@@ -1,27 +1,36 @@
 #!/usr/bin/env bash
-# Round 5 on one lent 4-GPU machine, in calls of at most 10 minutes (docs/RESULTS.md says how it ran):
-#   bash docs/results/round5/device.sh weights             # call 1: the MiniLM weights out of the tree
-#   bash docs/results/round5/device.sh start <seconds>     # call 2: code + wheels out of the tree, NIAH test
-#                                                          #   sets generated, every training plan launched
-#   bash docs/results/round5/device.sh watch <seconds>     # keep the machine: progress every 2 minutes
-#   bash docs/results/round5/device.sh eval <seconds>      # stop training, launch every evaluation plan
-#   bash docs/results/round5/device.sh pack                # run files (no checkpoints) -> $OUT/round5.tgz
+# Round 5 on one lent 4-GPU machine: Table 1 (NIAH, docs/results/niah/), Table 3 + the generator
+# (docs/results/round5/) and Table 2 (docs/results/table2/) side by side, in calls of at most 10 minutes:
+#   bash docs/results/round5/device.sh weights            # call 1: the MiniLM weights out of the tree
+#   bash docs/results/round5/device.sh start <seconds>    # call 2: code + wheels out of the tree, NIAH test
+#                                                         #   sets on the CPUs, every training plan, the
+#                                                         #   untrained encoders' evaluations
+#   bash docs/results/round5/device.sh watch <seconds>    # keep the machine: progress every 2 minutes
+#   bash docs/results/round5/device.sh eval <seconds>     # stop training, every evaluation side by side
+#   bash docs/results/round5/device.sh pack               # run files (no checkpoints) -> $OUT/round5.tgz
 # Each call re-lays the working tree, so long-running processes read code, weights and data from a copy
-# outside it ($CODE). Paths given to runs are relative to $CODE: no machine path is
-# recorded in a run folder. The MiniLM weights (fp16, .device/minilm) and the wheels of the packages the
-# machine lacks (.device/whl) travel in separate calls (together they exceed one call's 64 MiB).
+# outside it ($CODE). Run folders are given paths relative to $CODE; the paths a run records anyway are
+# rewritten when the round is packed into the repository. The MiniLM weights (fp16, .device/minilm) and
+# the wheels of the packages the machine lacks (.device/whl) travel in separate calls (together with the
+# tree they exceed one call's 64 MiB).
+# Cards: one seed of every qa3 method and of NIAH on each of GPUs 0-2 (a TIME_LIMIT cut leaves the
+# methods compared at comparable steps); GPU 3 holds the generated-data qa3 seeds, Table 2 and the
+# untrained encoders (plan files' GPU column).
 set -uo pipefail
 SRC="$(cd "$(dirname "$0")/../../.." && pwd)"
 CODE=/tmp/qrag
 ROUND=docs/results/round5
-RUNS=runs/round5
 export GPUS="0 1 2 3" THREADS=2 PYTHONUNBUFFERED=1 PYTHON=python3 PYTHONPATH=/tmp/site
-export TIME_LIMIT="${TIME_LIMIT:-1080}"
+export TIME_LIMIT="${TIME_LIMIT:-900}"
+DIRS="runs/round5 runs/niah runs/table2"
 
-alive() { [ -f "$CODE/$RUNS/pids" ] && for p in $(cat "$CODE/$RUNS/pids"); do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
+alive() { for d in $DIRS; do [ -f "$CODE/$d/pids" ] && for p in $(cat "$CODE/$d/pids"); do kill -0 "$p" 2>/dev/null && return 0; done; done; return 1; }
 
 status() {
-  echo "--- $(date +%T)"; (cd "$CODE" && bash scripts/plan_status.sh "$RUNS" 2>&1 | cut -c1-120)
+  echo "--- $(date +%T)"
+  for d in $DIRS; do (cd "$CODE" && bash scripts/plan_status.sh "$d" 2>&1 | grep -v "^run " | cut -c1-100); done
+  tail -n 1 "$CODE/runs/niah/logs/testsets.log" 2>/dev/null
+  echo "evaluations done: $(cd "$CODE" && find runs -name '*.summary.json' -path '*eval*' | wc -l)"
   nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used --format=csv,noheader
 }
 
@@ -32,32 +41,53 @@ watch() {  # watch <seconds>: progress every 120 s until the time is up or nothi
   done
 }
 
+t2eval() {  # t2eval <gpu> <runs...>: Table 2's evaluations of these runs, in the background
+  local gpu="$1"; shift
+  CUDA_VISIBLE_DEVICES="$gpu" ONLY="$*" setsid nohup bash scripts/table2_evals.sh runs/table2 \
+    > "runs/table2/logs/eval_${1}.log" 2>&1 < /dev/null &
+  echo $! >> runs/table2/pids
+}
+
 case "$1" in
   weights)
     mkdir -p "$CODE/.device" && cp -r "$SRC/.device/minilm" "$CODE/.device/" && du -sh "$CODE/.device/minilm"
     nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader; nproc ;;
   start)
-    mkdir -p "$CODE"
     (cd "$SRC" && tar cf - --exclude=./.device --exclude=./runs --exclude=./.git .) | (cd "$CODE" && tar xf -)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$SRC"/.device/whl/*.whl || exit 1
-    cd "$CODE" && mkdir -p "$RUNS/logs"
-    bash "$ROUND/start_hook.sh" || exit 1          # test sets generated on the CPUs, in the background
+    cd "$CODE"; for d in $DIRS; do mkdir -p "$d/logs"; done
+    # NIAH's 16K-1M test files on 24 of the 64 cores while the GPUs train; then their hashes are recorded
+    # and the untrained encoder's grid starts (the manifest check refuses a file unlike the recorded one)
+    setsid nohup bash -c "python3 scripts/niah_testsets.py --jobs 24 && python3 scripts/niah_testsets.py --write-manifest \
+      && python3 scripts/niah_eval_grid.py runs/niah n_noft --gpus 3 --per-gpu 2" \
+      > runs/niah/logs/testsets.log 2>&1 < /dev/null &
+    echo $! >> runs/niah/pids
     for plan in "$ROUND"/plan_train_*.txt; do
-      bash scripts/launch_plan.sh "$plan" "$RUNS" algo.model.name=.device/minilm logger.progress_bar=false
+      bash scripts/launch_plan.sh "$plan" runs/round5 algo.model.name=.device/minilm logger.progress_bar=false
     done
-    sleep 150; tail -n 2 "$RUNS"/logs/*.log | cut -c1-160
+    bash scripts/launch_plan.sh docs/results/niah/plan_train.txt runs/niah algo.model.name=.device/minilm logger.progress_bar=false
+    bash scripts/launch_plan.sh docs/results/table2/plan_train.txt runs/table2 algo.model.name=.device/minilm logger.progress_bar=false
+    sleep 100
+    bash scripts/launch_evals.sh "$ROUND/early_eval.txt" runs/round5   # the untrained encoder (t_noft)
+    t2eval 3 h_noft
+    sleep 50; tail -n 2 runs/*/logs/*.log | cut -c1-160
     watch $(($2 - 150)) ;;
   watch) watch "$2" ;;
   eval)  # training ends by TIME_LIMIT; runs still going are stopped here (model_best.pt stays)
     end=$((SECONDS + $2))
-    cd "$CODE"; pkill -f train_q_rag.py; sleep 5; rm -f "$RUNS/pids"; status
-    for plan in "$ROUND"/plan_eval_*.txt; do bash scripts/launch_evals.sh "$plan" "$RUNS"; done
-    [ -f "$ROUND/eval_hook.sh" ] && bash "$ROUND/eval_hook.sh"
-    while alive && [ $SECONDS -lt $end ]; do
-      sleep 30; echo "$(date +%T) $(ls "$RUNS"/*/eval_*.summary.json 2>/dev/null | wc -l) eval files done"
-    done ;;
+    cd "$CODE"; pkill -f train_q_rag.py; sleep 5; status
+    for plan in "$ROUND"/plan_eval_*.txt; do bash scripts/launch_evals.sh "$plan" runs/round5; done
+    t2eval 0 h_qrag_s1; t2eval 1 h_gen; t2eval 2 m_qrag
+    setsid nohup python3 scripts/niah_eval_grid.py runs/niah n_s1 n_s2 n_s3 --lengths 4k,16k,32k,128k \
+      --gpus 0,1,2,3 --per-gpu 2 > runs/niah/logs/grid_seeds.log 2>&1 < /dev/null &
+    echo $! >> runs/niah/pids
+    setsid nohup python3 scripts/niah_eval_grid.py runs/niah n_s1 --lengths 1m --gpus 0,1,2,3 --per-gpu 1 \
+      > runs/niah/logs/grid_1m.log 2>&1 < /dev/null &
+    echo $! >> runs/niah/pids
+    while alive && [ $SECONDS -lt $end ]; do sleep 60; status | tail -n 6; done ;;
   pack)
     cd "$CODE"; status
-    tar czf "$OUT/round5.tgz" --exclude='*.pt' --exclude='.eval_hydra' --exclude='tb*' --exclude='*.lock' "$RUNS"
+    cp data/niah/ruler_gpt2/MANIFEST.json runs/niah/
+    tar czf "$OUT/round5.tgz" --exclude='*.pt' --exclude='.eval_hydra' --exclude='tb_logs' --exclude='*.lock' $DIRS
     ls -la "$OUT" ;;
 esac
