@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Round 5 on one lent 4-GPU machine: Table 1 (NIAH, docs/results/niah/), Table 3 + the generator
 # (docs/results/round5/) and Table 2 (docs/results/table2/) side by side, in calls of at most 10 minutes:
-#   bash docs/results/round5/device.sh weights            # call 1: the MiniLM weights out of the tree
-#   bash docs/results/round5/device.sh start <seconds>    # call 2: code + wheels out of the tree, NIAH test
-#                                                         #   sets on the CPUs, every training plan, the
-#                                                         #   untrained encoders' evaluations
+#   bash docs/results/round5/device.sh setup              # call 1: code, wheels and MiniLM's first half out
+#                                                         #   of the tree; NIAH test sets on the CPUs
+#   bash docs/results/round5/device.sh start <seconds>    # call 2: MiniLM's second half, every training
+#                                                         #   plan, the untrained encoders' evaluations
 #   bash docs/results/round5/device.sh watch <seconds>    # keep the machine: progress every 2 minutes
 #   bash docs/results/round5/device.sh eval <seconds>     # stop training, every evaluation side by side
 #   bash docs/results/round5/device.sh pack               # run files (no checkpoints) -> $OUT/round5.tgz
 # Each call re-lays the working tree, so long-running processes read code, weights and data from a copy
 # outside it ($CODE). Run folders are given paths relative to $CODE; the paths a run records anyway are
-# rewritten when the round is packed into the repository. The MiniLM weights (fp16, .device/minilm) and
-# the wheels of the packages the machine lacks (.device/whl) travel in separate calls (together with the
-# tree they exceed one call's 64 MiB).
+# rewritten when the round is packed into the repository. The MiniLM weights (fp16, 44 MiB) travel split
+# in two calls (`split -b 22M model.safetensors`: .device/p1 with the config and tokenizer, beside the
+# wheels of the packages the machine lacks, .device/whl; then .device/p2): the tree (22 MiB) and the whole
+# folder exceed one call's 64 MiB. The code is copied once (setup), so later calls may re-lay the tree.
 # Cards: one seed of every qa3 method and of NIAH on each of GPUs 0-2 (a TIME_LIMIT cut leaves the
 # methods compared at comparable steps); GPU 3 holds the generated-data qa3 seeds, Table 2 and the
 # untrained encoders (plan files' GPU column).
@@ -49,19 +50,25 @@ t2eval() {  # t2eval <gpu> <runs...>: Table 2's evaluations of these runs, in th
 }
 
 case "$1" in
-  weights)
-    mkdir -p "$CODE/.device" && cp -r "$SRC/.device/minilm" "$CODE/.device/" && du -sh "$CODE/.device/minilm"
-    nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader; nproc ;;
-  start)
+  setup)  # code, wheels, the weights' first half; NIAH's 16K-1M test files on 24 of the 64 cores in the
+    # background (16K first: the manifest check says at once whether this machine writes the recorded
+    # bytes), then their hashes recorded, then the untrained encoder's grid once its run folder is done
+    mkdir -p "$CODE/.device/minilm"
     (cd "$SRC" && tar cf - --exclude=./.device --exclude=./runs --exclude=./.git .) | (cd "$CODE" && tar xf -)
+    cp "$SRC"/.device/p1/* "$CODE/.device/minilm/"
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$SRC"/.device/whl/*.whl || exit 1
     cd "$CODE"; for d in $DIRS; do mkdir -p "$d/logs"; done
-    # NIAH's 16K-1M test files on 24 of the 64 cores while the GPUs train; then their hashes are recorded
-    # and the untrained encoder's grid starts (the manifest check refuses a file unlike the recorded one)
+    python3 scripts/niah_testsets.py --jobs 24 --lengths 16k 2>&1 | tail -n 3
     setsid nohup bash -c "python3 scripts/niah_testsets.py --jobs 24 && python3 scripts/niah_testsets.py --write-manifest \
+      && until [ -f runs/niah/n_noft/summary.json ]; do sleep 10; done \
       && python3 scripts/niah_eval_grid.py runs/niah n_noft --gpus 3 --per-gpu 2" \
       > runs/niah/logs/testsets.log 2>&1 < /dev/null &
     echo $! >> runs/niah/pids
+    nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader; nproc ;;
+  start)  # the weights' second half, every training plan, the untrained encoders' evaluations
+    cd "$CODE"; M=.device/minilm
+    cat "$M"/model.safetensors.part-aa "$SRC"/.device/p2/model.safetensors.part-ab > "$M/model.safetensors" \
+      && rm "$M"/model.safetensors.part-aa && ls -la "$M" || exit 1
     for plan in "$ROUND"/plan_train_*.txt; do
       bash scripts/launch_plan.sh "$plan" runs/round5 algo.model.name=.device/minilm logger.progress_bar=false
     done
