@@ -172,15 +172,16 @@ def paper_table() -> list[str]:
 
 def effective_length(cells: dict[tuple, dict[str, Any]], names: list[str], task: str | None, key: str) -> str:
     """RULER's effective length: the longest length up to which every tested length's mean score
-    (over seeds; over the eight subtasks when ``task`` is None) is above the threshold."""
+    (over seeds; over the eight subtasks when ``task`` is None) is above the threshold. A length that
+    only some seeds were evaluated at ends the search, named with the seeds it rests on."""
     best = "< 4K"
     for length, label in ROWS.items():
         tasks = list(COLUMNS) if task is None else [task]
-        vals = [cells[(n, t, length)][key] for n in names for t in tasks if (n, t, length) in cells]
-        if len(vals) < len(names) * len(tasks) or not vals:
+        have = [n for n in names if all((n, t, length) in cells for t in tasks)]
+        if not have or statistics.fmean(cells[(n, t, length)][key] for n in have for t in tasks) <= RULER_THRESHOLD:
             break
-        if statistics.fmean(vals) <= RULER_THRESHOLD:
-            break
+        if len(have) < len(names):  # a length evaluated for some seeds only (e.g. 1M for one seed): said so
+            return f"{label} ({', '.join(have)} only)"
         best = label
     return best
 

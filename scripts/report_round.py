@@ -71,7 +71,11 @@ PAPER_FIG2 = {
 }
 TASKS = ["qa1", "qa2", "qa3", "qa4", "qa5"]
 METHODS = {"t_qrag": "Q-RAG", "t_nosoftq": "w/o Soft-Q", "t_notarget": "w/o Target", "t_sft": "SFT", "t_noft": "w/o FT"}
-GENERATED_QA3 = "g_qa3"
+GENERATED_QA3 = "g_qa3"  # one run, or seeds g_qa3_s1, g_qa3_s2, ... (averaged like the Table 3 methods)
+
+
+def generated_runs(runs: dict[str, Path]) -> list[str]:
+    return sorted(n for n in runs if n == GENERATED_QA3 or re.fullmatch(GENERATED_QA3 + r"_s\d+", n))
 DASH = "–"
 EVAL_NAME = re.compile(r"^eval_seed(\d+)_(nt|ns)(\d+)(_oracle)?\.jsonl(\.gz)?$")
 
@@ -475,8 +479,8 @@ def lengths_section(
     lines += target_lines(table)
     (out / "lengths.md").write_text("\n".join(lines) + "\n")
     gen = {}
-    if GENERATED_QA3 in runs:
-        gen = {ln: score_file(p) for (ln, oracle), p in eval_files(runs[GENERATED_QA3], seed).items() if not oracle}
+    if gen_names := generated_runs(runs):  # the plot shows the first seed's curve
+        gen = {ln: score_file(p) for (ln, oracle), p in eval_files(runs[gen_names[0]], seed).items() if not oracle}
     _plot_lengths(table, gen, out / "lengths.png")
     return lines, checks, table
 
@@ -715,39 +719,42 @@ def _plot_table3(
 # -- generated-trained against real-trained qa3 --------------------------------------------------
 def generated_section(runs: dict[str, Path], seed: int, out: Path) -> tuple[list[str], dict]:
     real = [n for n in sorted(runs) if method_of(n) == "t_qrag"]
-    gen = (
-        {ln: p for (ln, o), p in eval_files(runs[GENERATED_QA3], seed).items() if not o}
-        if GENERATED_QA3 in runs
-        else {}
-    )
+    names = generated_runs(runs)
+    gens = {n: {ln: p for (ln, o), p in eval_files(runs[n], seed).items() if not o} for n in names}
     reals = {n: {ln: p for (ln, o), p in eval_files(runs[n], seed).items() if not o} for n in real}
-    cols = columns(list(gen) + [ln for f in reals.values() for ln in f])
+    cols = columns([ln for f in [*gens.values(), *reals.values()] for ln in f])
     rows: dict[str, list[str]] = defaultdict(list)
     diffs: dict[Length, float] = {}
+
+    def cell(xs: list[float]) -> str:
+        return f"{mean_std(xs, 3)} [{', '.join(f'{x:.3f}' for x in xs)}]" if xs else DASH
+
     for ln in cols:
-        paths = ([gen[ln]] if ln in gen else []) + [f[ln] for f in reals.values() if ln in f]
-        limit = common_limit(paths)
-        g = score_file(gen[ln], limit) if ln in gen else None
-        rs = [score_file(f[ln], limit) for f in reals.values() if ln in f]
-        rows["g"].append(fmt(g["fact_em"], "fact_em") if g else DASH)
-        xs = [s["fact_em"] for s in rs]
-        rows["r"].append(f"{mean_std(xs, 3)} [{', '.join(f'{x:.3f}' for x in xs)}]" if xs else DASH)
-        if g and xs:
-            diffs[ln] = g["fact_em"] - statistics.fmean(xs)
+        gp = [f[ln] for f in gens.values() if ln in f]
+        rp = [f[ln] for f in reals.values() if ln in f]
+        limit = common_limit(gp + rp)
+        gs = [score_file(p, limit) for p in gp]
+        rs = [score_file(p, limit) for p in rp]
+        g, r = [s["fact_em"] for s in gs], [s["fact_em"] for s in rs]
+        rows["g"].append(cell(g))
+        rows["r"].append(cell(r))
+        if g and r:
+            diffs[ln] = statistics.fmean(g) - statistics.fmean(r)
         rows["d"].append(f"{diffs[ln]:+.3f}" if ln in diffs else DASH)
-        rows["n"].append(str(limit) if g and xs else DASH)
-        shas = {s["sha"] for s in ([g] if g else []) + rs}
+        rows["n"].append(str(limit) if g and r else DASH)
+        shas = {s["sha"] for s in gs + rs}
         rows["s"].append(DASH if not shas else " / ".join(sorted(short_sha(s) for s in shas)))
+    label = ", ".join(names) or GENERATED_QA3
     lines = [
-        f"qa3 fact EM (fixed budget) on the real test file: `{GENERATED_QA3}` (trained on generated qa3) "
+        f"qa3 fact EM (fixed budget) on the real test file: `{label}` (trained on generated qa3) "
         f"against the real-trained Q-RAG seeds ({', '.join(real) or DASH}), mean ± population std [per seed], "
-        f"on the samples both hold. {length_note(cols)}",
+        f"on the samples every run holds. {length_note(cols)}",
         "",
         "| | " + " | ".join(c.header for c in cols) + " |",
         "|---|" + "---|" * len(cols),
-        f"| {GENERATED_QA3} fact EM | " + " | ".join(rows["g"]) + " |",
+        f"| {GENERATED_QA3}* fact EM | " + " | ".join(rows["g"]) + " |",
         "| t_qrag_s* fact EM | " + " | ".join(rows["r"]) + " |",
-        f"| {GENERATED_QA3} − t_qrag mean | " + " | ".join(rows["d"]) + " |",
+        f"| {GENERATED_QA3}* − t_qrag mean | " + " | ".join(rows["d"]) + " |",
         "| samples | " + " | ".join(rows["n"]) + " |",
         "| test data sha256 (one = same file) | " + " | ".join(rows["s"]) + " |",
     ]
@@ -798,7 +805,7 @@ def decoy_section(runs: dict[str, Path], qa3: str | None, babi: Path, seed: int,
         "| run | length | fact EM, no decoy (n) | fact EM, decoy (n) | unmatched |",
         "|---|---|---|---|---|",
     ]
-    qa3_runs = [n for n in runs if n == qa3 or method_of(n) or n == GENERATED_QA3]
+    qa3_runs = [n for n in runs if n == qa3 or method_of(n) or n in generated_runs(runs)]
     for name in qa3_runs:
         for (ln, oracle), path in sorted(eval_files(runs[name], seed).items(), key=lambda kv: kv[0][0].sort_key()):
             if oracle or ln.budget not in ("1K", "32K"):

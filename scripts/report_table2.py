@@ -15,7 +15,9 @@ means). A cell whose files are missing shows "—".
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -43,10 +45,12 @@ CURVE = [(100, "h_n100"), (250, "h_n250"), (None, "h_qrag_s1")]  # training ques
 
 def score(path: Path) -> dict[str, Any] | None:
     """Fact EM / F1 (fixed budget) and oracle-stop F1 over the records with known gold; None if absent."""
-    if not path.is_file():
-        return None
+    if not path.is_file():  # the committed rounds hold the records gzipped
+        path = path.with_name(path.name + ".gz")
+        if not path.is_file():
+            return None
     em, f1, of1 = [], [], []
-    with open(path, encoding="utf-8") as f:
+    with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8") as f:
         for line in f:
             r = json.loads(line)
             if not r.get("sf_idx"):
@@ -87,11 +91,18 @@ def paper(v: float | None) -> str:
     return DASH if v is None else f"{v:.2f}"
 
 
+def trained_steps(run: Path) -> str:
+    """The optimiser steps a run was planned for (its config.yaml's steps_count), as the text names them."""
+    cfg = run / "config.yaml"
+    m = re.search(r"^steps_count: (\d+)$", cfg.read_text(), re.M) if cfg.is_file() else None
+    return f"{int(m.group(1)):,}".replace(",", " ") if m else "(unknown: no run folder)"
+
+
 def build(runs_dir: Path, seed: int) -> str:
     out = [
         "# Table 2 (retrieval columns) on real HotpotQA / MuSiQue questions",
         "",
-        f"Made by `python scripts/report_table2.py {runs_dir.name}` from the run folders of",
+        f"Made by `python scripts/report_table2.py {runs_dir}` from the run folders of",
         "docs/results/table2/plan_train.txt, evaluated by scripts/table2_evals.sh (seed "
         f"{seed}, best checkpoint, every test question).",
         "",
@@ -137,7 +148,8 @@ def build(runs_dir: Path, seed: int) -> str:
     out += [
         "",
         "What differs from the paper: the encoder (all-MiniLM-L6-v2, 22 M parameters, vs multilingual-e5-large);",
-        "hundreds of training questions (485 HotpotQA, IRCoT's dev sample) instead of ~90 000, and 1 000 optimiser",
+        "hundreds of training questions (485 HotpotQA, IRCoT's dev sample) instead of ~90 000, and "
+        f"{trained_steps(runs_dir / 'h_qrag_s1')} optimiser",
         "steps of batch 64 instead of 10 000 of batch 96; the test questions are 300 / 200 real ones (HotpotQA:",
         "200 dev `hard` + 100 from the train split; MuSiQue: 200 from the dev and train splits), not the full dev",
         "sets; gold is paragraph-level (the project's fact metrics always are; the HotpotQA training questions",

@@ -79,3 +79,16 @@ def test_collect_keeps_no_checkpoint_and_the_report_reads_its_gzipped_records(tm
     assert cells[("n_s1", "niah_multiquery", "4k")]["fixed_smatch"] == 75.0
     with pytest.raises(SystemExit, match="manifest"):  # scored on another file than the manifest's
         report.grid(tmp_path / "kept", ["n_s1"], 0.5, {"niah_multiquery/test4k.jsonl.gz": "0" * 64})
+
+
+def test_effective_length_names_a_length_only_some_seeds_reached():
+    """RULER's rule over seeds: a length below the threshold ends the search; a length evaluated for
+    one seed of three (round 5's 1M) counts only with the seeds named."""
+    lengths = list(report.ROWS)
+    cells = {(n, t, length): {"all": 100.0} for n in ("a", "b") for t in report.COLUMNS for length in lengths[:-1]}
+    cells |= {("a", t, lengths[-1]): {"all": 100.0} for t in report.COLUMNS}
+    last = report.ROWS[lengths[-1]]
+    assert report.effective_length(cells, ["a", "b"], None, "all") == f"{last} (a only)"
+    cells[("b", "niah_single_1", lengths[1])] = {"all": 0.0}  # mean over 16 cells 93.75: still above
+    assert report.effective_length(cells, ["a", "b"], None, "all") == f"{last} (a only)"
+    assert report.effective_length(cells, ["a", "b"], "niah_single_1", "all") == report.ROWS[lengths[0]]

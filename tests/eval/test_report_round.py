@@ -137,9 +137,9 @@ def test_partial_token_round(tmp_path: Path):
     )
 
     gen = (out / "generated.md").read_text()
-    assert _row(gen, "| g_qa3 fact EM")[1:4] == ["0.500", "–", "–"]
+    assert _row(gen, "| g_qa3* fact EM")[1:4] == ["0.500 [0.500]", "–", "–"]
     assert _row(gen, "| t_qrag_s* fact EM")[1] == "0.750 ± 0.250 [1.000, 0.500]"
-    assert _row(gen, "| g_qa3 − t_qrag mean")[1] == "-0.250"
+    assert _row(gen, "| g_qa3* − t_qrag mean")[1] == "-0.250"
     assert _row(gen, "| test data sha256")[1] == REAL_QA3_TEST[:12]  # the same real file for both
     assert res["generated_minus_real"] == {load_script("report_round").Length("nt", 1000): pytest.approx(-0.25)}
 
@@ -323,3 +323,11 @@ def test_training_facts_names_each_file_of_a_list(tmp_path: Path):
         (run / "config_resolved.yaml").write_text(json.dumps({"envs": {"facts_train_path": facts}}))
     assert report.training_facts(one) == real
     assert report.training_facts(both) == f"{real} + {gen}"
+
+
+def test_generated_seeds_are_grouped_like_the_table3_methods():
+    """g_qa3 alone, or g_qa3_s1, g_qa3_s2, ... as seeds of one row; nothing else joins them."""
+    rr = load_script("report_round")
+    names = ["g_qa3_s2", "g_qa3_s1", "g_qa3x", "g_mix_qa3_s1", "t_qrag_s1", "g_qa3_s1b"]
+    assert rr.generated_runs(dict.fromkeys(names, Path("."))) == ["g_qa3_s1", "g_qa3_s2"]
+    assert rr.generated_runs({"g_qa3": Path(".")}) == ["g_qa3"]
