@@ -7,7 +7,7 @@
 #                                                         #   plan, the untrained encoders' evaluations
 #   bash docs/results/round5/device.sh watch <seconds>    # keep the machine: progress every 2 minutes
 #   bash docs/results/round5/device.sh eval <seconds>     # stop training, every evaluation side by side
-#   bash docs/results/round5/device.sh pack               # run files (no checkpoints) -> $OUT/round5.tgz
+#   bash docs/results/round5/device.sh pack               # run files (no checkpoints) -> $OUT/{a,b,c,d}.tgz
 # Each call re-lays the working tree, so long-running processes read code, weights and data from a copy
 # outside it ($CODE). Run folders are given paths relative to $CODE; the paths a run records anyway are
 # rewritten when the round is packed into the repository. The MiniLM weights (fp16, 44 MiB) travel split
@@ -92,9 +92,15 @@ case "$1" in
       > runs/niah/logs/grid_1m.log 2>&1 < /dev/null &
     echo $! >> runs/niah/pids
     while alive && [ $SECONDS -lt $end ]; do sleep 60; status | tail -n 6; done ;;
-  pack)
+  pack)  # settings, curves and summaries in one archive, the per-sample records in three (each under the
+    # 16 MiB a returned file may hold); left out: checkpoints, including the temporary ones a killed
+    # run leaves (.model_last.pt.tmp<pid>, 0.7 GB each: round 5's first pack was 0.5 GB for that reason)
     cd "$CODE"; status
-    cp data/niah/ruler_gpt2/MANIFEST.json runs/niah/
-    tar czf "$OUT/round5.tgz" --exclude='*.pt' --exclude='.eval_hydra' --exclude='tb_logs' --exclude='*.lock' $DIRS
+    tar czf "$OUT/a.tgz" --exclude='*.pt' --exclude='*.pt.tmp*' --exclude='tb_logs' --exclude='.eval_hydra' \
+      --exclude='*.lock' --exclude='eval_*.jsonl' $DIRS
+    find runs -name 'eval_*.jsonl' ! -path '*/niah/*' | tar czf "$OUT/b.tgz" -T -
+    find runs -name 'eval_*.jsonl' -path '*/niah/*' ! -name '*test1m*' | tar czf "$OUT/c.tgz" -T -
+    find runs -name 'eval_*test1m.jsonl' | tar czf "$OUT/d.tgz" -T -
+    cp data/niah/ruler_gpt2/MANIFEST.json "$OUT/"
     ls -la "$OUT" ;;
 esac
