@@ -76,6 +76,8 @@ GENERATED_QA3 = "g_qa3"  # one run, or seeds g_qa3_s1, g_qa3_s2, ... (averaged l
 
 def generated_runs(runs: dict[str, Path]) -> list[str]:
     return sorted(n for n in runs if n == GENERATED_QA3 or re.fullmatch(GENERATED_QA3 + r"_s\d+", n))
+
+
 DASH = "–"
 EVAL_NAME = re.compile(r"^eval_seed(\d+)_(nt|ns)(\d+)(_oracle)?\.jsonl(\.gz)?$")
 
