@@ -36,8 +36,12 @@ def run(cfg: DictConfig) -> list[Retrieval] | dict[str, Any]:
     print(f"[retrieve] {retriever.describe()}", file=sys.stderr, flush=True)
     if cfg.export is not None:
         done = retriever.export(Path(str(cfg.export)))
-        st = "a sentence-transformers folder too" if done["sentence_transformer"] else "no sentence-transformers folder"
-        print(f"[retrieve] exported state_encoder/ and chunk_encoder/ ({st}) to {cfg.export}; see its README.md")
+        what = (
+            "state_encoder/, chunk_encoder/ and sentence_transformer/"
+            if done["sentence_transformer"]
+            else "state_encoder/ and chunk_encoder/ (no sentence_transformer/: sentence-transformers is not installed)"
+        )
+        print(f"[retrieve] exported {what} to {cfg.export}; see its README.md")
         return done
     out = None if cfg.output is None else Path(str(cfg.output))
     bar = tqdm(total=len(questions), desc="retrieve", disable=not cfg.progress_bar or len(questions) < 2)

@@ -170,13 +170,22 @@ def paper_table() -> list[str]:
     return lines + ["| " + " | ".join([ROWS[n], *(f"{v:g}" for v in row)]) + " |" for n, row in PAPER.items()]
 
 
-def effective_length(cells: dict[tuple, dict[str, Any]], names: list[str], task: str | None, key: str) -> str:
+def effective_length(
+    cells: dict[tuple, dict[str, Any]],
+    names: list[str],
+    task: str | None,
+    key: str,
+    rows: dict[str, str] = ROWS,
+    columns: dict[str, str] = COLUMNS,
+) -> str:
     """RULER's effective length: the longest length up to which every tested length's mean score
-    (over seeds; over the eight subtasks when ``task`` is None) is above the threshold. A length that
-    only some seeds were evaluated at ends the search, named with the seeds it rests on."""
-    best = "< 4K"
-    for length, label in ROWS.items():
-        tasks = list(COLUMNS) if task is None else [task]
+    (over seeds; over the subtasks ``columns`` when ``task`` is None) is above the threshold. A length
+    that only some seeds were evaluated at ends the search, named with the seeds it rests on.
+    ``rows`` maps the lengths, shortest first, to their labels (scripts/ruler_effective_length.py
+    passes the lengths and tasks its records hold)."""
+    best = f"< {next(iter(rows.values()))}"
+    for length, label in rows.items():
+        tasks = list(columns) if task is None else [task]
         have = [n for n in names if all((n, t, length) in cells for t in tasks)]
         if not have or statistics.fmean(cells[(n, t, length)][key] for n in have for t in tasks) <= RULER_THRESHOLD:
             break

@@ -4,11 +4,11 @@
 online state encoder E_s and chunk (action) encoder E_a, each with the tokenizer, loadable by
 ``transformers.AutoModel``; ``qrag_retriever.json`` holds what the backbones alone do not carry
 (pooling, pool_scale, normalisation, prefixes, token caps, the rotary position rule) and
-``README.md`` says it in prose, with what the folders cannot do alone. Where E_s and E_a hold the
-same weights (an untrained run, or one whose encoders were never updated apart), the folder
-``sentence_transformer`` is also written: the same backbone with the sentence-transformers module
-files for its pooling, so that single-step similarity search works in toolkits that read them.
-"""
+``README.md`` says it in prose, with what the folders cannot do alone. Where sentence-transformers
+is installed (the optional extra ``st``), ``sentence_transformer`` is one sentence-transformers
+model over both encoders (its ``Router`` module: queries through E_s, documents through E_a), so
+that ``SentenceTransformer(folder).encode_query`` / ``encode_document`` give the retriever's own
+embeddings of a question alone and of a chunk."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-ST_VERSION = "3.0.0"  # the sentence-transformers folder layout written (modules.json + 1_Pooling)
+# the project's pooling names as sentence-transformers' Pooling modes
+ST_POOLING = {"mean": "mean", "cls": "cls", "last": "lasttoken"}
 
 
 def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
@@ -81,66 +82,97 @@ def _write_export(qnet: Any, cfg: DictConfig, checkpoint: Path, folder: Path) ->
     for name, enc in (("state_encoder", qnet.state_enc), ("chunk_encoder", qnet.action_enc)):
         enc.backbone.save_pretrained(folder / name)
         qnet.tokenizer.save_pretrained(folder / name)
-    shared = same_weights(qnet.state_enc.backbone, qnet.action_enc.backbone)
-    settings["shared_encoders"] = shared
-    if shared:
-        write_sentence_transformer(folder / "state_encoder", folder / "sentence_transformer", settings)
+    settings["shared_encoders"] = same_weights(qnet.state_enc.backbone, qnet.action_enc.backbone)
+    missing = sentence_transformers_missing()
+    settings["sentence_transformer"] = missing is None
+    text = readme(settings, missing)
+    if missing is None:
+        write_sentence_transformer(folder, settings, text)
     (folder / "qrag_retriever.json").write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
-    (folder / "README.md").write_text(readme(settings), encoding="utf-8")
-    return {**settings, "sentence_transformer": shared}
+    (folder / "README.md").write_text(text, encoding="utf-8")
+    return settings
 
 
-def write_sentence_transformer(hf_folder: Path, out: Path, s: dict[str, Any]) -> None:
-    """A sentence-transformers folder over the backbone in ``hf_folder``: Transformer module at the
-    root, Pooling in ``1_Pooling``, Normalize last when the retriever normalises. pool_scale has no
-    module there (it scales every vector alike: rankings and cosines are unchanged)."""
-    shutil.copytree(hf_folder, out)
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-    ]
-    if s["normalize"]:
-        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
-        (out / "2_Normalize").mkdir()
-    pooling = {
-        "word_embedding_dimension": s["dim"],
-        "pooling_mode_cls_token": s["pooling"] == "cls",
-        "pooling_mode_mean_tokens": s["pooling"] == "mean",
-        "pooling_mode_max_tokens": False,
-        "pooling_mode_mean_sqrt_len_tokens": False,
-        "pooling_mode_weightedmean_tokens": False,
-        "pooling_mode_lasttoken": s["pooling"] == "last",
-        "include_prompt": True,
-    }
-    (out / "1_Pooling").mkdir()
-    _json(out / "1_Pooling" / "config.json", pooling)
-    _json(out / "modules.json", modules)
-    _json(out / "sentence_bert_config.json", {"max_seq_length": s["max_chunk_tokens"], "do_lower_case": False})
-    _json(
-        out / "config_sentence_transformers.json",
-        {
-            "__version__": {"sentence_transformers": ST_VERSION},
-            "prompts": {"query": s["query_prefix"], "document": s["passage_prefix"]},
-            "default_prompt_name": None,
-            "similarity_fn_name": "dot",
-        },
-    )
+def sentence_transformers_missing() -> str | None:
+    """Why no sentence-transformers folder can be written here (None: it can)."""
+    try:  # the module path of sentence-transformers 6 (the optional extra `st`)
+        from sentence_transformers.sentence_transformer.modules import Router  # noqa: F401
+    except ImportError:
+        return "sentence-transformers >= 6.2 is not installed (pip install -e '.[st]'; scripts/install.sh does)"
+    return None
 
 
-def _json(path: Path, obj: Any) -> None:
-    path.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+def write_sentence_transformer(folder: Path, s: dict[str, Any], readme_text: str) -> None:
+    """``folder/sentence_transformer``: one sentence-transformers model whose ``Router`` sends queries
+    (``encode_query``) through E_s and documents (``encode_document``, and plain ``encode``, prompt
+    included) through E_a. Each route is Transformer -> Pooling (the run's pooling) -> Normalize (where the run
+    normalises) -> Dense(pool_scale * identity, no bias), so its vectors are the retriever's own,
+    scale included: a dot product of a query's and a chunk's vector is the retriever's Q-value of
+    that chunk without positions. Built from the two exported backbone folders and saved by the
+    library itself, so the folder is in the layout the installed version reads."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling, Router, Transformer
+    from transformers.utils import logging as hf_logging
+
+    def route(backbone: str, max_tokens: int) -> list[torch.nn.Module]:
+        dim = s["dim"]
+        modules = [
+            Transformer(str(folder / backbone), max_seq_length=max_tokens),
+            Pooling(dim, ST_POOLING[s["pooling"]]),
+        ]
+        if s["normalize"]:
+            modules.append(Normalize())
+        scale = torch.eye(dim) * s["pool_scale"]
+        return [*modules, Dense(dim, dim, bias=False, activation_function=torch.nn.Identity(), init_weight=scale)]
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the exported backbones' missing pooler weights are expected
+    try:
+        # a question alone is one state segment: [CLS] question [SEP], cut as the retriever cuts it
+        router = Router.for_query_document(
+            query_modules=route("state_encoder", s["max_state_segment_tokens"]),
+            document_modules=route("chunk_encoder", s["max_chunk_tokens"]),
+        )
+        model = SentenceTransformer(
+            modules=[router],
+            prompts={"query": s["query_prefix"], "document": s["passage_prefix"]},
+            default_prompt_name="document",  # plain `encode` embeds as `encode_document` does
+            similarity_fn_name="dot",
+            device="cpu",
+        )
+        model.save(str(folder / "sentence_transformer"))
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    # the library's generic model card would describe a symmetric similarity model: ours says what it is
+    (folder / "sentence_transformer" / "README.md").write_text(readme_text, encoding="utf-8")
 
 
-def readme(s: dict[str, Any]) -> str:
+def readme(s: dict[str, Any], st_missing: str | None) -> str:
     pos = s["positions"]
-    st = (
-        "`sentence_transformer/` is the same backbone as a sentence-transformers folder (this run's state and "
-        "chunk encoders hold identical weights): `SentenceTransformer(folder)` embeds as the retriever does, "
-        "up to the constant factor pool_scale, with the prefixes as the prompts `query` and `document`."
+    same = (
+        "This run's state and chunk encoders hold identical weights (an untrained run)."
         if s["shared_encoders"]
-        else "No sentence-transformers folder: this run's state and chunk encoders hold different weights "
-        "(Q-RAG trains them apart), so no one model embeds both questions and chunks. Embed questions with "
-        "`state_encoder/` and chunks with `chunk_encoder/`, each pooled as below."
+        else "This run's state and chunk encoders hold different weights (Q-RAG trains them apart)."
+    )
+    st = (
+        f"""`sentence_transformer/` holds both encoders as one sentence-transformers model (its `Router` module):
+
+```python
+from sentence_transformers import SentenceTransformer
+model = SentenceTransformer("<export>/sentence_transformer")
+q = model.encode_query(["Where is Mary?"])        # E_s: the question alone, a state with no chunk yet
+d = model.encode_document(["Mary went home."])   # E_a: one chunk (plain `encode` does the same)
+scores = model.similarity(q, d)                   # dot product = the first step's Q-value without the position rotation
+```
+
+Each route is the backbone, the pooling, {"L2 normalisation, " if s["normalize"] else ""}and a bias-free Dense layer
+holding pool_scale times the identity, so the vectors are the retriever's own, scale included; the
+prefixes are the prompts `query` and `document`; a query is cut to {s["max_state_segment_tokens"]} tokens (one state
+segment; the retriever refuses longer questions instead), a document to {s["max_chunk_tokens"]}. {same}"""
+        if st_missing is None
+        else f"No `sentence_transformer/` folder: {st_missing}. {same} Embed questions with `state_encoder/` and "
+        "chunks with `chunk_encoder/`, each pooled as below, or install the extra and export again."
     )
     return f"""# Q-RAG retriever encoders
 
@@ -151,6 +183,7 @@ Exported from the training run `{s["run"]}` (checkpoint `{s["checkpoint"]}`), ba
 |---|---|
 | `state_encoder/` | E_s: embeds the state, i.e. the question followed by the chunks retrieved so far |
 | `chunk_encoder/` | E_a: embeds one chunk |
+| `sentence_transformer/` | both, as one sentence-transformers model (below), where the library was installed at export |
 | `qrag_retriever.json` | the settings below, machine-readable |
 
 Both are `transformers.AutoModel` folders with the tokenizer (for BERT-like models transformers warns
@@ -172,8 +205,10 @@ the codes restart after every retrieved chunk, so they depend on what was retrie
 DESIGN §3); retrieved chunks enter the state {"in document order" if s["sort_by_index"] else "in retrieval order"}.
 
 **What these folders cannot do alone.** They embed text. The retriever's multi-step behaviour is not
-in them: the state that grows with every retrieved chunk, the relative positions that re-code every
+in them: the state that grows with every retrieved chunk (the question followed by the chunks
+retrieved so far, re-embedded by E_s after each step), the relative positions that re-code every
 chunk after each step, and the greedy or beam loop over steps live in the Q-RAG code
-(`rl/run/retriever.py`, `python retrieve.py run=...`). A single-step similarity search with these
-encoders ignores positions, so it cannot tell the latest of two similar facts from an earlier one.
+(`rl/run/retriever.py`, `python retrieve.py run=...`). `encode_query` embeds the question alone,
+i.e. only the first step's state. A single-step similarity search with these encoders ignores
+positions, so it cannot tell the latest of two similar facts from an earlier one.
 """

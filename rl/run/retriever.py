@@ -251,8 +251,8 @@ class QRAGRetriever:
 
     # -- export -------------------------------------------------------------------------------
     def export(self, folder: str | Path) -> dict[str, Any]:
-        """Write the encoders as Hugging Face folders (and a sentence-transformers folder where the
-        state and chunk encoders are the same weights): rl/run/export.py."""
+        """Write the encoders as Hugging Face folders and, where sentence-transformers is installed,
+        as one sentence-transformers model over both: rl/run/export.py."""
         from rl.run.export import export_encoders
 
         return export_encoders(self.qnet, self.cfg, self.checkpoint, Path(folder))

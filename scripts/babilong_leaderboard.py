@@ -1,0 +1,155 @@
+"""An evaluation round's reader answers on the official BABILong test sets, in the layout of
+BABILong's leaderboard predictions.
+
+    python scripts/babilong_leaderboard.py <reader output>.jsonl ... --model <org>/<name> --out <folder>
+        [--filter none]
+
+The inputs are eval_llm_synthetics.py's output files (``<llm>_eval_seed<S>_<split>.jsonl``,
+docs/READERS.md) made from retriever logs of the official sets (envs/data/babilong_hf.py: every
+record's id is ``<length>/<task>/<row>``, the row of the official file). BABILong's repository
+(github.com/booydar/babilong, folder ``babilong_evals/<org>/<model>/``, read by its
+``babilong/collect_results.py``) keeps one file per task and length:
+``<task>_<length>_<prompt config>.csv`` with an unnamed row index and the columns ``target``,
+``output``, ``question``, which its ``compare_answers`` scores row by row, and beside it a ``.json``
+with the prompt and generation settings. Written here: ``<out>/<org>/<model>/`` with the row index
+= the official row, ``target`` = the record's answer, ``output`` = the reader's answer with any
+reasoning block removed (``prediction``, what the reader scored), ``question`` = the question; the
+prompt config names what this project's reader sends (instruction, examples and answer-format
+line, in a chat template); the ``.json`` holds its prompt pieces, the reader settings and the
+chunk filter. Only lines of one chunk filter are written (``--filter``, default ``none``: the
+retrieved chunks as retrieved). Only tasks qa1-qa10 and the leaderboard's lengths are accepted,
+and a row written twice, rows of one file made with different reader settings or a reader asked
+another task than the records' are refused (one ``error:`` line, exit status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from prompts_and_metrics.metrics import task_key  # noqa: E402
+from prompts_and_metrics.prompts import SYSTEM_BABILONG, TASK_PROMPTS  # noqa: E402
+
+# the leaderboard's tasks and context lengths (babilong/collect_results.py: TASKS, LENGTHS)
+TASKS = [f"qa{i}" for i in range(1, 11)]
+LENGTHS = ["0k", "1k", "2k", "4k", "8k", "16k", "32k", "64k", "128k", "256k", "512k", "1M", "2M", "10M"]
+# the yes/no settings the leaderboard's file names carry (its parse_run_cfg), as this project's
+# reader prompts (prompts_and_metrics/prompts.py: babilong_messages)
+PROMPT_CONFIG = "instruction_yes_examples_yes_post_prompt_yes_chat_template_yes"
+# babilong_user_message's layout, with the leaderboard's placeholder names
+TEMPLATE = "{instruction}\n{examples}\n{post_prompt}\nContext: {context}\n\nQuestion: {question}"
+OFFICIAL_ID = re.compile(r"(\d+[kKmM])/(qa\d+)/(\d+)")
+
+
+class LeaderboardError(ValueError):
+    """Input the leaderboard layout cannot hold: one line saying which and why."""
+
+
+def length_label(raw: str) -> str:
+    """``4k`` -> ``4k``, ``1m`` / ``1M`` -> ``1M``: the leaderboard's spelling."""
+    label = raw[:-1] + ("k" if raw[-1] in "kK" else "M")
+    if label not in LENGTHS:
+        raise LeaderboardError(f"length {raw!r} is not one of the leaderboard's: {', '.join(LENGTHS)}")
+    return label
+
+
+def read_lines(paths: list[Path], chunk_filter: str) -> dict[tuple[str, str], dict[int, dict[str, Any]]]:
+    """{(task, length): {row: output line}} of the lines with ``chunk_filter``."""
+    cells: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            for n, raw in enumerate(f, 1):
+                if not raw.strip():
+                    continue
+                line = json.loads(raw)
+                if line.get("filter") != chunk_filter:
+                    continue
+                m = OFFICIAL_ID.fullmatch(str(line.get("id")))
+                if m is None:
+                    raise LeaderboardError(
+                        f"{path}:{n}: id {line.get('id')!r} is not <length>/<task>/<row>: the leaderboard compares "
+                        "the official BABILong test sets (envs/data/babilong_hf.py), not generated haystacks"
+                    )
+                length, task, row = length_label(m.group(1)), m.group(2), int(m.group(3))
+                if task not in TASKS:
+                    raise LeaderboardError(
+                        f"{path}:{n}: task {task} is not on the leaderboard ({TASKS[0]}-{TASKS[-1]})"
+                    )
+                rows = cells.setdefault((task, length), {})
+                if row in rows:
+                    raise LeaderboardError(f"{path}:{n}: {task} {length} row {row} is written twice")
+                rows[row] = line
+    return cells
+
+
+def settings_json(task: str, settings: dict[str, Any], chunk_filter: str) -> dict[str, Any]:
+    p = TASK_PROMPTS[task]
+    return {
+        "prompt": {
+            "instruction": p.instruction,
+            "examples": p.examples_block(),
+            "post_prompt": p.post_prompt,
+            "template": TEMPLATE,
+            "chat_template": True,
+            "system_prompt": SYSTEM_BABILONG,
+        },
+        "generate_kwargs": {"max_new_tokens": settings["max_tokens"], "do_sample": False},
+        "reader_settings": settings,
+        "context": f"the chunks a Q-RAG retriever picked (chunk filter {chunk_filter!r}, docs/READERS.md)",
+    }
+
+
+def write(cells: dict[tuple[str, str], dict[int, dict[str, Any]]], folder: Path, chunk_filter: str) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for (task, length), rows in sorted(cells.items()):
+        settings = {json.dumps(r.get("reader_settings"), sort_keys=True) for r in rows.values()}
+        if len(settings) != 1:
+            raise LeaderboardError(f"{task} {length}: lines made with different reader settings: {sorted(settings)}")
+        first = next(iter(rows.values()))
+        if task_key(str(first["reader_settings"]["babi_task"])) != task:
+            raise LeaderboardError(f"{task} {length}: the reader was asked {first['reader_settings']['babi_task']}")
+        stem = folder / f"{task}_{length}_{PROMPT_CONFIG}"
+        with open(f"{stem}.csv", "w", encoding="utf-8", newline="") as f:
+            w = csv.writer(f, lineterminator="\n")  # as pandas' to_csv, which wrote the official files
+            w.writerow(["", "target", "output", "question"])
+            for row, line in sorted(rows.items()):
+                w.writerow([row, line["answer"], line["prediction"], line["question"]])
+        text = json.dumps(settings_json(task, first["reader_settings"], chunk_filter), indent=4)
+        Path(f"{stem}.json").write_text(text + "\n", encoding="utf-8")
+        written.append(Path(f"{stem}.csv"))
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("outputs", type=Path, nargs="+", help="eval_llm_synthetics.py output files")
+    ap.add_argument("--model", required=True, help="<org>/<name>: the leaderboard's folder for this system")
+    ap.add_argument("--out", type=Path, required=True, help="the babilong_evals folder to write into")
+    ap.add_argument("--filter", default="none", help="the chunk filter whose lines are written (docs/READERS.md)")
+    args = ap.parse_args(argv)
+    if args.model.count("/") != 1 or not all(args.model.split("/")):
+        ap.error(f"--model {args.model!r}: give <org>/<name>")
+    try:
+        cells = read_lines(args.outputs, args.filter)
+        if not cells:
+            raise LeaderboardError(f"no lines with chunk filter {args.filter!r} in {', '.join(map(str, args.outputs))}")
+        written = write(cells, args.out / args.model, args.filter)
+    except LeaderboardError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"wrote {path} ({len(cells[tuple(path.stem.split('_')[:2])])} rows)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

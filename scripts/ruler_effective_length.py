@@ -1,0 +1,171 @@
+"""RULER's effective length of retrieval (+ reader) runs.
+
+    python scripts/ruler_effective_length.py <folder> ... [--reader <llm>] [--filter none] [--metric M] [--out x.json]
+
+RULER scores a system per task and context length, averages over its tasks at each length, and
+calls the longest length up to which every tested length's average is above 85.6 (Llama-2-7B's
+average at 4K) its effective length; scripts/niah_report.py's ``effective_length`` applies that rule
+and is used here. Each ``<folder>`` is one seed of the system (a run folder, or any folder under
+which its records lie); the scores are averaged over the folders, as niah_report.py does.
+
+Records are found under each folder by name, ``eval_seed<S>_test[_]<length>.jsonl[.gz]``
+(eval_retriever.py / scripts/niah_eval_grid.py on a test split named by its length: ``4k``, ``1m``),
+and their task is the ``task`` of the ``.meta.json`` eval_retriever.py writes beside them.
+
+* Retrieval alone (no ``--reader``): per sample, niah_report.py's ``score`` of the greedy record at
+  the fixed budget; ``--metric all`` (default: every gold chunk retrieved), ``f1`` (fact F1) or
+  ``smatch`` (RULER's string_match_all on the retrieved chunks' text, a reader-free upper bound).
+* With a reader (``--reader <basename of the llm>``): its output files
+  ``<llm>_eval_seed<S>_test<length>.jsonl`` beside the records (eval_llm_synthetics.py's default
+  ``--logdir``), the lines of one chunk filter (``--filter``, default ``none``), and the reader's
+  ``answer_<metric>``: ``--metric`` default ``string_match_all`` (RULER's NIAH metric) where the
+  lines carry it, else ``acc`` (BabiLong's compare_answers).
+
+Prints the score table (percent, mean over the folders) and the effective length on the average
+over tasks and per task; ``--out`` writes the same as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+import niah_report  # noqa: E402
+
+RECORDS = re.compile(r"eval_seed\d+_test_?(\d+)([km])\.jsonl(?:\.gz)?")
+UNITS = {"k": 1_000, "m": 1_000_000}
+
+
+class ScoreError(ValueError):
+    """Records that cannot be scored: one line saying which and why."""
+
+
+def find(folder: Path, reader: str | None) -> list[tuple[Path, Path, str]]:
+    """(file to score, retriever record file, length) of every record file under ``folder``."""
+    out = []
+    for path in sorted(folder.rglob("eval_seed*")):
+        m = RECORDS.fullmatch(path.name)
+        if m is None:
+            continue
+        length = f"{m.group(1)}{m.group(2)}"
+        if reader is None:
+            out.append((path, path, length))
+        else:
+            answers = path.with_name(f"{reader}_{path.name.removesuffix('.gz')}")
+            if answers.is_file():
+                out.append((answers, path, length))
+    return out
+
+
+def task_of(records: Path) -> str:
+    meta = Path(f"{str(records).removesuffix('.gz')}.meta.json")
+    if not meta.is_file():
+        raise ScoreError(f"{meta} is missing: the task of {records} is unknown (eval_retriever.py writes it)")
+    return str(json.loads(meta.read_text(encoding="utf-8"))["task"])
+
+
+def file_score(path: Path, reader: str | None, chunk_filter: str, metric: str | None) -> float:
+    """Percent: the mean per-sample score of one file."""
+    rows = niah_report.read_records(path)
+    if reader is None:
+        values = [niah_report.score(r)[metric or "all"] for r in rows]
+    else:
+        rows = [r for r in rows if r.get("filter") == chunk_filter]
+        if not rows:
+            raise ScoreError(f"{path}: no lines with chunk filter {chunk_filter!r}")
+        key = f"answer_{metric or ('string_match_all' if 'answer_string_match_all' in rows[0] else 'acc')}"
+        if any(key not in r for r in rows):
+            raise ScoreError(f"{path}: lines without {key}")
+        values = [float(r[key]) for r in rows]
+    return 100 * statistics.fmean(values)
+
+
+def grid(folders: list[Path], reader: str | None, chunk_filter: str, metric: str | None) -> dict[tuple, dict]:
+    cells: dict[tuple, dict[str, float]] = {}
+    for folder in folders:
+        for path, records, length in find(folder, reader):
+            key = (str(folder), task_of(records), length)
+            if key in cells:
+                raise ScoreError(f"{folder}: two record files for {key[1]} at {length} (one seed per folder)")
+            cells[key] = {"score": file_score(path, reader, chunk_filter, metric)}
+    return cells
+
+
+def report(cells: dict[tuple, dict], names: list[str]) -> dict[str, Any]:
+    """Table and effective lengths, the rows ordered by length, as niah_report.effective_length reads them."""
+    lengths = sorted({k[2] for k in cells}, key=lambda s: int(s[:-1]) * UNITS[s[-1]])
+    rows = {length: length.upper() for length in lengths}
+    tasks = sorted({k[1] for k in cells})
+    columns = {t: t for t in tasks}
+    table = {
+        length: {
+            t: statistics.fmean(cells[(n, t, length)]["score"] for n in names if (n, t, length) in cells)
+            for t in tasks
+            if any((n, t, length) in cells for n in names)
+        }
+        for length in lengths
+    }
+    return {
+        "threshold": niah_report.RULER_THRESHOLD,
+        "folders": names,
+        "scores": table,
+        "effective_length": niah_report.effective_length(cells, names, None, "score", rows, columns),
+        "effective_length_per_task": {
+            t: niah_report.effective_length(cells, names, t, "score", rows, columns) for t in tasks
+        },
+    }
+
+
+def markdown(rep: dict[str, Any]) -> str:
+    tasks = sorted({t for row in rep["scores"].values() for t in row})
+    lines = ["| length | " + " | ".join(tasks) + " | avg |", "|" + "---|" * (len(tasks) + 2)]
+    for length, row in rep["scores"].items():
+        avg = f"{statistics.fmean(row.values()):.1f}" if len(row) == len(tasks) else "–"
+        lines.append(
+            f"| {length.upper()} | " + " | ".join(f"{row[t]:.1f}" if t in row else "–" for t in tasks) + f" | {avg} |"
+        )
+    per_task = ", ".join(f"{t} {v}" for t, v in rep["effective_length_per_task"].items())
+    lines += [
+        "",
+        f"Effective length (RULER, threshold {rep['threshold']}): {rep['effective_length']}; per task: {per_task}.",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("folders", type=Path, nargs="+", help="one folder per seed of the system")
+    ap.add_argument("--reader", help="basename of the reader LLM whose answers are scored (default: retrieval alone)")
+    ap.add_argument("--filter", default="none", help="the reader lines' chunk filter (docs/READERS.md)")
+    ap.add_argument("--metric", help="retrieval: all | f1 | smatch; reader: an answer_<metric> of its lines")
+    ap.add_argument("--out", type=Path, help="also write the result as JSON here")
+    args = ap.parse_args(argv)
+    if args.reader is None and args.metric not in (None, *niah_report.METRICS):
+        ap.error(f"--metric {args.metric}: retrieval metrics are {', '.join(niah_report.METRICS)}")
+    names = [str(f) for f in args.folders]
+    try:
+        cells = grid(args.folders, args.reader, args.filter, args.metric)
+        if not cells:
+            what = (
+                f"{args.reader}_eval_seed*_test<length>.jsonl" if args.reader else "eval_seed*_test<length>.jsonl[.gz]"
+            )
+            raise ScoreError(f"no {what} under {', '.join(names)}")
+    except ScoreError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    rep = report(cells, names)
+    print(markdown(rep))
+    if args.out is not None:
+        args.out.write_text(json.dumps(rep, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

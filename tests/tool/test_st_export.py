@@ -1,0 +1,60 @@
+"""The export's sentence-transformers folder (rl/run/export.py), loaded with the real library (the
+optional extra `st`, which scripts/install.sh installs): on a trained run, whose state and chunk
+encoders differ, ``encode_query`` / ``encode_document`` must give the retriever's own embeddings of
+a question alone (the first step's state) and of a chunk, prefixes, caps and pool_scale included."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from sentence_transformers import SentenceTransformer
+
+from rl.model.tokens import action_ids, state_ids, tokenize_sample
+from rl.run.retriever import QRAGRetriever
+
+QUESTIONS = ["Where is Mary?", "Where was the football before the kitchen?"]
+CHUNKS = [
+    "Mary moved to the kitchen.",
+    # longer than the tiny run's 16-token chunk cap: both sides must cut it alike
+    "John went back to the garden after he had been to the office and to the hallway twice.",
+    "The sky is blue.",
+]
+
+
+def own_embeddings(r: QRAGRetriever, questions: list[str], chunks: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The retriever's state embeddings of each question with nothing retrieved yet, and its chunk
+    embeddings, through the Q-network's own tokens and encoding path."""
+    q = r.qnet
+    per_question = [
+        tokenize_sample(q.tokenizer, x, chunks, q.layout, q.query_prefix, q.passage_prefix) for x in questions
+    ]
+    states = [state_ids(t, [], q.layout, q.eval_memory_content)[0] for t in per_question]
+    actions = [action_ids(per_question[0], j, q.layout) for j in range(len(chunks))]
+    with torch.no_grad():
+        return q.embed(q.state_enc, states, train=False), q.embed(q.action_enc, actions, train=False, chunks=True)
+
+
+def test_encode_query_and_document_are_the_retrievers_embeddings(trained_run: Path, tmp_path: Path) -> None:
+    r = QRAGRetriever.from_run(trained_run, use_last=True, device="cpu")
+    assert (r.qnet.query_prefix, r.qnet.passage_prefix) == ("query: ", "passage: ")
+    done = r.export(tmp_path / "exp")
+    assert done["sentence_transformer"] and not done["shared_encoders"]
+    folder = tmp_path / "exp" / "sentence_transformer"
+    model = SentenceTransformer(str(folder), device="cpu")
+    states, chunks = own_embeddings(r, QUESTIONS, CHUNKS)
+    got_q = model.encode_query(QUESTIONS, convert_to_tensor=True)
+    got_d = model.encode_document(CHUNKS, convert_to_tensor=True)
+    # equal up to float noise: the two sides pad their batches differently
+    assert torch.allclose(got_q, states, atol=1e-6, rtol=0)
+    assert torch.allclose(got_d, chunks, atol=1e-6, rtol=0)
+    assert torch.equal(model.encode(CHUNKS, convert_to_tensor=True), got_d)  # plain encode: the document route
+    assert torch.allclose(model.similarity(got_q, got_d), states @ chunks.T, atol=1e-6, rtol=0)
+    # the routes hold different encoders: a question through the chunk route is another vector
+    crossed = model.encode_document(QUESTIONS, prompt="query: ", convert_to_tensor=True)
+    assert (crossed - got_q).abs().max() > 1e-4
+    readme = (folder / "README.md").read_text()
+    assert readme == (tmp_path / "exp" / "README.md").read_text()
+    assert "encode_query" in readme and "cannot do alone" in readme and "different weights" in readme
+    assert json.loads((tmp_path / "exp" / "qrag_retriever.json").read_text())["sentence_transformer"] is True
