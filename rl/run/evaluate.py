@@ -32,7 +32,6 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
-from tqdm.auto import tqdm
 
 from envs.data.common import content_sha256
 from envs.data.registry import ACTING_KEYS, build_dataset, dataset_spec
@@ -47,6 +46,7 @@ from rl.run.checkpoints import load_eval_weights
 from rl.run.config import PROJECT_ROOT, seed_everything, upgrade_run_config, without_hydra
 from rl.run.haystack_cache import CachedDataset, maybe_cached
 from rl.run.keys import RunKeys
+from rl.run.progress import progress
 from rl.run.validate import check_eval
 from runstore import (
     DISK_FULL,
@@ -594,16 +594,17 @@ def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
     if dist.enabled() and main:
         print(f"[eval] {n_todo} samples over {dist.world()} ranks -> {part_path(out_path, 0).name} ...", flush=True)
     t0 = time.perf_counter()
-    bar = tqdm(total=len(todo), desc=f"eval {stem}", dynamic_ncols=True, disable=not cfg.progress_bar or not main)
     try:
-        _append_records(write_path, todo, episodes, records, bar)
+        with progress(
+            total=len(todo), desc=f"eval {stem}", dynamic_ncols=True, disable=not cfg.progress_bar or not main
+        ) as bar:
+            _append_records(write_path, todo, episodes, records, bar)
     except OSError as e:
         if e.errno in DISK_FULL:
             raise DiskFullError(
                 disk_full_message(write_path, f"its {len(records)} complete records are kept")
             ) from None
         raise
-    bar.close()
     cache = (dataset.hits, dataset.misses, dataset.writes) if isinstance(dataset, CachedDataset) else None
     if dist.enabled():
         caches = dist.gather_object(cache)
