@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 import rl.run.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
 from rl.run.config import PROJECT_ROOT
 from rl.run.retriever import QRAGRetriever, Retrieval, RetrieverError, eval_config, read_questions, user_errors
-from rl.run.validate import ConfigError, check_group_choices, check_override_keys, report_and_exit
+from rl.run.validate import ConfigError, check_group_choices, check_override_keys, report_and_exit, run_main
 
 
 def run(cfg: DictConfig) -> list[Retrieval] | dict[str, Any]:
@@ -124,4 +124,4 @@ if __name__ == "__main__":
         check_override_keys(sys.argv[1:], PROJECT_ROOT / "configs", "retrieve")
     except ConfigError as exc:
         report_and_exit(exc)
-    main()
+    run_main(main)
