@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 import rl.run.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
@@ -77,10 +77,12 @@ def run(cfg: DictConfig) -> list[Retrieval] | dict[str, Any]:
 
 
 def _questions(cfg: DictConfig) -> list[dict[str, Any]]:
-    if (cfg.question is None) == (cfg.questions is None):
+    # The question as typed: OmegaConf would resolve a `${` in it as an interpolation of this config.
+    question = OmegaConf.to_container(cfg, resolve=False)["question"]
+    if (question is None) == (cfg.questions is None):
         raise RetrieverError('pass either question="..." or questions=<file> (or export=<folder>)')
-    if cfg.question is not None:
-        return [{"question": str(cfg.question)}]
+    if question is not None:
+        return [{"question": str(question)}]
     return read_questions(Path(str(cfg.questions)))
 
 
