@@ -21,7 +21,7 @@ from rl.distributed import hydra_worker_argv
 from rl.model.embedder import ModelLoadError
 from rl.run.config import PROJECT_ROOT
 from rl.run.evaluate import EvalError, run
-from rl.run.validate import ConfigError, check_group_choices, check_override_keys, report_and_exit
+from rl.run.validate import ConfigError, check_group_choices, check_override_keys, report_and_exit, run_main
 from runstore import StorageError
 
 USER_ERRORS = (
@@ -54,4 +54,4 @@ if __name__ == "__main__":
         check_override_keys(sys.argv[1:], PROJECT_ROOT / "configs", "testing")
     except ConfigError as exc:
         report_and_exit(exc)
-    main()
+    run_main(main)

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 import rl.run.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
 from rl.run.config import PROJECT_ROOT
 from rl.run.retriever import QRAGRetriever, Retrieval, RetrieverError, eval_config, read_questions, user_errors
-from rl.run.validate import ConfigError, check_group_choices, check_override_keys, report_and_exit
+from rl.run.validate import ConfigError, check_group_choices, check_override_keys, report_and_exit, run_main
 
 
 def run(cfg: DictConfig) -> list[Retrieval] | dict[str, Any]:
@@ -81,10 +81,12 @@ def run(cfg: DictConfig) -> list[Retrieval] | dict[str, Any]:
 
 
 def _questions(cfg: DictConfig) -> list[dict[str, Any]]:
-    if (cfg.question is None) == (cfg.questions is None):
+    # The question as typed: OmegaConf would resolve a `${` in it as an interpolation of this config.
+    question = OmegaConf.to_container(cfg, resolve=False)["question"]
+    if (question is None) == (cfg.questions is None):
         raise RetrieverError('pass either question="..." or questions=<file> (or export=<folder>)')
-    if cfg.question is not None:
-        return [{"question": str(cfg.question)}]
+    if question is not None:
+        return [{"question": str(question)}]
     return read_questions(Path(str(cfg.questions)))
 
 
@@ -128,4 +130,4 @@ if __name__ == "__main__":
         check_override_keys(sys.argv[1:], PROJECT_ROOT / "configs", "retrieve")
     except ConfigError as exc:
         report_and_exit(exc)
-    main()
+    run_main(main)

@@ -17,7 +17,7 @@ from rl.distributed import hydra_worker_argv
 from rl.model.embedder import ModelLoadError
 from rl.run.config import PROJECT_ROOT
 from rl.run.train import RunFolderError, run
-from rl.run.validate import ConfigError, check_group_choices, check_override_keys, report_and_exit
+from rl.run.validate import ConfigError, check_group_choices, check_override_keys, report_and_exit, run_main
 from runstore import StorageError
 
 # Mistakes in the command line or the data: one "error: ..." line saying what to do, no traceback.
@@ -39,7 +39,8 @@ def main(cfg: DictConfig) -> float:
     except ConfigError as exc:
         report_and_exit(exc)
     except USER_ERRORS as exc:
-        raise SystemExit(f"error: {exc}") from None
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
     return float(summary.get("best/eval_return", 0.0))  # a sweeper can optimise this
 
 
@@ -50,4 +51,4 @@ if __name__ == "__main__":
         check_override_keys(sys.argv[1:], PROJECT_ROOT / "configs", "training")
     except ConfigError as exc:
         report_and_exit(exc)
-    main()
+    run_main(main)

@@ -77,7 +77,8 @@ class BabiSample:
 
 
 def parse_babi_lines(lines: list[str], path: str | Path = "<string>") -> list[BabiSample]:
-    """Parse the lines of one bAbI file (see module docstring). Errors name path:line."""
+    """Parse the lines of one bAbI file (see module docstring). Errors name path:line and what was
+    expected, never the line's text: the path may name a file that is not bAbI data (issue 36)."""
     samples: list[BabiSample] = []
     # statements of the current story: line number -> (position in facts, text)
     by_num: dict[int, tuple[int, str]] = {}
@@ -90,9 +91,7 @@ def parse_babi_lines(lines: list[str], path: str | Path = "<string>") -> list[Ba
             continue
         head, sep, rest = line.partition(" ")
         if not head.isdigit():
-            raise DatasetFormatError(
-                path, ln, f"expected '<line number> <text>' with a numeric line number, got {line[:60]!r}"
-            )
+            raise DatasetFormatError(path, ln, "expected '<line number> <text>' with a numeric line number")
         n = int(head)
         if n == 1:
             story += 1
@@ -120,14 +119,14 @@ def parse_babi_lines(lines: list[str], path: str | Path = "<string>") -> list[Ba
                 raise DatasetFormatError(
                     path,
                     ln,
-                    f"question without answer: expected '<n> <question>\\t<answer>\\t<supporting ids>' "
-                    f"(tab-separated), got {line[:60]!r}; restore the tabs",
+                    "question without answer: expected '<n> <question>\\t<answer>\\t<supporting ids>' "
+                    "(tab-separated); restore the tabs",
                 )
             raise DatasetFormatError(
                 path,
                 ln,
-                f"expected a statement '<n> <text>' (no tab, no '?') or a question '<n> <question>?\\t<answer>"
-                f"\\t<supporting ids>', got {line[:60]!r}",
+                "expected a statement '<n> <text>' (no tab, no '?') or a question '<n> <question>?\\t<answer>"
+                "\\t<supporting ids>'",
             )
         answer = fields[1].strip()
         if not question.strip() or not answer:
@@ -142,15 +141,13 @@ def parse_babi_lines(lines: list[str], path: str | Path = "<string>") -> list[Ba
             raise DatasetFormatError(
                 path,
                 ln,
-                f"expected '<n> <question>\\t<answer>\\t<supporting ids>' with the supporting line numbers as the "
-                f"third and last field, got {line[:60]!r}; every question names the statements that answer it",
+                "expected '<n> <question>\\t<answer>\\t<supporting ids>' with the supporting line numbers as the "
+                "third and last field; every question names the statements that answer it",
             )
         try:
             sup = [int(t) for t in sup_field.split()]
         except ValueError:
-            raise DatasetFormatError(
-                path, ln, f"expected space-separated integer supporting line numbers, got {sup_field!r}"
-            ) from None
+            raise DatasetFormatError(path, ln, "expected space-separated integer supporting line numbers") from None
         refs = []
         for s in sup:
             if s not in by_num:

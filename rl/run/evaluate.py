@@ -32,7 +32,6 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
-from tqdm.auto import tqdm
 
 from envs.data.common import content_sha256
 from envs.data.registry import ACTING_KEYS, build_dataset, dataset_spec
@@ -45,8 +44,10 @@ from rl.model.precision import Precision
 from rl.run.build import eval_settings, qnet_from_cfg
 from rl.run.checkpoints import load_eval_weights
 from rl.run.config import PROJECT_ROOT, seed_everything, upgrade_run_config, without_hydra
+from rl.run.data_roots import stray_data_paths
 from rl.run.haystack_cache import CachedDataset, maybe_cached
 from rl.run.keys import RunKeys
+from rl.run.progress import progress
 from rl.run.validate import check_eval
 from runstore import (
     DISK_FULL,
@@ -239,9 +240,11 @@ def fill_missing(taken: dict[str, Any], source: Path) -> dict[str, Any]:
     return taken
 
 
-def merge_eval_config(eval_cfg: DictConfig) -> DictConfig:
+def merge_eval_config(eval_cfg: DictConfig, reads_data: bool = True) -> DictConfig:
     """DESIGN §8.6: (eval config + CLI) over the allow-listed part of the run's unresolved
-    config.yaml (:data:`RUN_KEYS`), resolved at the end."""
+    config.yaml (:data:`RUN_KEYS`), resolved at the end. ``reads_data``: the test data will be
+    read, so the run's data paths must lie under the data roots (rl/run/data_roots.py); the
+    retriever tool reads none of them."""
     if OmegaConf.is_missing(eval_cfg, "pretrained_path") or not eval_cfg.get("pretrained_path"):
         raise EvalError(
             "pretrained_path is required: pass the run folder of a trained model, e.g. "
@@ -277,7 +280,16 @@ def merge_eval_config(eval_cfg: DictConfig) -> DictConfig:
     except OmegaConfBaseException as e:
         raise EvalError(f"{saved_path}: cannot be combined with the evaluation config ({_first(e)})") from None
     merged.pretrained_path = str(run_dir)
-    # a run folder may come from anyone: its config never decides whether model code runs here
+    # a run folder may come from anyone: its config never decides which local files are read ...
+    stray = stray_data_paths(merged, (ev.get("envs") or {}).keys(), (ev.get("paths") or {}).keys())
+    if stray and reads_data:
+        key, value = stray[0]
+        raise EvalError(
+            f"{saved_path}: envs.{key} = {value} lies outside the data roots (configs/paths/*.yaml's data_root "
+            f"and ruler_root); a run folder's config may not choose which local files evaluation reads: to read "
+            f"it, pass +envs.{key}=<path> (or +paths.<key>=<folder>) on the command line"
+        )
+    # ... nor whether model code runs here
     OmegaConf.update(merged, "algo.model.trust_remote_code", ev["trust_remote_code"] is True, force_add=True)
     return merged
 
@@ -594,16 +606,17 @@ def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
     if dist.enabled() and main:
         print(f"[eval] {n_todo} samples over {dist.world()} ranks -> {part_path(out_path, 0).name} ...", flush=True)
     t0 = time.perf_counter()
-    bar = tqdm(total=len(todo), desc=f"eval {stem}", dynamic_ncols=True, disable=not cfg.progress_bar or not main)
     try:
-        _append_records(write_path, todo, episodes, records, bar)
+        with progress(
+            total=len(todo), desc=f"eval {stem}", dynamic_ncols=True, disable=not cfg.progress_bar or not main
+        ) as bar:
+            _append_records(write_path, todo, episodes, records, bar)
     except OSError as e:
         if e.errno in DISK_FULL:
             raise DiskFullError(
                 disk_full_message(write_path, f"its {len(records)} complete records are kept")
             ) from None
         raise
-    bar.close()
     cache = (dataset.hits, dataset.misses, dataset.writes) if isinstance(dataset, CachedDataset) else None
     if dist.enabled():
         caches = dist.gather_object(cache)

@@ -120,7 +120,7 @@ class QRAGRetriever:
         """From an evaluation config (configs/testing.yaml's keys, ``pretrained_path`` set), merged
         over the run's config.yaml by evaluation's rule (docs/EVALUATION.md)."""
         check_run_folder(cfg)
-        merged = merge_eval_config(cfg)
+        merged = merge_eval_config(cfg, reads_data=False)
         check_eval(merged)
         device = pick_device(str(merged.device))
         Precision.resolve(str(merged.precision), device).apply()
@@ -346,7 +346,7 @@ class ValidateRetrieve(Callback):
             problems = tool_problems(config)
             if problems:
                 raise ConfigError(problems)
-            check_eval(merge_eval_config(ev))
+            check_eval(merge_eval_config(ev, reads_data=False))
         except ConfigError as e:
             report_and_exit(e)
         except (RetrieverError, EvalError) as e:

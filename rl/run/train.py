@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
-from tqdm.auto import tqdm
 
 from envs.data.registry import build_dataset
 from envs.feedback import build_feedback
@@ -39,6 +38,7 @@ from rl.run.config import (
     upgrade_run_config,
     without_hydra,
 )
+from rl.run.progress import progress
 from rl.run.validate import check_training
 from runstore import (
     CheckpointLoadError,
@@ -239,7 +239,7 @@ class Trainer:
         fb = build_feedback(self.cfg.feedback, self.cfg.envs, "test", str(self.cfg.envs.task), self.legacy)
         show = bool(self.cfg.logger.progress_bar) and dist.is_main()
         log.info("%s: %d %s samples", what, len(indices), phase)
-        bar = tqdm(
+        with progress(
             greedy_episodes(self.qnet, dataset, indices, fb, self.settings),
             total=len(indices),
             desc=f"{what} ({phase})",
@@ -247,8 +247,8 @@ class Trainer:
             leave=False,
             dynamic_ncols=True,
             disable=not show,
-        )
-        records = list(bar)
+        ) as bar:
+            records = list(bar)
         summary = summarize(records)
         summary["split"] = phase
         return summary, records
@@ -501,60 +501,61 @@ class Trainer:
         n_acc = 0
         t_last, env_last = time.perf_counter(), learner.counters.env_steps
         loop = {"steps": learner.counters.optimizer_steps, "start": time.time(), "eval_s": 0.0}
-        bar = tqdm(
+        with progress(
             total=total,
             initial=learner.counters.optimizer_steps,
             desc="train",
             dynamic_ncols=True,
             disable=not cfg.logger.progress_bar or not dist.is_main(),
-        )
-        while learner.counters.optimizer_steps < total:
-            before = learner.counters.optimizer_steps
-            scalars = learner.micro_step()
-            for k, v in scalars.items():
-                acc[k] = acc.get(k, 0.0) + v
-            n_acc += 1
-            if learner.counters.optimizer_steps == before:
-                continue
-            step = learner.counters.optimizer_steps
-            bar.update(1)
-            if step % log_every == 0 or step == total:
-                now = time.perf_counter()
-                means = {k: v / n_acc for k, v in acc.items()}
-                means["sps"] = (learner.counters.env_steps - env_last) * dist.world() / max(now - t_last, 1e-9)
-                means["state_truncations"] = float(self.qnet.state_truncations)
-                fin = learner.drain_returns()
-                if fin:
-                    means["train r_sum"] = sum(fin) / len(fin)
-                self.log_scalars(means, self.env_steps())
-                loss = means.get(learner.LOSS, float("nan"))
-                bar.set_postfix(
-                    ret=f"{means.get('train r_sum', float('nan')):.3f}", loss=f"{loss:.4f}", sps=f"{means['sps']:.1f}"
-                )
-                shown = {k: means[k] for k in ("q_mean", "alpha", "lr") if k in means}
-                window = ""
-                if resumed_from is not None:
-                    window = f" [window since resume: steps {resumed_from + 1}-{step}]"
-                    resumed_from = None
-                log.info(
-                    "step %d/%d env_steps %d %s %.4f train_return %s %s sps %.1f%s",
-                    step,
-                    total,
-                    self.env_steps(),
-                    learner.LOSS,
-                    loss,
-                    _fmt(means.get("train r_sum")),
-                    " ".join(f"{k} {v:.3g}" for k, v in shown.items()),
-                    means["sps"],
-                    window,
-                )
-                acc, n_acc = {}, 0
-                t_last, env_last = now, learner.counters.env_steps
-            if step % int(cfg.eval_interval) == 0 or step == total:
-                t_eval = time.time()
-                self.eval_and_record(learner.eval_row())
-                loop["eval_s"] += time.time() - t_eval
-        bar.close()
+        ) as bar:
+            while learner.counters.optimizer_steps < total:
+                before = learner.counters.optimizer_steps
+                scalars = learner.micro_step()
+                for k, v in scalars.items():
+                    acc[k] = acc.get(k, 0.0) + v
+                n_acc += 1
+                if learner.counters.optimizer_steps == before:
+                    continue
+                step = learner.counters.optimizer_steps
+                bar.update(1)
+                if step % log_every == 0 or step == total:
+                    now = time.perf_counter()
+                    means = {k: v / n_acc for k, v in acc.items()}
+                    means["sps"] = (learner.counters.env_steps - env_last) * dist.world() / max(now - t_last, 1e-9)
+                    means["state_truncations"] = float(self.qnet.state_truncations)
+                    fin = learner.drain_returns()
+                    if fin:
+                        means["train r_sum"] = sum(fin) / len(fin)
+                    self.log_scalars(means, self.env_steps())
+                    loss = means.get(learner.LOSS, float("nan"))
+                    bar.set_postfix(
+                        ret=f"{means.get('train r_sum', float('nan')):.3f}",
+                        loss=f"{loss:.4f}",
+                        sps=f"{means['sps']:.1f}",
+                    )
+                    shown = {k: means[k] for k in ("q_mean", "alpha", "lr") if k in means}
+                    window = ""
+                    if resumed_from is not None:
+                        window = f" [window since resume: steps {resumed_from + 1}-{step}]"
+                        resumed_from = None
+                    log.info(
+                        "step %d/%d env_steps %d %s %.4f train_return %s %s sps %.1f%s",
+                        step,
+                        total,
+                        self.env_steps(),
+                        learner.LOSS,
+                        loss,
+                        _fmt(means.get("train r_sum")),
+                        " ".join(f"{k} {v:.3g}" for k, v in shown.items()),
+                        means["sps"],
+                        window,
+                    )
+                    acc, n_acc = {}, 0
+                    t_last, env_last = now, learner.counters.env_steps
+                if step % int(cfg.eval_interval) == 0 or step == total:
+                    t_eval = time.time()
+                    self.eval_and_record(learner.eval_row())
+                    loop["eval_s"] += time.time() - t_eval
         # throughput of this process's training loop (scripts/bench_concurrency.sh sums it over runs)
         end = time.time()
         self.train_loop = {

@@ -386,3 +386,18 @@ def report_and_exit(err: ConfigError) -> None:
     for line in err.lines:
         print(f"error: {line}", file=sys.stderr)
     raise SystemExit(2)
+
+
+def run_main(main: Callable[[], Any]) -> None:
+    """Run an entry point's ``@hydra.main`` function. Hydra reports its own errors (an override it
+    cannot parse, a config that does not compose) in its words and exits 1; before a job has started
+    such an error is the command line's, so it exits 2 as the project's own errors do (issue 36).
+    A job that crashed keeps status 1."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        main()
+    except SystemExit as exc:
+        if exc.code == 1 and not HydraConfig.initialized():
+            raise SystemExit(2) from None
+        raise

@@ -26,7 +26,7 @@ def test_babi_question_without_tab_names_file_and_line():
         load_babi_file(path)
     assert str(e.value) == (
         f"{path}:3: question without answer: expected '<n> <question>\\t<answer>\\t<supporting "
-        f"ids>' (tab-separated), got '3 Where is Daniel?'; restore the tabs"
+        f"ids>' (tab-separated); restore the tabs"
     )
 
 
@@ -35,19 +35,19 @@ def test_babi_question_without_tab_names_file_and_line():
     [
         (  # the tabs of a question turned into spaces: it used to become a statement of the story
             "question_tabs_as_spaces.txt",
-            "question without answer: expected '<n> <question>\\t<answer>\\t<supporting ids>' (tab-separated), "
-            "got '3 Where is Daniel? garden 2'; restore the tabs",
+            "question without answer: expected '<n> <question>\\t<answer>\\t<supporting ids>' (tab-separated); "
+            "restore the tabs",
         ),
         (  # accepted, then a traceback when the sample was drawn (and again at every resume)
             "question_without_support.txt",
             "expected '<n> <question>\\t<answer>\\t<supporting ids>' with the supporting line numbers as the "
-            "third and last field, got '3 Where is Daniel?\\tgarden\\t'; every question names the statements "
+            "third and last field; every question names the statements "
             "that answer it",
         ),
         (
             "statement_with_tab.txt",
             "expected a statement '<n> <text>' (no tab, no '?') or a question '<n> <question>?\\t<answer>\\t"
-            "<supporting ids>', got '2 Daniel went\\tto the garden.'",
+            "<supporting ids>'",
         ),
     ],
 )

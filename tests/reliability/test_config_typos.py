@@ -70,3 +70,42 @@ def test_a_bad_value_is_reported_once_not_again_where_it_is_copied():
     with pytest.raises(ConfigError) as e:
         check_training(compose_cfg([*TINY, "steps_count=abc"]))
     assert e.value.lines == ["steps_count='abc': expected an integer >= 0"]
+
+
+@pytest.mark.parametrize(
+    ("script", "argv", "hydra_says"),
+    [
+        ("train_q_rag.py", ["experiment=demo", "seed=[1"], "no viable alternative at input '[1'"),
+        ("eval_retriever.py", ["pretrained_path=x", "seed=[1"], "no viable alternative at input '[1'"),
+        ("retrieve.py", ["run=x", "text=t.txt", "question=(a"], "Error parsing override 'question=(a'"),
+        ("train_q_rag.py", ["experiment=demo", "~envs.no_such_key"], "Could not delete from config"),
+    ],
+)
+def test_hydras_own_errors_exit_2_as_the_projects_do(tmp_path, script, argv, hydra_says):
+    """Item 16: a malformed override or a config that does not compose is Hydra's to word, but the
+    command line's mistake all the same: status 2, as an unknown key's, not Hydra's 1."""
+    out = subprocess.run(
+        [sys.executable, script, *argv, f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert hydra_says in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_job_that_crashed_keeps_status_1(monkeypatch):
+    from hydra.core.hydra_config import HydraConfig
+
+    from rl.run.validate import run_main
+
+    monkeypatch.setattr(HydraConfig, "initialized", staticmethod(lambda: True))  # the job had started
+
+    def crashed():
+        sys.exit(1)  # Hydra's report of an exception the job raised
+
+    with pytest.raises(SystemExit) as e:
+        run_main(crashed)
+    assert e.value.code == 1

@@ -122,3 +122,12 @@ def test_questions_files_in_latin1_capitals_or_with_a_bom(tmp_path):
     bom = tmp_path / "bom.txt"
     bom.write_bytes("\ufeffWhere is Mary?\n".encode())
     assert read_questions(bom) == [{"question": "Where is Mary?"}]
+
+
+def test_a_question_holding_an_interpolation_is_asked_as_typed(eval_run_dir, book):
+    """Item 5: `${` in a question is text, not a reference to the config (it stopped the tool) nor
+    a resolver reading this machine (``oc.env``)."""
+    question = "Is ${x} in ${oc.env:HOME}?"
+    done = cli(f"run={eval_run_dir}", f"text={book}", f"question={question}", "steps=1")
+    assert done.returncode == 0, done.stderr
+    assert any(line.startswith(f"question: {question}  (") for line in done.stdout.splitlines()), done.stdout

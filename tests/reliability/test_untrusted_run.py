@@ -207,3 +207,81 @@ def test_a_checkpoint_without_weights_is_one_line(tmp_path):
         f"{tmp_path}/model_best.pt lacks learner.agent (it was not written whole by this version of Q-RAG); "
         f"restore it from a copy"
     )
+
+
+# -- issue 36 item 8: the run's data paths, and file content in errors --------------------------
+SECRET = "QRAG_API_KEY=sk-live-0123456789"
+
+
+def test_run_config_cannot_point_evaluation_at_a_file_outside_the_data_roots(tmp_path):
+    """It made evaluation open a file of secrets, and the bAbI loader's error printed its first line."""
+    secrets = tmp_path / "secrets.env"
+    secrets.write_text(SECRET + "\n")
+
+    def point(saved):
+        saved["envs"]["facts_test_path"] = str(secrets)
+
+    saved_with(tmp_path / "run", point)
+    with pytest.raises(EvalError) as e:
+        merge_eval_config(eval_cfg(tmp_path / "run"))
+    assert str(e.value) == (
+        f"{tmp_path}/run/config.yaml: envs.facts_test_path = {secrets} lies outside the data roots "
+        "(configs/paths/*.yaml's data_root and ruler_root); a run folder's config may not choose which local "
+        "files evaluation reads: to read it, pass +envs.facts_test_path=<path> (or +paths.<key>=<folder>) on the "
+        "command line"
+    )
+    # the evaluating user may name any file; the retriever tool reads no data file at all
+    mine = merge_eval_config(eval_cfg(tmp_path / "run", f"+envs.facts_test_path={secrets}"))
+    assert mine.envs.facts_test_path == str(secrets)
+    assert merge_eval_config(eval_cfg(tmp_path / "run"), reads_data=False).envs.facts_test_path == str(secrets)
+
+
+def test_run_paths_cannot_climb_out_of_a_data_root_or_move_the_root(tmp_path):
+    def climb(saved):
+        saved["envs"]["noise_test_path"] = "${paths.data_root}/../../../etc/passwd"
+
+    saved_with(tmp_path / "climb", climb)
+    with pytest.raises(EvalError, match=r"envs\.noise_test_path = .*/etc/passwd lies outside the data roots"):
+        merge_eval_config(eval_cfg(tmp_path / "climb"))
+
+    def move(saved):
+        saved["paths"]["data_root"] = str(tmp_path / "home")
+
+    saved_with(tmp_path / "move", move)
+    with pytest.raises(EvalError, match=r"envs\.noise_test_path = .*/home/babilong/pg19-with-sentences/test lies"):
+        merge_eval_config(eval_cfg(tmp_path / "move"))
+    # the same root named by the evaluating user is theirs to read
+    merged = merge_eval_config(eval_cfg(tmp_path / "move", f"+paths.data_root={tmp_path / 'home'}"))
+    assert merged.envs.noise_test_path == f"{tmp_path}/home/babilong/pg19-with-sentences/test"
+
+
+def test_a_training_file_outside_the_roots_counts_only_when_evaluation_tests_on_it(tmp_path):
+    def train_outside(saved):
+        saved["envs"]["facts_train_path"] = str(tmp_path / "secrets.env")
+
+    saved_with(tmp_path / "run", train_outside)
+    merge_eval_config(eval_cfg(tmp_path / "run"))  # the test split reads facts_test_path only
+    with pytest.raises(EvalError, match=r"envs\.facts_train_path = .*secrets\.env lies outside the data roots"):
+        merge_eval_config(eval_cfg(tmp_path / "run", "envs.test_split=train"))
+
+
+def test_every_committed_run_folder_still_evaluates():
+    """The committed rounds' run folders record ``${paths.root_dir}/data/...``: all under the data roots."""
+    from rl.run.config import PROJECT_ROOT
+
+    configs = sorted((PROJECT_ROOT / "docs" / "results").glob("**/config.yaml"))
+    assert len(configs) >= 40
+    for config in configs:
+        merge_eval_config(eval_cfg(config.parent))
+
+
+@pytest.mark.parametrize("lines", [[SECRET], ["1 Mary went to the garden.", SECRET]])
+def test_a_loader_error_never_shows_the_files_content(tmp_path, lines):
+    from envs.data.babi import load_babi_file
+    from envs.errors import DatasetFormatError
+
+    path = tmp_path / "qa1_single-supporting-fact_test.txt"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DatasetFormatError) as e:
+        load_babi_file(path)
+    assert str(e.value) == f"{path}:{len(lines)}: expected '<line number> <text>' with a numeric line number"
