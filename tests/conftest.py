@@ -66,6 +66,19 @@ def compose_cfg(overrides: list[str], config_name: str = "training", return_hydr
         return compose(config_name, overrides=overrides, return_hydra_config=return_hydra_config)
 
 
+def read_plan(path: Path) -> tuple[list[str], dict[str, list[str]]]:
+    """A launch plan (scripts/launch_plan.sh): the `#@common` overrides and each run's own ones.
+    Lines are `<name> <gpu> <override> ...`; other `#` lines (e.g. `#deferred ...`) are comments."""
+    common, runs = [], {}
+    for line in path.read_text().splitlines():
+        if line.startswith("#@common "):
+            common += line.split()[1:]
+        elif line.strip() and not line.startswith("#"):
+            name, _gpu, *ov = line.split()
+            runs[name] = ov
+    return common, runs
+
+
 @pytest.fixture
 def tiny_cfg(tmp_path):
     def make(*extra: str, run_dir: Path | None = None):

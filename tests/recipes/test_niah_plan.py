@@ -8,14 +8,13 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from envs.data.niah import load_niah
-from tests.conftest import ROOT, compose_cfg
+from tests.conftest import ROOT, compose_cfg, read_plan
 
 PLAN = ROOT / "docs" / "results" / "niah" / "plan_train.txt"
 
 
 def test_each_plan_line_composes_into_the_stated_recipe():
-    common = [w for line in PLAN.read_text().splitlines() if line.startswith("#@common ") for w in line.split()[1:]]
-    runs = {ln.split()[0]: ln.split()[2:] for ln in PLAN.read_text().splitlines() if ln.strip() and ln[0] != "#"}
+    common, runs = read_plan(PLAN)
     assert set(runs) == {"n_s1", "n_s2", "n_s3", "n_noft"}
     for name, overrides in runs.items():
         cfg = OmegaConf.to_container(compose_cfg(common + overrides), resolve=True)

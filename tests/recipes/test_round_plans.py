@@ -13,20 +13,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from tests.conftest import ROOT, compose_cfg
+from tests.conftest import ROOT, compose_cfg, read_plan
 
 PLAN = ROOT / "docs" / "results" / "round2" / "plan_train.txt"
-
-
-def plan_lines() -> tuple[list[str], dict[str, list[str]]]:
-    common, runs = [], {}
-    for line in PLAN.read_text().splitlines():
-        if line.startswith("#@common "):
-            common += line.split()[1:]
-        elif line.strip() and not line.startswith("#"):
-            name, _gpu, *ov = line.split()
-            runs[name] = ov
-    return common, runs
 
 
 def resolved(overrides: list[str]) -> dict:
@@ -39,7 +28,7 @@ def resolved(overrides: list[str]) -> dict:
     "task, run", [("qa1", "f_qa1"), ("qa2", "f_qa2"), ("qa3", "s_D"), ("qa4", "f_qa4"), ("qa5", "f_qa5")]
 )
 def test_offline_preset_is_the_round2_recipe(task, run):
-    common, runs = plan_lines()
+    common, runs = read_plan(PLAN)
     assert resolved([f"experiment=offline_babilong_{task}", "seed=1"]) == resolved(common + runs[run])
 
 
@@ -194,13 +183,7 @@ def test_round4_plan_lines_compose_and_pass_the_checks():
     from rl.run.validate import check_training
 
     plan = ROOT / "docs" / "results" / "round4" / "plan_train.txt"
-    common, runs = [], {}
-    for line in plan.read_text().splitlines():
-        if line.startswith("#@common "):
-            common += line.split()[1:]
-        elif line.strip() and not line.startswith("#"):
-            name, _gpu, *ov = line.split()
-            runs[name] = ov
+    common, runs = read_plan(plan)
     assert len(runs) == 18
     cfgs = {}
     for name, ov in runs.items():
@@ -223,13 +206,7 @@ def test_round5_sft_plan_lines_compose_and_train_the_fixed_loss():
     from rl.run.validate import check_training
 
     plan = ROOT / "docs" / "results" / "round5" / "plan_train_sft.txt"
-    common, runs = [], {}
-    for line in plan.read_text().splitlines():
-        if line.startswith("#@common "):
-            common += line.split()[1:]
-        elif line.strip() and not line.startswith("#"):
-            name, _gpu, *ov = line.split()
-            runs[name] = ov
+    common, runs = read_plan(plan)
     assert sorted(runs) == ["t_sft_s1", "t_sft_s2", "t_sft_s3"]
     for ov in runs.values():
         cfg = compose_cfg(common + ov)
@@ -244,18 +221,8 @@ def test_round5_generator_plan_lines_compose_and_differ_from_qrag_only_in_their_
     Q-RAG's qa3 line of the same seed."""
     from rl.run.validate import check_training
 
-    def lines(path: Path) -> tuple[list[str], dict[str, list[str]]]:
-        common, runs = [], {}
-        for line in path.read_text().splitlines():
-            if line.startswith("#@common "):
-                common += line.split()[1:]
-            elif line.strip() and not line.startswith("#"):
-                name, _gpu, *ov = line.split()
-                runs[name] = ov
-        return common, runs
-
-    common, runs = lines(ROOT / "docs/results/round5/plan_train_generator.txt")
-    qrag_common, qrag = lines(ROOT / "docs/results/round4/plan_train.txt")
+    common, runs = read_plan(ROOT / "docs/results/round5/plan_train_generator.txt")
+    qrag_common, qrag = read_plan(ROOT / "docs/results/round4/plan_train.txt")
     assert common == qrag_common and set(runs) == {"g_qa3_s1", "g_qa3_s2", "g_qa3_s3"}
     real = ROOT / "data/babilong/babi/en-10k/qa3_three-supporting-facts_train.txt"
     generated = ROOT / "data/babilong/babi-generated/en-10k/qa3_three-supporting-facts_train.txt"

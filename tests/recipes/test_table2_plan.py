@@ -9,20 +9,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from tests.conftest import ROOT, compose_cfg, load_script
+from tests.conftest import ROOT, compose_cfg, load_script, read_plan
 
 PLAN = ROOT / "docs" / "results" / "table2" / "plan_train.txt"
-
-
-def plan() -> tuple[list[str], dict[str, list[str]]]:
-    common, runs = [], {}
-    for line in PLAN.read_text().splitlines():
-        if line.startswith("#@common "):
-            common += line.split()[1:]
-        elif line.strip() and not line.startswith("#"):
-            name, _gpu, *ov = line.split()
-            runs[name] = ov
-    return common, runs
 
 
 EXPECTED = {  # run: (T, data folder, steps, envs.length)
@@ -35,7 +24,7 @@ EXPECTED = {  # run: (T, data folder, steps, envs.length)
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_plan_line_composes_to_its_run(name):
-    common, runs = plan()
+    common, runs = read_plan(PLAN)
     assert sorted(runs) == sorted(EXPECTED)
     cfg = OmegaConf.to_container(compose_cfg(common + runs[name]), resolve=True)
     steps, folder, count, length = EXPECTED[name]
