@@ -41,7 +41,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from prompts_and_metrics.metrics import string_match_all  # noqa: E402
+from prompts_and_metrics.metrics import fact_metrics, string_match_all  # noqa: E402
 
 sys.path.insert(0, str(REPO / "scripts"))
 import niah_testsets as testsets  # noqa: E402
@@ -81,15 +81,11 @@ def stop_at(q_values: list[float], theta: float | None) -> int:
 
 def score(rec: dict[str, Any], theta: float | None = None) -> dict[str, float]:
     k = stop_at(rec["q_values"], theta)
-    picks, texts = set(rec["pred_idx"][:k]), rec["pred_texts"][:k]
-    gold = set(rec["sf_idx"])
-    hit = len(gold & picks)
-    p = hit / len(picks) if picks else 0.0
-    r = hit / len(gold) if gold else 0.0
+    facts = fact_metrics(rec["pred_idx"][:k], rec["sf_idx"])  # "all" = fact EM: every needle, extras allowed
     return {
-        "all": float(gold <= picks),
-        "f1": 2 * p * r / (p + r) if p + r else 0.0,
-        "smatch": string_match_all(" ".join(texts), str(rec["answer"]).split(",")),
+        "all": facts["em"],
+        "f1": facts["f1"],
+        "smatch": string_match_all(" ".join(rec["pred_texts"][:k]), str(rec["answer"]).split(",")),
         "steps": float(k),
     }
 
