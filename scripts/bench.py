@@ -88,6 +88,7 @@ def base_info(device: torch.device, args: argparse.Namespace, cfg, label: str) -
     card = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     return {
         "run": label,
+        "tree": args.tree,
         "card": card,
         "torch": torch.__version__,
         "encoder": args.encoder,
@@ -124,6 +125,8 @@ def bench_train(args: argparse.Namespace, model: str, extra: list[str], label: s
             times.append(time.perf_counter() - t0)
             cpu_times.append(time.process_time() - c0)
     stop_profile(prof)
+    if args.torch_profile:
+        kernel_profile(learner.micro_step, device, args.torch_profile)
     return {
         "workload": "W1 train-babilong-100",
         "objective": args.objective,
@@ -208,8 +211,42 @@ def stop_profile(prof) -> None:
         pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(25)
 
 
+def kernel_profile(step, device: torch.device, n: int) -> None:
+    """torch.profiler over ``n`` more calls of ``step``: the GPU kernels by total time and the
+    number of launches per call, on stderr (where a training step's GPU time goes)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=acts) as prof:
+        for _ in range(n):
+            step()
+        sync(device)
+    key = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    events = prof.key_averages()
+    kernels = [e for e in events if device.type != "cuda" or e.device_type.name == "CUDA"]
+    total = sum(getattr(e, key) for e in kernels)
+    print(
+        f"[torch-profile] {n} calls: {total / n / 1e3:.2f} ms of {key} per call, "
+        f"{sum(e.count for e in kernels) / n:.0f} launches per call",
+        file=sys.stderr,
+    )
+    print(events.table(sort_by=key, row_limit=30), file=sys.stderr)
+
+
 def peak(device: torch.device) -> float | None:
     return torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
+
+
+def git_tree() -> str:
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "project"
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "project"
 
 
 def main() -> None:
@@ -240,6 +277,16 @@ def main() -> None:
     )
     ap.add_argument("--ablate", action="store_true", help="also each switch off alone, then all off")
     ap.add_argument("--profile", action="store_true", help="cProfile the timed iterations/episodes (stderr)")
+    ap.add_argument(
+        "--torch-profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="W1: after timing, torch.profiler over N more iterations: kernels by GPU time, launches per step (stderr)",
+    )
+    ap.add_argument(
+        "--tree", default=git_tree(), help="label of the code tree in the JSON (default: its git commit, or 'project')"
+    )
     args = ap.parse_args()
     args.random_init = args.encoder == "bert-base-random"
     model = bert_base_random_folder(args.tokenizer) if args.random_init else args.encoder

@@ -10,7 +10,8 @@
 # line per k: each run's optimiser steps per second of its training loop (evaluations
 # excluded), their sum per GPU (aggregate), the same from total steps over the wall-clock window
 # of all loops (evaluations included: a lower bound), and the aggregate's ratio to k = 1.
-# The overrides go to every run. Env: STEPS (optimiser steps per run, default 200), EVAL_EPISODES
+# The overrides go to every run. Each JSON line names the card and the code tree (env TREE, default
+# the git commit). Env: STEPS (optimiser steps per run, default 200), EVAL_EPISODES
 # (one evaluation at the end, default 20), OUT (default runs/bench_concurrency/<time>), PYTHON (scripts/python.sh).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/python.sh"
@@ -21,6 +22,7 @@ shift || true
 STEPS="${STEPS:-200}"
 OUT="${OUT:-runs/bench_concurrency/$(date +%Y%m%d_%H%M%S)}"
 mkdir -p "$OUT"
+TREE="${TREE:-$(git rev-parse --short HEAD 2>/dev/null || echo project)}"
 GPUS=$("$PY" -c "import torch; print(torch.cuda.device_count())")
 SLOTS=$(( GPUS > 0 ? GPUS : 1 ))  # without a GPU, k processes on the CPU
 for k in ${KS//,/ }; do
@@ -29,25 +31,29 @@ for k in ${KS//,/ }; do
   "$PY" train_q_rag.py -m hydra/launcher=parallel "jobs_per_gpu=$k" "seed=$(seq -s, 1 "$n")" "steps_count=$STEPS" \
     "eval_interval=$STEPS" "eval_episodes=${EVAL_EPISODES:-20}" final_eval_episodes=0 logger.progress_bar=false \
     "$@" "hydra.sweep.dir=$OUT/k$k" > "$OUT/k$k.log" 2>&1 || { tail -n 20 "$OUT/k$k.log" >&2; exit 1; }
-  "$PY" - "$OUT" "$k" "$n" "$SLOTS" "$GPUS" <<'PYEOF'
+  "$PY" - "$OUT" "$k" "$n" "$SLOTS" "$GPUS" "$TREE" <<'PYEOF'
 import json, sys
 from pathlib import Path
 
-out, k, n, slots, gpus = Path(sys.argv[1]), *map(int, sys.argv[2:])
+import torch
+
+out, tree = Path(sys.argv[1]), sys.argv[6]
+k, n, slots, gpus = map(int, sys.argv[2:6])
 loops = [json.loads(p.read_text())["train_loop"] for p in sorted((out / f"k{k}").glob("*/summary.json"))]
 if len(loops) != n:
     sys.exit(f"k={k}: {len(loops)} of {n} runs wrote summary.json; see {out}/k{k}.log")
 rates = [lp["steps"] / lp["seconds_without_eval"] for lp in loops]
 window = max(lp["end"] for lp in loops) - min(lp["start"] for lp in loops)
-row = {"runs_per_gpu": k, "gpus": gpus, "runs": n, "steps_per_run": loops[0]["steps"],
+card = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+row = {"workload": "train-concurrent", "tree": tree, "card": card, "runs_per_gpu": k, "gpus": gpus, "runs": n, "steps_per_run": loops[0]["steps"],
        "per_run_steps_per_s": [round(r, 3) for r in rates],
-       "aggregate_steps_per_s_per_gpu": round(sum(rates) / slots, 3),
+       "aggregate_steps_per_s": round(sum(rates) / slots, 3),
        "window_steps_per_s_per_gpu": round(sum(lp["steps"] for lp in loops) / window / slots, 3)}
 results = out / "results.jsonl"
 prior = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
 base = next((r for r in prior if r["runs_per_gpu"] == 1), row if k == 1 else None)
 if base is not None:
-    row["ratio_to_one_run"] = round(row["aggregate_steps_per_s_per_gpu"] / base["aggregate_steps_per_s_per_gpu"], 2)
+    row["ratio_to_one_run"] = round(row["aggregate_steps_per_s"] / base["aggregate_steps_per_s"], 2)
 with results.open("a") as f:
     f.write(json.dumps(row) + "\n")
 print(json.dumps(row), flush=True)

@@ -1,0 +1,148 @@
+"""The side-by-side speed table (docs/BENCH.md) from one benchmark call's JSON lines.
+
+    python scripts/bench_table.py peer <peer_out_dir> --card NAME --torch VERSION >> call.jsonl
+    python scripts/bench_table.py table call.jsonl [--baseline reference]
+
+``peer`` turns the files of the reference harness (../shared/peer_bench: ``peer_train.json``,
+``peer_eval_<N>.json``) into JSON lines shaped like scripts/bench.py's, marked ``"tree": "reference"``,
+so that one file holds every tree of a call. ``table`` prints a Markdown table: one row per workload,
+one column per tree (seconds per iteration or episode, peak GiB), and each tree's speed-up over the
+baseline tree (baseline seconds / tree seconds), with the card(s) the lines name. Only lines of one
+card are compared: a file naming two cards is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+# the reference's evaluation sizes (sentences) and the project's workload names for them
+EVAL_WORKLOADS = {1200: "W2 eval-1200", 40000: "W3 eval-40000", 400000: "W4 eval-400000"}
+TRAIN_WORKLOAD = "W1 train-babilong-100"
+PROGRAM_WORKLOAD = "train-program"
+
+
+def peer_lines(folder: Path, card: str, torch_version: str) -> list[dict]:
+    """JSON lines for the reference harness's output files in ``folder``."""
+    common = {"tree": "reference", "card": card, "torch": torch_version}
+    out = []
+    train = folder / "peer_train.json"
+    if train.exists():
+        t = json.loads(train.read_text())
+        out.append(
+            {
+                "workload": TRAIN_WORKLOAD,
+                "s_per_iter_mean": t["steady_mean_s"],
+                "s_per_iter_median": t["steady_median_s"],
+                "iters": t["iterations"] - t["warm"],
+                **common,
+            }
+        )
+        # the whole program: start-up, the evaluation at iteration 0 and every iteration
+        out.append(
+            {
+                "workload": PROGRAM_WORKLOAD,
+                "s_per_step_wall": t["total_s"] / t["iterations"],
+                "steps": t["iterations"],
+                "total_s": t["total_s"],
+                **common,
+            }
+        )
+    for path in sorted(folder.glob("peer_eval_*.json")):
+        e = json.loads(path.read_text())
+        n = int(e["num_sentences"])
+        out.append(
+            {
+                "workload": EVAL_WORKLOADS.get(n, f"eval-{n}"),
+                "num_sentences": n,
+                "s_per_episode_mean": e["mean_s"],
+                "episodes": e["episodes"],
+                "peak_gib": e["max_mem_gib"],
+                **common,
+            }
+        )
+    if not out:
+        sys.exit(f"{folder}: no peer_train.json or peer_eval_*.json (run ../shared/peer_bench/run_peer.sh first)")
+    return out
+
+
+def seconds(line: dict) -> float | None:
+    for key in ("s_per_iter_mean", "s_per_episode_mean", "s_per_step_wall", "s_per_extra_question"):
+        if line.get(key) is not None:
+            return float(line[key])
+    return None
+
+
+def read_lines(paths: list[Path]) -> list[dict]:
+    lines = []
+    for path in paths:
+        for k, text in enumerate(path.read_text().splitlines(), 1):
+            if not text.strip() or not text.lstrip().startswith("{"):
+                continue  # logs interleaved with the JSON lines
+            try:
+                lines.append(json.loads(text))
+            except json.JSONDecodeError as e:
+                sys.exit(f"{path}:{k}: not a JSON line ({e.msg})")
+    return lines
+
+
+def table(lines: list[dict], baseline: str) -> str:
+    cards = sorted({str(x.get("card")) for x in lines if x.get("card")})
+    if len(cards) > 1:
+        sys.exit(f"lines from {len(cards)} cards ({', '.join(cards)}): compare one card's lines only")
+    trees: list[str] = []
+    cell: dict[tuple[str, str], dict] = {}
+    for x in lines:
+        tree, wl = str(x.get("tree", "project")), x.get("workload")
+        if wl is None or seconds(x) is None:
+            continue
+        if tree not in trees:
+            trees.append(tree)
+        cell[(wl, tree)] = x  # a later line of the same tree and workload replaces an earlier one
+    if baseline in trees:
+        trees.remove(baseline)
+        trees.insert(0, baseline)
+    workloads = list(dict.fromkeys(wl for wl, _ in cell))
+    head = ["workload", *trees, *[f"{t} vs {baseline}" for t in trees if t != baseline]]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for wl in workloads:
+        vals = []
+        for t in trees:
+            x = cell.get((wl, t))
+            if x is None:
+                vals.append("–")
+                continue
+            mem = f", {x['peak_gib']:.1f} GiB" if x.get("peak_gib") is not None else ""
+            vals.append(f"{seconds(x):.3f} s{mem}")
+        base = cell.get((wl, baseline))
+        for t in trees:
+            if t == baseline:
+                continue
+            x = cell.get((wl, t))
+            vals.append(f"{seconds(base) / seconds(x):.1f}×" if base is not None and x is not None else "–")
+        rows.append("| " + " | ".join([wl, *vals]) + " |")
+    return f"Card: {cards[0] if cards else 'unknown'}\n\n" + "\n".join(rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("peer", help="the reference harness's files as JSON lines")
+    p.add_argument("folder", type=Path)
+    p.add_argument("--card", required=True)
+    p.add_argument("--torch", required=True)
+    t = sub.add_parser("table", help="a Markdown table of one call's JSON lines")
+    t.add_argument("files", type=Path, nargs="+")
+    t.add_argument("--baseline", default="reference", help="the tree the speed-ups divide (default: reference)")
+    args = ap.parse_args()
+    if args.cmd == "peer":
+        for line in peer_lines(args.folder, args.card, args.torch):
+            print(json.dumps(line))
+    else:
+        print(table(read_lines(args.files), args.baseline))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""scripts/bench_table.py: the reference harness's files as JSON lines, and the ratio table."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import load_script
+
+bt = load_script("bench_table")
+
+
+@pytest.fixture
+def peer_dir(tmp_path):
+    (tmp_path / "peer_train.json").write_text(
+        json.dumps({"iterations": 120, "warm": 10, "total_s": 240.0, "steady_mean_s": 1.5, "steady_median_s": 1.4})
+    )
+    (tmp_path / "peer_eval_40000.json").write_text(
+        json.dumps({"num_sentences": 40000, "episodes": 3, "mean_s": 6.0, "max_mem_gib": 22.5})
+    )
+    return tmp_path
+
+
+def test_peer_lines_carry_the_reference_figures(peer_dir):
+    lines = {x["workload"]: x for x in bt.peer_lines(peer_dir, "H200", "2.11")}
+    assert lines["W1 train-babilong-100"]["s_per_iter_mean"] == 1.5
+    assert lines["W1 train-babilong-100"]["iters"] == 110
+    assert lines["train-program"]["s_per_step_wall"] == pytest.approx(2.0)  # 240 s / 120 iterations
+    assert lines["W3 eval-40000"]["s_per_episode_mean"] == 6.0
+    assert lines["W3 eval-40000"]["peak_gib"] == 22.5
+    assert {x["tree"] for x in lines.values()} == {"reference"}
+
+
+def test_table_divides_the_baseline_by_each_tree(peer_dir, tmp_path):
+    call = tmp_path / "call.jsonl"
+    ours = [
+        {"workload": "W1 train-babilong-100", "tree": "abc1234", "card": "H200", "s_per_iter_mean": 0.3},
+        {"workload": "W3 eval-40000", "tree": "abc1234", "card": "H200", "s_per_episode_mean": 0.5, "peak_gib": 5.0},
+    ]
+    text = "\n".join(json.dumps(x) for x in [*bt.peer_lines(peer_dir, "H200", "2.11"), *ours])
+    call.write_text("a log line between the JSON lines\n" + text + "\n")
+    out = bt.table(bt.read_lines([call]), "reference")
+    rows = {r.split(" | ")[0].strip("| "): r for r in out.splitlines() if r.startswith("| W")}
+    assert "5.0×" in rows["W1 train-babilong-100"]  # 1.5 / 0.3
+    assert "12.0×" in rows["W3 eval-40000"]  # 6.0 / 0.5
+    assert "0.500 s, 5.0 GiB" in rows["W3 eval-40000"]
+    assert out.startswith("Card: H200")
+    # a workload only the reference ran: a dash for the tree and for the ratio
+    program = next(r for r in out.splitlines() if r.startswith("| train-program"))
+    assert program.endswith("| 2.000 s | – | – |")
+
+
+def test_table_refuses_two_cards(tmp_path):
+    lines = [
+        {"workload": "W2 eval-1200", "tree": "reference", "card": "H100", "s_per_episode_mean": 0.2},
+        {"workload": "W2 eval-1200", "tree": "new", "card": "H200", "s_per_episode_mean": 0.05},
+    ]
+    with pytest.raises(SystemExit, match="2 cards"):
+        bt.table(lines, "reference")
+
+
+def test_a_broken_json_line_names_file_and_line(tmp_path):
+    bad = tmp_path / "call.jsonl"
+    bad.write_text('{"workload": "W2"}\n{"workload": \n')
+    with pytest.raises(SystemExit, match="call.jsonl:2"):
+        bt.read_lines([bad])
