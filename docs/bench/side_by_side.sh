@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Speed round 3 (docs/BENCH.md) on one lent GPU, in calls of at most 10 minutes on the same warm machine:
+#   bash docs/bench/side_by_side.sh setup     # wheels, code copies, data, models; the packed-encoder self-check
+#   bash docs/bench/side_by_side.sh ref       # the reference (authors' code, unchanged) and this tree on the
+#                                             #   same card, data and random BERT-base: W1, W2, W3, whole program
+#   bash docs/bench/side_by_side.sh oldnew    # OLD_TREE and this tree on the repository's data: W1-W4, W6
+#   bash docs/bench/side_by_side.sh train     # 4 qa3 runs sharing the card (old, new), a kernel profile of
+#                                             #   one qa3 step, the 1M-passage corpus-index demonstration
+# Every JSON line lands in $OUT/<call>.jsonl and names card, tree and workload; scripts/bench_table.py turns
+# them into BENCH.md's tables. Each call re-lays the working tree, so setup copies the code to /tmp/new (this
+# tree) and /tmp/old (OLD_TREE, a `git archive` in .device/old_<commit>.tgz); later calls run those copies.
+# Carried (gitignored, built on the CPU machine: docs/BENCH.md, "Side by side"), at most 64 MiB a call:
+# setup carries .device/whl (wheels the machine lacks), .device/peer (the reference at b821cdc + the harness
+# of ../shared/peer_bench), .device/tok (MiniLM's tokenizer), .device/p1 + .device/p2 (MiniLM fp16 in two
+# halves) and .device/old_<commit>.tgz; oldnew carries .device/xwhl (the faiss-cpu wheel).
+set -uo pipefail
+SRC="$(cd "$(dirname "$0")/../.." && pwd)"
+OLD_TREE="${OLD_TREE:-ac6029a}"
+NEW_TREE="${NEW_TREE:?the commit of this tree (git rev-parse --short HEAD on the CPU machine)}"
+export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site
+OUT="${OUT:-/tmp/out}"
+mkdir -p "$OUT"
+CARD="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)"
+TORCH="$(python3 -c 'import torch; print(torch.__version__)')"
+PEER=/tmp/ref
+# BENCH.md's W1 settings as the reference's keys, and its data and random BERT-base
+REF_COMMON="algo.model.model_name=/tmp/contriever-random envs.facts_train_path=/tmp/peerdata/qa2_two-supporting-facts_train.txt envs.facts_test_path=/tmp/peerdata/qa2_two-supporting-facts_test.txt envs.train_dataset.noise_sentence_sampler.dataset._target_=peer_noise.load envs.test_dataset.noise_sentence_sampler.dataset._target_=peer_noise.load envs.noise_train_path=/tmp/peerdata envs.noise_test_path=/tmp/peerdata"
+REF_TRAIN="batch_size=64 accumulate_grads=1 max_action_length=64 max_action_length_in_memory=64 feedback.ground_truth.penalize_extra_steps=True feedback.never_terminate=True envs_parallel=1 logger.log_dir=/tmp/runs"
+# the same settings as this project's keys (scripts/bench.py's W1), for the whole training program
+W1_KEYS="envs.task=qa2_two-supporting-facts envs.num_sentences=100 envs.max_steps=6 batch_size=64 accumulate_grads=1 max_action_length=64 max_action_length_in_memory=64 envs_parallel=1 envs.positions_processor=relative feedback.ground_truth.penalize_extra_steps=true feedback.ground_truth.never_terminate=true"
+
+bench() {  # bench <tree dir> <tree label> <call> <bench.py args...>; the label is added to each JSON line
+  local dir="$1" label="$2" call="$3"; shift 3  # (OLD_TREE's bench.py predates --tree)
+  (cd "$dir" && timeout 420 python3 scripts/bench.py "$@") 2>> "$OUT/$call.log" | python3 -c '
+import json, sys
+for line in sys.stdin:
+    print(json.dumps({**json.loads(line), "tree": sys.argv[1]}) if line.startswith("{") else line, end="" if not line.startswith("{") else "\n", flush=True)
+' "$label" >> "$OUT/$call.jsonl"
+  echo "$label bench $* rc=${PIPESTATUS[0]}"
+}
+
+program() {  # program <tree dir> <label> <call> <steps>: the whole training program, wall seconds per step
+  local dir="$1" label="$2" call="$3" steps="$4" t0 t1
+  t0=$(date +%s.%N)
+  (cd "$dir" && timeout 300 python3 train_q_rag.py paths.data_root=/tmp/pdata algo.model.name=/tmp/contriever-random \
+    $W1_KEYS steps_count="$steps" eval_interval=100000 eval_episodes=2 final_eval_episodes=0 logger.progress_bar=false \
+    hydra.run.dir=/tmp/runs/program_"$label") >> "$OUT/$call.log" 2>&1
+  local rc=$?
+  t1=$(date +%s.%N)
+  python3 - "$t0" "$t1" "$steps" "$label" "$CARD" "$TORCH" "$rc" >> "$OUT/$call.jsonl" <<'PYEOF'
+import json, sys
+t0, t1, steps = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+print(json.dumps({"workload": "train-program", "tree": sys.argv[4], "card": sys.argv[5], "torch": sys.argv[6],
+                  "s_per_step_wall": (t1 - t0) / steps, "steps": steps, "total_s": t1 - t0, "rc": int(sys.argv[7])}))
+PYEOF
+  echo "$label program rc=$rc $(tail -n 1 "$OUT/$call.jsonl")"
+}
+
+case "$1" in
+  setup)
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
+      "$SRC"/.device/whl/*.whl || exit 1
+    rm -rf /tmp/new /tmp/old && mkdir -p /tmp/new /tmp/minilm
+    (cd "$SRC" && tar cf - --exclude=./.device --exclude=./runs --exclude=./.git --exclude=./docs .) | (cd /tmp/new && tar xf -)
+    tar xzf "$SRC/.device/old_$OLD_TREE.tgz" -C /tmp   # -> /tmp/old
+    cp -r "$SRC/.device/tok" /tmp/tok && cp "$SRC"/.device/p1/* /tmp/minilm/ \
+      && cat /tmp/minilm/model.safetensors.part-aa "$SRC"/.device/p2/model.safetensors.part-ab > /tmp/minilm/model.safetensors \
+      && rm /tmp/minilm/model.safetensors.part-aa && ls -la /tmp/minilm
+    rm -rf "$PEER" && cp -r "$SRC/.device/peer/Q-RAG" "$PEER" && H="$SRC/.device/peer/peer_bench" \
+      && cp "$H/noise.py" "$PEER/peer_noise.py" && cp "$H"/timed_train.py "$H"/timed_eval.py "$PEER/" \
+      && cp -r "$H/stubs" /tmp/peer_stubs
+    python3 "$SRC/.device/peer/peer_bench/make_data.py" /tmp/peerdata
+    python3 "$SRC/.device/peer/peer_bench/to_project_data.py" /tmp/peerdata /tmp/pdata
+    python3 "$SRC/.device/peer/peer_bench/make_random_bert.py" /tmp/tok /tmp/contriever-random 12 768
+    nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader; nproc
+    echo "torch $TORCH"
+    (cd /tmp/new && timeout 240 python3 scripts/check_packed_encoder.py --minilm /tmp/minilm \
+      --bert /tmp/contriever-random) > "$OUT/setup.jsonl" 2> "$OUT/setup.log"
+    echo "packed-encoder check rc=$?"; cat "$OUT/setup.jsonl"; tail -n 5 "$OUT/setup.log" ;;
+  ref)  # the reference and this tree, same card, data and model, one call
+    cd "$PEER"
+    PYTHONPATH=/tmp/site:/tmp/peer_stubs timeout 280 python3 timed_train.py "$OUT/peer_train.json" $REF_COMMON $REF_TRAIN \
+      steps_count="${PEER_STEPS:-80}" eval_interval=100000 eval_episodes=2 > "$OUT/peer_train.log" 2>&1
+    echo "reference train rc=$?"; grep -a TIMING "$OUT/peer_train.log"
+    for N in 1200 40000; do
+      PYTHONPATH=/tmp/site:/tmp/peer_stubs timeout 150 python3 timed_eval.py "$OUT/peer_eval_$N.json" "$N" 3 \
+        $REF_COMMON $REF_TRAIN > "$OUT/peer_eval_$N.log" 2>&1
+      echo "reference eval $N rc=$?"; grep -a EVALTIMING "$OUT/peer_eval_$N.log" | cut -c1-200
+    done
+    cd /tmp/new
+    python3 scripts/bench_table.py peer "$OUT" --card "$CARD" --torch "$TORCH" >> "$OUT/ref.jsonl"
+    bench /tmp/new "$NEW_TREE" ref --workloads W1,W2,W3 --encoder /tmp/contriever-random --data-root /tmp/pdata \
+      --iters 60 --warmup 10 --episodes 3
+    program /tmp/new "$NEW_TREE" ref "${PEER_STEPS:-80}"
+    python3 scripts/bench_table.py table "$OUT/ref.jsonl" ;;
+  oldnew)  # OLD_TREE and this tree on the repository's data, interleaved
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
+      "$SRC"/.device/xwhl/*.whl || exit 1   # faiss-cpu, for the corpus-index demonstration of `train`
+    for tree in old new; do
+      label=$([ $tree = old ] && echo "$OLD_TREE" || echo "$NEW_TREE")
+      bench /tmp/$tree "$label" oldnew --workloads W1,W2,W3,W4 --tokenizer /tmp/tok --data-root /tmp/new/data \
+        --iters 40 --warmup 10 --episodes 3
+    done
+    bench /tmp/new "$NEW_TREE" oldnew --workloads W6 --tokenizer /tmp/tok --data-root /tmp/new/data
+    (cd /tmp/new && python3 scripts/bench_table.py table "$OUT/oldnew.jsonl" --baseline "$OLD_TREE") ;;
+  train)  # training throughput with 4 runs sharing the card; a kernel profile; the corpus-index demo
+    QA3="experiment=offline_babilong_qa3 envs_parallel=16 algo.model.name=/tmp/minilm paths.data_root=/tmp/new/data"
+    for tree in old new; do
+      label=$([ $tree = old ] && echo "$OLD_TREE" || echo "$NEW_TREE")
+      (cd /tmp/$tree && TREE="$label" STEPS="${TRAIN_STEPS:-150}" EVAL_EPISODES=4 OUT=/tmp/runs/conc_$tree PYTHON=python3 \
+        CUDA_VISIBLE_DEVICES=0 timeout 200 bash scripts/bench_concurrency.sh 4 $QA3) >> "$OUT/train.jsonl" 2>> "$OUT/train.log"
+      echo "$label concurrency rc=$?"; tail -n 1 "$OUT/train.jsonl"
+    done
+    bench /tmp/new "$NEW_TREE" train --workloads W1 --encoder /tmp/minilm --task qa3_three-supporting-facts \
+      --data-root /tmp/new/data --iters 20 --warmup 5 --set envs_parallel=16 --torch-profile 5
+    grep -a -A 40 "torch-profile" "$OUT/train.log" | head -n 45
+    (cd /tmp/new && timeout 240 python3 scripts/corpus_index_demo.py --model /tmp/minilm --n-passages 1000000 \
+      --time-limit 220) >> "$OUT/train.jsonl" 2>> "$OUT/train.log"
+    echo "corpus index demo rc=$?"; tail -n 2 "$OUT/train.jsonl" ;;
+  *) echo "usage: $0 setup|ref|oldnew|train" >&2; exit 2 ;;
+esac
