@@ -11,6 +11,7 @@ haystack, which Q-RAG's relative position codes read (DESIGN §3): a reordered l
 from __future__ import annotations
 
 import math
+import numbers
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -22,8 +23,9 @@ from rl.run.retriever import PLANNERS, Pick, QRAGRetriever, RetrieverError, spli
 # the metadata keys every returned document carries (the span keys only when a text was bound)
 PICK_KEYS = ("step", "q_value", "position", "char_start", "char_end")
 
-# One episode at a time in a process: the Q-network holds the chunk embeddings of the episode it
-# runs, and the frameworks call retrievers from worker threads (LangChain's batch and ainvoke).
+# One episode at a time in a process: the frameworks call retrievers from worker threads
+# (LangChain's batch and ainvoke), and on a GPU the Q-network replays CUDA graphs whose static
+# buffers and memory pool all its calls share (rl/model/fast/cuda_graphs.py).
 _EPISODE = threading.Lock()
 
 # a framework's reader of its own document objects: (text, metadata), or None for anything else
@@ -51,7 +53,7 @@ class Options:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise RetrieverError(f"{name}={value!r}: expected an integer ≥ 1")
         if self.stop_threshold is not None:
-            if isinstance(self.stop_threshold, bool) or not isinstance(self.stop_threshold, (int, float)):
+            if isinstance(self.stop_threshold, bool) or not isinstance(self.stop_threshold, numbers.Real):
                 raise RetrieverError(f"stop_threshold={self.stop_threshold!r}: expected a number")
             if not math.isfinite(self.stop_threshold):
                 raise RetrieverError(f"stop_threshold={self.stop_threshold!r}: expected a finite number")
