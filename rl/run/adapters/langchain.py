@@ -1,0 +1,71 @@
+"""A trained Q-RAG run as a LangChain retriever (docs/RETRIEVER_TOOL.md, "LangChain and LlamaIndex").
+
+    retriever = QRAGLangChainRetriever("runs/<run>", open("book.txt").read(), steps=3)
+    docs = retriever.invoke("Where is Mary?")  # Documents in pick order, metadata step, q_value, ...
+
+Needs the optional extra ``langchain`` (langchain-core).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rl.run.adapters.bound import BoundRetriever, Options, bind_haystack, load_retriever
+from rl.run.retriever import QRAGRetriever
+
+try:
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+except ImportError as e:
+    raise ImportError(
+        f"the LangChain adapter needs langchain-core ({e}): pip install -e '.[langchain]' "
+        "(scripts/install.sh installs it)"
+    ) from e
+
+
+def read_document(item: Any) -> tuple[str, dict[str, Any]] | None:
+    return (item.page_content, item.metadata) if isinstance(item, Document) else None
+
+
+class QRAGLangChainRetriever(BaseRetriever):
+    """The picks of a Q-RAG run over a haystack bound at construction, as LangChain Documents.
+
+    ``run``: a run folder (its ``model_best.pt``, or ``model_last.pt`` with ``use_last``, on
+    ``device``) or a loaded QRAGRetriever. ``haystack``: a text (split into chunks by ``split``), a
+    list of chunk strings, or a list of Documents whose texts are the chunks, in this order. The stop
+    rule and planner are QRAGRetriever.retrieve's. Each returned Document holds the picked chunk, the
+    source Document's metadata and id, and ``step`` (1 = first pick), ``q_value``, ``position`` (the
+    chunk's index) and, for a text, ``char_start`` / ``char_end`` (``text[char_start:char_end]``)."""
+
+    bound: BoundRetriever
+
+    def __init__(
+        self,
+        run: str | Path | QRAGRetriever,
+        haystack: str | list[str] | list[Document],
+        *,
+        steps: int | None = None,
+        stop_threshold: float | None = None,
+        planner: str = "greedy",
+        beam_width: int = 4,
+        beam_expand: int = 3,
+        split: str = "sentences",
+        use_last: bool = False,
+        device: str = "auto",
+        **kwargs: Any,  # BaseRetriever's own: tags, metadata
+    ):
+        options = Options(steps, stop_threshold, planner, beam_width, beam_expand)
+        hay = bind_haystack(haystack, split, read_document, "LangChain Documents")
+        bound = BoundRetriever(load_retriever(run, use_last, device), hay, options)
+        super().__init__(bound=bound, **kwargs)
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        return [
+            Document(page_content=hit.pick.chunk, metadata=hit.metadata, id=getattr(hit.source, "id", None))
+            for hit in self.bound.query(query)
+        ]
+
+
+__all__ = ["QRAGLangChainRetriever"]

@@ -1,0 +1,99 @@
+"""A trained Q-RAG run as a LlamaIndex retriever (docs/RETRIEVER_TOOL.md, "LangChain and LlamaIndex").
+
+    retriever = QRAGLlamaIndexRetriever("runs/<run>", open("book.txt").read(), steps=3)
+    nodes = retriever.retrieve("Where is Mary?")  # NodeWithScore in pick order, score = Q-value
+
+Needs the optional extra ``llamaindex`` (llama-index-core).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rl.run.adapters.bound import PICK_KEYS, BoundRetriever, Hit, Options, bind_haystack, load_retriever
+from rl.run.retriever import QRAGRetriever
+
+try:
+    from llama_index.core.callbacks import CallbackManager
+    from llama_index.core.retrievers import BaseRetriever
+    from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode
+except ImportError as e:
+    raise ImportError(
+        f"the LlamaIndex adapter needs llama-index-core ({e}): pip install -e '.[llamaindex]' "
+        "(scripts/install.sh installs it)"
+    ) from e
+
+
+def read_document(item: Any) -> tuple[str, dict[str, Any]] | None:
+    node = item.node if isinstance(item, NodeWithScore) else item
+    return (node.get_content(metadata_mode=MetadataMode.NONE), node.metadata) if isinstance(node, BaseNode) else None
+
+
+def as_node(hit: Hit) -> BaseNode:
+    """The picked chunk as a node: a copy of its source node (id, relationships, templates kept), or a
+    TextNode. The pick's own keys are hidden from the LLM and embedding views of the metadata, which
+    LlamaIndex's synthesizers put into the prompt: they describe the retrieval, not the text."""
+    own = [k for k in PICK_KEYS if k in hit.metadata]
+    if hit.source is None:
+        p = hit.pick
+        return TextNode(
+            text=p.chunk,
+            metadata=hit.metadata,
+            start_char_idx=p.start,
+            end_char_idx=p.end,
+            excluded_llm_metadata_keys=own,
+            excluded_embed_metadata_keys=own,
+        )
+    src = hit.source.node if isinstance(hit.source, NodeWithScore) else hit.source
+    return src.model_copy(
+        deep=True,
+        update={
+            "metadata": hit.metadata,
+            "excluded_llm_metadata_keys": [*src.excluded_llm_metadata_keys, *own],
+            "excluded_embed_metadata_keys": [*src.excluded_embed_metadata_keys, *own],
+        },
+    )
+
+
+class QRAGLlamaIndexRetriever(BaseRetriever):
+    """The picks of a Q-RAG run over a haystack bound at construction, as LlamaIndex nodes.
+
+    ``run``: a run folder (its ``model_best.pt``, or ``model_last.pt`` with ``use_last``, on
+    ``device``) or a loaded QRAGRetriever. ``haystack``: a text (split into chunks by ``split``), a
+    list of chunk strings, or a list of nodes or Documents (or NodeWithScore) whose texts are the
+    chunks, in this order. The stop rule and planner are QRAGRetriever.retrieve's. Each result is a
+    NodeWithScore whose score is the pick's Q-value and whose node holds the chunk, the source node's
+    metadata and ``step`` (1 = first pick), ``q_value``, ``position`` (the chunk's index) and, for a
+    text, ``char_start`` / ``char_end`` (also the TextNode's ``start_char_idx`` / ``end_char_idx``).
+    The question is the query bundle's ``query_str`` (Q-RAG embeds its own state: a bundle's
+    embedding is not used)."""
+
+    def __init__(
+        self,
+        run: str | Path | QRAGRetriever,
+        haystack: str | list[str] | list[BaseNode] | list[NodeWithScore],
+        *,
+        steps: int | None = None,
+        stop_threshold: float | None = None,
+        planner: str = "greedy",
+        beam_width: int = 4,
+        beam_expand: int = 3,
+        split: str = "sentences",
+        use_last: bool = False,
+        device: str = "auto",
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ):
+        options = Options(steps, stop_threshold, planner, beam_width, beam_expand)
+        hay = bind_haystack(haystack, split, read_document, "LlamaIndex nodes or Documents")
+        self.bound = BoundRetriever(load_retriever(run, use_last, device), hay, options)
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return [
+            NodeWithScore(node=as_node(hit), score=hit.pick.q_value) for hit in self.bound.query(query_bundle.query_str)
+        ]
+
+
+__all__ = ["QRAGLlamaIndexRetriever"]
