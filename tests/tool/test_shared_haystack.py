@@ -145,10 +145,11 @@ def test_chunk_lists_that_differ_in_one_chunk_are_two_haystacks(
 def test_evaluation_samples_sharing_a_haystack_share_one_embedding(
     grouped: QRAGRetriever, haystack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Evaluation's loops (greedy in groups, beam one sample at a time) over samples whose chunk
-    lists are equal but distinct objects, as a loader builds them: embedded once; a sample over
-    another haystack in between is embedded itself, and the haystack again after it (only the
-    previous group's haystacks are kept, so memory stays bounded)."""
+    """Evaluation's loops (greedy in groups of 2, beam one sample at a time) over samples whose chunk
+    lists are equal but distinct objects, as a loader builds them: embedded once, also when the next
+    group shares a haystack with the previous group's first sample; a sample over another haystack
+    in between is embedded itself, and a haystack is embedded again after a group without it (only
+    the previous group's haystacks are kept, so memory stays bounded)."""
     chunks, questions = haystack
     qnet, cfg = grouped.qnet, grouped.cfg
     fb = build_feedback(cfg.feedback, cfg.envs, "test", str(cfg.envs.task), grouped.legacy)
@@ -156,17 +157,24 @@ def test_evaluation_samples_sharing_a_haystack_share_one_embedding(
         {"id": k, "question": q, "answer": "", "chunks": list(chunks), "sf_idx": [], "sf_known": False}
         for k, q in enumerate(questions)
     ]
+    other = dict(data[0], chunks=chunks[:-1])
+    n = len(chunks)
     settings = grouped._settings(3, None, "greedy")
-    with counted(monkeypatch) as seen:
-        records = list(greedy_episodes(qnet, data, range(len(data)), fb, settings))
-    assert seen["rows"] == len(chunks) and len(records) == len(data)
+    for order, rows in (
+        ([0, 1, 2, 3, 4], n),
+        ([0, "other", 1, 2, 3], n + n - 1),  # groups (A, B), (A, A), (A)
+        (["other", "other", 0, 1, "other"], n - 1 + n + n - 1),  # (B, B), (A, A), (B)
+    ):
+        samples = [other if k == "other" else data[k] for k in order]
+        with counted(monkeypatch) as seen:
+            records = list(greedy_episodes(qnet, samples, range(len(samples)), fb, settings))
+        assert seen["rows"] == rows and len(records) == len(samples), order
     with counted(monkeypatch) as seen:
         list(beam_episodes(qnet, data, range(len(data)), fb, settings, 2, 2))
-    assert seen["rows"] == len(chunks)
-    other = dict(data[0], chunks=chunks[:-1])
+    assert seen["rows"] == n
     with counted(monkeypatch) as seen:
         list(beam_episodes(qnet, [data[0], data[1], other, data[2]], range(4), fb, settings, 2, 2))
-    assert seen["rows"] == 3 * len(chunks) - 1
+    assert seen["rows"] == 3 * n - 1
 
 
 def test_shared_embeddings_are_one_tensor_and_go_stale_with_the_weights(grouped: QRAGRetriever, haystack) -> None:
