@@ -1,7 +1,8 @@
-"""Speed benchmark (BENCH.md workloads W1-W4) through the project's real training/eval code.
+"""Speed benchmark (BENCH.md workloads W1-W4, W6) through the project's real training/eval code.
 
     python scripts/bench.py [--workloads W1,W2,W3,W4] [--precision auto|tf32|bf16] [--encoder bert-base-random]
                             [--objective pqn|sft] [--set speed.cuda_graphs=false ...] [--ablate]
+    python scripts/bench.py --workloads W6 [--w6-sentences 400000] [--w6-questions 8]
 
 Prints one JSON line per workload: seconds (mean/median), peak GPU memory, card, torch version
 and every speed switch in force (the ``speed`` block of the config, rl/model/fast/switches.py). ``--ablate``
@@ -23,6 +24,7 @@ import time
 from pathlib import Path
 
 import torch
+from omegaconf import OmegaConf
 
 import rl.run.config  # noqa: F401  (registers ${qrag_root:})
 from envs.data.registry import build_dataset
@@ -181,6 +183,65 @@ def bench_eval(args: argparse.Namespace, model: str, wid: str, extra: list[str],
     }
 
 
+def bench_questions(args: argparse.Namespace, model: str, extra: list[str], label: str) -> dict:
+    """W6: Q questions over one text of N sentences, as ``QRAGRetriever.retrieve_batch`` runs them
+    (samples without gold holding the same chunk list, evaluation's greedy loop) in groups of one,
+    so each question is timed alone: the first one tokenises and embeds the text, the others
+    reuse that (QNetwork.share_haystacks) and cost their state steps."""
+    n, n_q = args.w6_sentences, args.w6_questions
+    if n_q < 2:
+        raise SystemExit("--w6-questions must be ≥ 2 (the first question embeds the text, the others are timed)")
+    cfg = compose_cfg(args, model, [*extra, f"envs.num_sentences={n}"])
+    seed_everything(0)
+    device = pick_device(args.device)
+    Precision.resolve(str(cfg.precision), device).apply()
+    qnet = qnet_from_cfg(cfg, device)
+    t0 = time.perf_counter()
+    chunks = list(build_dataset(cfg.envs, "test", 0)[0]["chunks"])
+    build_s = time.perf_counter() - t0
+    small = OmegaConf.merge(cfg.envs, {"num_sentences": 20})  # the questions only: real ones, cheap to build
+    asked = build_dataset(small, "test", 0)
+    questions = [asked[k % len(asked)]["question"] for k in range(n_q)]
+    settings = eval_settings(cfg)
+    settings.group_size = 1
+    fb = build_feedback(cfg.feedback, cfg.envs, "test")
+
+    def samples(text: list[str], qs: list[str]) -> list[dict]:
+        return [
+            {"id": k, "question": q, "answer": "", "chunks": text, "sf_idx": [], "sf_known": False}
+            for k, q in enumerate(qs)
+        ]
+
+    warm = samples(chunks[: min(len(chunks), 2048)], questions[:2])  # another list: graphs and kernels warmed
+    list(greedy_episodes(qnet, warm, range(len(warm)), fb, settings))
+    data = samples(chunks, questions)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    seconds, tokens = [], []
+    sync(device)
+    t0 = time.perf_counter()
+    for rec in greedy_episodes(qnet, data, range(n_q), fb, settings):  # one record per question, as it ends
+        sync(device)
+        seconds.append(time.perf_counter() - t0)
+        tokens.append(rec["text_len"])
+        t0 = time.perf_counter()
+    extra_s = seconds[1:]
+    return {
+        "workload": f"W6 questions-over-one-haystack-{n}",
+        "num_sentences": n,
+        "num_chunks": len(chunks),
+        "questions": n_q,
+        "tokens_per_episode": statistics.mean(tokens),
+        "s_first_question": seconds[0],
+        "s_per_extra_question": statistics.mean(extra_s),
+        "s_per_extra_question_max": max(extra_s),
+        "steps_per_question": int(settings.max_steps),
+        "haystack_build_s": build_s,
+        "peak_gib": peak(device),
+        **base_info(device, args, cfg, label),
+    }
+
+
 def variants(args: argparse.Namespace, model: str) -> list[tuple[str, list[str]]]:
     """(label, overrides): as configured; with --ablate also each switch that is on turned off,
     then every switch off."""
@@ -268,6 +329,8 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--episodes", type=int, default=3)
+    ap.add_argument("--w6-sentences", type=int, default=400000, help="W6: sentences of the one text (W4's size)")
+    ap.add_argument("--w6-questions", type=int, default=8, help="W6: questions asked of it (≥ 2)")
     ap.add_argument(
         "--set",
         action="append",
@@ -293,11 +356,12 @@ def main() -> None:
     try:
         for wid in [w.strip() for w in args.workloads.split(",") if w.strip()]:
             for label, extra in variants(args, model):
-                result = (
-                    bench_train(args, model, extra, label)
-                    if wid == "W1"
-                    else bench_eval(args, model, wid, extra, label)
-                )
+                if wid == "W1":
+                    result = bench_train(args, model, extra, label)
+                elif wid == "W6":
+                    result = bench_questions(args, model, extra, label)
+                else:
+                    result = bench_eval(args, model, wid, extra, label)
                 print(json.dumps(result), flush=True)
                 if args.device != "cpu" and torch.cuda.is_available():
                     torch.cuda.empty_cache()

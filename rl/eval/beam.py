@@ -4,8 +4,9 @@ Every partial trajectory is expanded by its ``beam_expand`` best available chunk
 ``beam_width`` expansions with the highest Q of their most recent action are kept; after T steps
 (or when no chunk is left) the trajectory whose last action has the highest Q is returned.
 Per step this costs one batched state-encoder pass over the beam members; chunks are embedded
-once per sample (the episode's cached online embeddings) and only re-rotated with the relative
-codes of each member's own selection.
+once per sample (the episode's cached online embeddings; once for consecutive samples over the
+same chunk list, ``QNetwork.share_haystacks``) and only re-rotated with the relative codes of each
+member's own selection.
 """
 
 from __future__ import annotations
@@ -99,9 +100,11 @@ def beam_episodes(
         )
     env = eval_env(qnet, dataset, feedback, settings, 1)
     n_special = 2 if qnet.layout.bos is not None else 1
+    _held: list[Any] = []  # kept, not read: the previous sample's haystack, alive while the next sample joins it
     for index in indices:
         t0 = time.perf_counter()
         ep = env.start(0, int(index))
+        _held = qnet.share_haystacks([ep])
         q_fn = qnet_q_function(qnet, ep, settings.positions, settings.sort_by_index)
         best = beam_search(q_fn, ep.n_chunks, settings.max_steps, width, expand)
         for a in best.selected:  # replay through the env: rewards from the test feedback

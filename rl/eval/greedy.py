@@ -3,7 +3,9 @@
 Test episodes never stop on ground truth (the feedback built for phase 'test' never terminates
 unless ``legacy.oracle_stop``); they end at ``max_steps``, when no chunk is left, or, with
 ``stop_q_threshold`` set, before a step t > 0 whose best Q is ≤ the threshold. Only the online
-action encoder embeds chunks (no target pass, DESIGN §3.4), once per sample, in bounded slices.
+action encoder embeds chunks (no target pass, DESIGN §3.4), once per sample, in bounded slices;
+samples that hold the same chunk list (one text asked many questions) share one tokenisation and
+one embedding of it (``QNetwork.share_haystacks``) within a group and from one group to the next.
 """
 
 from __future__ import annotations
@@ -59,10 +61,12 @@ def greedy_episodes(
     group = max(1, settings.group_size)
     env = eval_env(qnet, dataset, feedback, settings, group)
     n_special = 2 if qnet.layout.bos is not None else 1
+    _held: list[Any] = []  # kept, not read: the previous group's haystacks, alive while the next group joins them
     for start in range(0, len(indices), group):
         t0 = time.perf_counter()
         chunk = list(indices[start : start + group])
         episodes = [env.start(slot, int(i)) for slot, i in enumerate(chunk)]
+        _held = qnet.share_haystacks(episodes)
         _prefetch(qnet, episodes)
         q_log: list[list[float]] = [[] for _ in episodes]
         active = list(range(len(episodes)))

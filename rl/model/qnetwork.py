@@ -19,14 +19,24 @@ import torch
 from torch import nn
 
 from envs.env import Episode, PositionSettings
-from rl.model.caches import ChunkEmbeddings, QNetworkCaches
+from rl.model.caches import ChunkEmbeddings, Haystack, QNetworkCaches
 from rl.model.embedder import Embedder, load_backbone, load_tokenizer
 from rl.model.fast.encoding import EncodingPath
 from rl.model.fast.switches import SpeedSwitches
 from rl.model.precision import Precision
 from rl.model.qfunc import q_all, twin_heads
 from rl.model.rotary import HalfRotary
-from rl.model.tokens import SampleTokens, TokenLayout, action_ids, state_ids, token_layout, tokenize_sample
+from rl.model.tokens import (
+    HaystackTokens,
+    SampleTokens,
+    TokenLayout,
+    action_ids,
+    state_ids,
+    token_layout,
+    tokenize_chunks,
+    tokenize_sample,
+    with_question,
+)
 
 log = logging.getLogger(__name__)
 
@@ -124,20 +134,50 @@ class QNetwork(nn.Module):
             self.tokenizer, sample["question"], sample["chunks"], self.layout, self.query_prefix, self.passage_prefix
         )
 
+    def tokenize_chunks(self, chunks: Sequence[str]) -> HaystackTokens:
+        """Content ids of a chunk list alone (a haystack several questions share), cut once."""
+        return tokenize_chunks(self.tokenizer, chunks, self.layout, self.passage_prefix)
+
     def adopt_tokens(self, sample: dict[str, Any], tokens: SampleTokens) -> None:
         """Take ``tokens`` (from :meth:`tokenize`, e.g. stored by the evaluation haystack cache)
         for every episode over this very ``sample`` object, for as long as it lives."""
         self.caches.pretokenized.put(sample, tokens)
 
     def tokens(self, ep: Episode) -> SampleTokens:
-        """The episode's sample tokenised once (or as handed over by :meth:`adopt_tokens`)."""
+        """The episode's sample tokenised once (or as handed over by :meth:`adopt_tokens`); for an
+        episode joined to a shared haystack (:meth:`share_haystacks`) only its question is
+        tokenised, over the haystack's ids tokenised once."""
         cached = self.caches.tokens.get(ep)
         if cached is None:
             cached = self.caches.pretokenized.get(ep.sample)
-            if cached is None:
+            hay = self.caches.haystack_of.get(ep)
+            if cached is None and hay is None:
                 cached = self.tokenize(ep.sample)
+            elif cached is None:
+                if hay.tokens is None:
+                    hay.tokens = self.tokenize_chunks(hay.chunks)
+                cached = self._with_question(ep, hay.tokens)
             self.caches.tokens.put(ep, cached)
         return cached
+
+    def _with_question(self, ep: Episode, hay: HaystackTokens) -> SampleTokens:
+        return with_question(self.tokenizer, ep.sample["question"], hay, self.layout, self.query_prefix)
+
+    # -- many questions over one haystack ---------------------------------------------------
+    def share_haystacks(self, episodes: Sequence[Episode]) -> list[Haystack]:
+        """Join each episode to the :class:`Haystack` of its chunk list, shared with every other
+        live episode whose sample holds the same list object or an equal list: the chunks are then
+        tokenised and embedded once for all of them (rl/model/caches.py). Call it before the
+        episodes' first tokens or embeddings. Returns the haystacks (one per episode): a caller
+        that keeps them keeps them alive for episodes it starts later (evaluation's next group)."""
+        out = []
+        for ep in episodes:
+            hay = self.caches.haystack_of.get(ep)
+            if hay is None:
+                hay = self.caches.haystacks.find_or_add(ep.sample["chunks"])
+                self.caches.haystack_of.put(ep, hay)
+            out.append(hay)
+        return out
 
     def state_ids(
         self, ep: Episode, sort_by_index: bool, evaluation: bool = False, selected: Sequence[int] | None = None
@@ -181,43 +221,50 @@ class QNetwork(nn.Module):
         """Un-rotated embeddings u_j of every chunk of the episode's sample, kept until the
         weights change. ``which`` is 'online' (E_a) or 'target' (E_a′)."""
         self.ensure_chunk_embeddings([ep], which, train)
-        return self.caches.chunks[which].get(ep).emb
+        return self.caches.chunks[which].get(self._chunk_owner(ep)).emb
+
+    def _chunk_owner(self, ep: Episode) -> Episode | Haystack:
+        """Whose chunk embeddings the episode uses: its shared haystack's, else its own."""
+        hay = self.caches.haystack_of.get(ep)
+        return ep if hay is None else hay
 
     def ensure_chunk_embeddings(self, episodes: Sequence[Episode], which: str, train: bool) -> None:
         """Embed the chunks of every episode of ``eps`` whose cached embeddings are missing or
-        stale, in one encoder pass over all of them."""
+        stale, in one encoder pass over all of them; a haystack several of them share, once."""
         cache = self.caches.chunks[which]
         stamp = (self.weights_version, train, 0 if self.speed.chunk_cache else self.tick)
-        todo: list[Episode] = []
-        seen: set[int] = set()  # ids of episodes alive during this call
+        todo: dict[int, tuple[Episode | Haystack, Episode]] = {}  # id(owner) -> (owner, an episode of it)
         for ep in episodes:
-            hit = cache.get(ep)
-            if (hit is None or hit.stamp != stamp) and id(ep) not in seen:
-                todo.append(ep)
-                seen.add(id(ep))
+            owner = self._chunk_owner(ep)
+            hit = cache.get(owner)
+            if (hit is None or hit.stamp != stamp) and id(owner) not in todo:
+                todo[id(owner)] = (owner, ep)
         if not todo:
             return
         enc = self.action_enc if which == "online" else self.target_action
         self.set_mode(enc, train)
-        ep = todo[0]
-        if len(todo) == 1 and self.encoding.streams(ep.n_chunks) and self._untokenized(ep):
-            tokens, emb = self.encoding.tokenize_and_embed(
-                enc,
-                self.tokenizer,
-                ep.sample["question"],
-                ep.sample["chunks"],
-                self.dim,
-                self.query_prefix,
-                self.passage_prefix,
+        (owner, ep), *more = todo.values()
+        if not more and self.encoding.streams(ep.n_chunks) and self._untokenized(ep):
+            hay, emb = self.encoding.tokenize_and_embed(
+                enc, self.tokenizer, ep.sample["chunks"], self.dim, self.passage_prefix
             )
-            self.caches.tokens.put(ep, tokens)
-            cache.put(ep, ChunkEmbeddings(stamp, emb))
+            if isinstance(owner, Haystack):
+                owner.tokens = hay
+            else:
+                self.caches.tokens.put(ep, self._with_question(ep, hay))
+            cache.put(owner, ChunkEmbeddings(stamp, emb))
             return
-        for ep, emb in zip(todo, self.encoding.chunk_sets(enc, [self.tokens(ep) for ep in todo])):
-            cache.put(ep, ChunkEmbeddings(stamp, emb))
+        owners = list(todo.values())
+        for (owner, _), emb in zip(owners, self.encoding.chunk_sets(enc, [self.tokens(ep) for _, ep in owners])):
+            cache.put(owner, ChunkEmbeddings(stamp, emb))
 
     def _untokenized(self, ep: Episode) -> bool:
-        return self.caches.tokens.get(ep) is None and self.caches.pretokenized.get(ep.sample) is None
+        hay = self.caches.haystack_of.get(ep)
+        return (
+            self.caches.tokens.get(ep) is None
+            and self.caches.pretokenized.get(ep.sample) is None
+            and (hay is None or hay.tokens is None)
+        )
 
     def rotate(self, emb: torch.Tensor, codes: torch.Tensor | None) -> torch.Tensor:
         return emb.float() if codes is None else self.rope(emb, codes)

@@ -77,6 +77,18 @@ class SampleTokens:
         self.text_len = text_len
 
 
+class HaystackTokens:
+    """Content token ids (no specials) of a chunk list alone, cut once: what every question asked of
+    the same chunks shares (:func:`with_question` adds one question).
+
+    ``count`` is the chunks' token total before the cut (None when unknown)."""
+
+    __slots__ = ("chunks", "action_chunks", "count")
+
+    def __init__(self, chunks: Sequence[list[int]], action_chunks: Sequence[list[int]], count: int | None):
+        self.chunks, self.action_chunks, self.count = chunks, action_chunks, count
+
+
 def tokenize_sample(
     tokenizer: Any,
     question: str,
@@ -87,26 +99,44 @@ def tokenize_sample(
     batch: int = 50000,
 ) -> SampleTokens:
     """Tokenise a sample once: question + every chunk, content ids cut at the largest cap."""
-    parts = list(
-        stream_chunk_tokens(
-            tokenizer, chunks, layout.content_cut, passage_prefix, first=batch, largest=batch, ahead=False
-        )
+    hay = tokenize_chunks(tokenizer, chunks, layout, passage_prefix, batch)
+    return with_question(tokenizer, question, hay, layout, query_prefix)
+
+
+def tokenize_chunks(
+    tokenizer: Any, chunks: Sequence[str], layout: TokenLayout, passage_prefix: str = "", batch: int = 50000
+) -> HaystackTokens:
+    """Tokenise a chunk list once, content ids cut at the largest cap."""
+    parts = stream_chunk_tokens(
+        tokenizer, chunks, layout.content_cut, passage_prefix, first=batch, largest=batch, ahead=False
     )
-    return assemble_tokens(tokenizer, question, parts, layout, query_prefix)
+    return haystack_tokens(list(parts))
 
 
 def assemble_tokens(
     tokenizer: Any, question: str, parts: Sequence[TokenSlice], layout: TokenLayout, query_prefix: str = ""
 ) -> SampleTokens:
     """A SampleTokens from the question and the chunk slices of :func:`rl.model.fast.tokenize.stream_chunk_tokens`."""
-    q, q_count = encode_texts(tokenizer, [query_prefix + question], layout.content_cut)
+    return with_question(tokenizer, question, haystack_tokens(parts), layout, query_prefix)
+
+
+def haystack_tokens(parts: Sequence[TokenSlice]) -> HaystackTokens:
+    """A HaystackTokens from the chunk slices of :func:`rl.model.fast.tokenize.stream_chunk_tokens`."""
     chunk_ids = RaggedIds.concat([part.ids for part in parts]) if parts else RaggedIds.from_lists([])
     action = (
         RaggedIds.concat([part.action_ids for part in parts]) if parts and parts[0].action_ids is not None else None
     )
+    return HaystackTokens(chunk_ids, chunk_ids if action is None else action, sum(part.count for part in parts))
+
+
+def with_question(
+    tokenizer: Any, question: str, hay: HaystackTokens, layout: TokenLayout, query_prefix: str = ""
+) -> SampleTokens:
+    """One question's SampleTokens over shared chunk ids (the id arrays are not copied)."""
+    q, q_count = encode_texts(tokenizer, [query_prefix + question], layout.content_cut)
     n_special = 2 if layout.bos is not None else 1
-    total = q_count + sum(part.count for part in parts)
-    return SampleTokens(q[0], chunk_ids, action, total + n_special * (len(chunk_ids) + 1))
+    text_len = None if hay.count is None else q_count + hay.count + n_special * (len(hay.chunks) + 1)
+    return SampleTokens(q[0], hay.chunks, hay.action_chunks, text_len)
 
 
 def state_ids(

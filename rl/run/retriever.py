@@ -195,7 +195,7 @@ class QRAGRetriever:
         shared = isinstance(given, str) or (isinstance(given, (list, tuple)) and all(isinstance(x, str) for x in given))
         if shared:
             one = self._context(given, split)
-            return [one] * n  # the text is split once; each question's episode embeds it (docs/RETRIEVER_TOOL.md)
+            return [one] * n  # split once; the episodes share its tokens and embeddings (docs/RETRIEVER_TOOL.md)
         if not isinstance(given, (list, tuple)) or len(given) != n:
             raise RetrieverError(
                 "text_or_chunks: expected a text, a list of chunks, or one text or chunk list per question "

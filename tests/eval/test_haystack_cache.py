@@ -136,8 +136,12 @@ def test_evaluation_through_the_cache_equals_without(tiny_run: Path, tmp_path: P
     from rl.run.evaluate import run
 
     calls = []
-    tokenize = QNetwork.tokenize
+    tokenize, tokenize_chunks = QNetwork.tokenize, QNetwork.tokenize_chunks
     monkeypatch.setattr(QNetwork, "tokenize", lambda self, sample: calls.append(1) or tokenize(self, sample))
+    # evaluation tokenises a haystack alone (shared by the questions over it), then each question
+    monkeypatch.setattr(
+        QNetwork, "tokenize_chunks", lambda self, chunks: calls.append(1) or tokenize_chunks(self, chunks)
+    )
 
     from .conftest import eval_cfg
 

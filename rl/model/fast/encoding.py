@@ -21,7 +21,7 @@ from rl.model.fast.cuda_graphs import GraphedEncoder
 from rl.model.fast.ragged import FramedIds, RaggedIds
 from rl.model.fast.switches import SpeedSwitches
 from rl.model.fast.tokenize import stream_chunk_tokens
-from rl.model.tokens import SampleTokens, TokenLayout, assemble_tokens
+from rl.model.tokens import HaystackTokens, SampleTokens, TokenLayout, haystack_tokens
 
 # Haystacks this large are tokenised on a CPU thread while the GPU embeds what is ready, in
 # slices doubling from STREAM_FIRST_SLICE chunks. Smaller values are slower (more, smaller eager
@@ -110,16 +110,9 @@ class EncodingPath:
         return self.streaming and n_chunks >= STREAM_MIN_CHUNKS
 
     def tokenize_and_embed(
-        self,
-        encoder: nn.Module,
-        tokenizer: Any,
-        question: str,
-        chunks: Sequence[str],
-        dim: int,
-        query_prefix: str,
-        passage_prefix: str,
-    ) -> tuple[SampleTokens, torch.Tensor]:
-        """A large haystack's tokens (the same ids as :func:`rl.model.tokens.tokenize_sample`) and
+        self, encoder: nn.Module, tokenizer: Any, chunks: Sequence[str], dim: int, passage_prefix: str
+    ) -> tuple[HaystackTokens, torch.Tensor]:
+        """A large haystack's tokens (the same ids as :func:`rl.model.tokens.tokenize_chunks`) and
         its chunk embeddings, tokenised slice by slice on a CPU thread while the GPU embeds."""
         emb = torch.empty((len(chunks), dim), device=self.device)
         parts = []
@@ -130,4 +123,4 @@ class EncodingPath:
             framed = FramedIds(act, self.layout.bos, self.layout.sep, self.layout.action_content)
             self(encoder, framed, out=emb[part.start : part.start + len(part.ids)], chunks=True)
             parts.append(part)
-        return assemble_tokens(tokenizer, question, parts, self.layout, query_prefix), emb
+        return haystack_tokens(parts), emb
