@@ -116,7 +116,7 @@ def test_slices_and_filler_do_not_change_results(tiny_xlmr, monkeypatch):
     monkeypatch.setattr(packed_module, "SLICE_TOKENS", 256)
     monkeypatch.setattr(packed_module, "MIN_BUCKET", 64)
     bucketed = PackedEncoder(enc, 1, attention="grouped", buckets=True)
-    assert bucketed.buckets == (64, 128, 256)
+    assert bucketed.buckets == (64, 256)
     plan = plan_packed_slices(as_seq_set(seqs).lens, 256, bucketed.buckets)
     assert len(plan) > 3 and any(s.width > sum(len(x) for x in seqs[s.lo : s.hi]) for s in plan)  # filler used
     torch.testing.assert_close(bucketed(seqs), whole, rtol=1e-5, atol=1e-6)
@@ -174,30 +174,30 @@ def test_compiled_functions_are_traced_once_per_bucket(tiny_bert, monkeypatch):
     from torch._dynamo.testing import CompileCounter
 
     torch._dynamo.reset()
-    monkeypatch.setattr(packed_module, "SLICE_TOKENS", 512)
+    monkeypatch.setattr(packed_module, "SLICE_TOKENS", 1024)
     monkeypatch.setattr(packed_module, "MIN_BUCKET", 256)
     enc = Embedder(tiny_bert).eval()
     counter = CompileCounter()
     p = PackedEncoder(enc, 0, compile_backend=counter, attention="grouped")
     eager = PackedEncoder(enc, 0, attention="grouped")
-    a, b, c = _ids(12, 40, 200, seed=9), _ids(9, 40, 200, seed=10), _ids(60, 64, 200, seed=11)
-    widths = [{s.width for s in plan_packed_slices(as_seq_set(x).lens, 512, p.buckets)} for x in (a, b, c)]
-    assert widths == [{256}, {256}, {256, 512}]
+    a, b, c = _ids(12, 40, 200, seed=9), _ids(9, 40, 200, seed=10), _ids(150, 64, 200, seed=11)
+    widths = [{s.width for s in plan_packed_slices(as_seq_set(x).lens, 1024, p.buckets)} for x in (a, b, c)]
+    assert widths == [{256}, {256}, {256, 1024}]
     torch.testing.assert_close(p(a), eager(a), rtol=1e-5, atol=1e-6)
     traced = counter.frame_count
     assert traced == 2  # embed_tokens and layer_tail, at the 256-token bucket
     p(b)  # other lengths, same bucket
     assert counter.frame_count == traced
-    torch.testing.assert_close(p(c), eager(c), rtol=1e-5, atol=1e-6)  # a new shape: 512
+    torch.testing.assert_close(p(c), eager(c), rtol=1e-5, atol=1e-6)  # a new shape: 1024
     assert counter.frame_count == traced + 2
     torch._dynamo.reset()
 
 
 def test_plan_packed_slices_covers_everything_within_bounds():
     rng = np.random.default_rng(12)
-    buckets = (64, 128, 256, 512)
+    buckets = (32, 128, 512)  # 4x apart, as the real ones
     for _ in range(200):
-        lens = rng.integers(1, 60, int(rng.integers(1, 80)))
+        lens = rng.integers(1, 33, int(rng.integers(1, 80)))  # none over the smallest bucket (512 vs 2 K)
         for b in (None, buckets):
             plan = plan_packed_slices(lens, 512, b)
             assert plan[0].lo == 0 and plan[-1].hi == len(lens)
@@ -209,7 +209,7 @@ def test_plan_packed_slices_covers_everything_within_bounds():
             else:
                 assert all(s.width in b and s.width >= t for s, t in zip(plan, tokens))
                 # padding: < one sequence per slice + the smallest bucket
-                assert sum(s.width for s in plan) - sum(tokens) < 60 * len(plan) + buckets[0]
+                assert sum(s.width for s in plan) - sum(tokens) < 32 * len(plan) + buckets[0]
 
 
 def test_packed_ids_equal_the_padded_rows():
@@ -248,3 +248,40 @@ def test_unsupported_models_keep_the_padded_path(tiny_bert, tiny_xlmr, caplog):
     assert not path.packed[bert].serves()  # dropout would be drawn: the padded path runs
     bert.eval()
     assert path.packed[bert].serves()
+
+
+def test_agent_chunk_sets_and_streamed_haystack_use_the_packed_path(monkeypatch):
+    """Through the Q-network: chunk sets of several samples (passage prefix, an empty chunk, a
+    chunk cut at max_action_length) and a haystack tokenised on the worker thread while it is
+    embedded give the padded path's embeddings when the packed encoder serves them."""
+    from envs.env import Episode
+    from rl.model.fast import encoding
+    from rl.model.fast.switches import SpeedSwitches
+    from rl.model.precision import Precision
+    from rl.model.qnetwork import QNetwork
+
+    model = {"name": "offline:minilm", "predictor": {"num_layers": 2}, "passage_prefix": "passage: "}
+    layout = {"max_action_length": 24, "max_action_length_in_memory": 8}
+    qnet = QNetwork(OmegaConf.create(model), layout, CPU, Precision.resolve("fp32", CPU), 64, SpeedSwitches())
+    rng = np.random.default_rng(14)
+    words = ["Mary", "went", "to", "the", "kitchen", "garden", "John", "moved", "office", "back"]
+    chunks = [" ".join(rng.choice(words, int(k))) + "." for k in rng.integers(1, 12, 30)]
+    chunks[3], chunks[7] = "", " ".join(words * 5)  # [CLS] prefix [SEP]; a chunk over the cap
+    samples = [{"question": "Where is Mary?", "chunks": chunks[i:]} for i in (0, 11)]
+    eps = [Episode(0, s, torch.ones(len(s["chunks"]), dtype=torch.bool)) for s in samples]
+    enc = qnet.action_enc
+    qnet.set_mode(enc, False)
+    want = qnet.encoding.chunk_sets(enc, [qnet.tokens(ep) for ep in eps])
+    qnet.encoding.use_packed([qnet.state_enc, enc], None, attention="grouped")
+    calls = []
+    real_call = PackedEncoder.__call__
+    monkeypatch.setattr(PackedEncoder, "__call__", lambda self, *a, **k: calls.append(1) or real_call(self, *a, **k))
+    got = qnet.encoding.chunk_sets(enc, [qnet.tokens(ep) for ep in eps])
+    assert calls, "the packed encoder did not serve the chunk sets"
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+    monkeypatch.setattr(encoding, "STREAM_FIRST_SLICE", 4)
+    _, streamed = qnet.encoding.tokenize_and_embed(
+        enc, qnet.tokenizer, "Where is Mary?", chunks, qnet.dim, "", "passage: "
+    )
+    torch.testing.assert_close(streamed, want[0], rtol=1e-5, atol=1e-6)

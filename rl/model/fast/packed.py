@@ -13,7 +13,7 @@ rounding (tests/rl/test_packed.py). Weights are read from the module at every ca
 EMA and ``load_state_dict`` updates are seen; nothing is copied between calls).
 
 Memory stays flat: a call is cut into slices of at most ``SLICE_TOKENS`` tokens, only the pooled
-embeddings are kept. Compiled, each slice is padded up to a power-of-two token count with filler
+embeddings are kept. Compiled, each slice is padded up to one of four token counts with filler
 sequences (their rows are never pooled), so a handful of static shapes serve every call and the
 compiled functions are never traced again per call.
 
@@ -40,7 +40,9 @@ from rl.model.fast.varlen import BACKENDS, Packing, pick_attention
 log = logging.getLogger(__name__)
 
 SLICE_TOKENS = 1 << 17  # tokens per slice: activations ~2-3 GB at BERT-base in bf16
-MIN_BUCKET = 1 << 11  # compiled shapes: MIN_BUCKET * 2^k up to SLICE_TOKENS (7 shapes)
+# compiled shapes: MIN_BUCKET * 4^k up to SLICE_TOKENS (2 K, 8 K, 32 K, 128 K): few shapes, so
+# little compile time; a call's padding stays under MIN_BUCKET + one sequence per slice
+MIN_BUCKET = 1 << 11
 FILLER_LEN = 64  # filler sequences are this long, so their attention costs next to nothing
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 _POSITIONS = {"bert": "absolute", "roberta": "after_pad", "xlm-roberta": "after_pad"}
@@ -81,7 +83,8 @@ def plan_packed_slices(lens: np.ndarray, cap: int, buckets: tuple[int, ...] | No
     """Cut sequences (in input order) into slices of at most ``cap`` tokens. With ``buckets``
     (ascending token counts) each slice is filled up to the largest bucket that the remaining
     tokens reach and run at the smallest bucket holding it, so the padding is at most the last
-    slice's shortfall below ``buckets[0]`` plus less than one sequence per slice."""
+    slice's shortfall below ``buckets[0]`` plus less than one sequence per slice (sequences are
+    at most 512 tokens, ``buckets[0]`` 2 K; a longer one runs alone at the bucket holding it)."""
     csum = np.concatenate(([0], np.cumsum(lens)))
     n, out, lo = len(lens), [], 0
     while lo < n:
@@ -152,6 +155,12 @@ def _compiled(backend: Any) -> tuple[Any, Any]:
     return _COMPILED[backend]
 
 
+def _graph_limit(n: int) -> Any:
+    """Dynamo's graphs-per-function limit raised to ``n`` (named cache_size_limit before torch 2.7)."""
+    cfg = torch._dynamo.config
+    return cfg.patch(**{"recompile_limit" if hasattr(cfg, "recompile_limit") else "cache_size_limit": n})
+
+
 class PackedEncoder:
     """Runs an Embedder (BERT / XLM-R backbone + pooling) over packed sequences; see the module doc."""
 
@@ -182,7 +191,7 @@ class PackedEncoder:
         self.compile_backend = compile_backend
         self.attention = attention
         self.buckets = (
-            tuple(MIN_BUCKET << k for k in range(int(np.log2(SLICE_TOKENS // MIN_BUCKET)) + 1))
+            tuple(b for b in (MIN_BUCKET * 4**k for k in range(16)) if b <= SLICE_TOKENS)
             if (compile_backend is not None if buckets is None else buckets)
             else None
         )
@@ -286,7 +295,10 @@ class PackedEncoder:
         """The backbone's last hidden state [tokens, hidden] fp32 (filler rows included)."""
         if self.compile_backend is not None:
             try:
-                return self._layers(ids, pos, packing, weights, attend, dt, _compiled(self.compile_backend))
+                # one graph per (bucket, model shape, dtype): a few models or dtypes in one process
+                # (the GPU check runs two) would pass dynamo's default of 8 per function and run eagerly
+                with _graph_limit(64):
+                    return self._layers(ids, pos, packing, weights, attend, dt, _compiled(self.compile_backend))
             except Exception as e:  # noqa: BLE001 — a compiler failure: run eagerly from now on
                 log.warning("packed encoder: torch.compile failed (%s: %s); running it eagerly", type(e).__name__, e)
                 self.compile_backend = None
