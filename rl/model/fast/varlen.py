@@ -98,7 +98,7 @@ def pick_attention(device: torch.device, dtype: torch.dtype) -> str:
             if why is None:
                 name = cand
                 break
-            log.warning("packed encoder: attention backend %s unusable on %s (%s)", cand, device, why)
+            log.info("packed encoder: attention backend %s unusable on %s (%s)", cand, device, why)
     log.info("packed encoder: attention over packed sequences on %s (%s) with %s", device, dtype, name)
     _PICKED[key] = name
     return name
