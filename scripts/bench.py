@@ -4,8 +4,10 @@
                             [--objective pqn|sft] [--set speed.cuda_graphs=false ...] [--ablate]
     python scripts/bench.py --workloads W6 [--w6-sentences 400000] [--w6-questions 8]
 
-Prints one JSON line per workload: seconds (mean/median), peak GPU memory, card, torch version
-and every speed switch in force (the ``speed`` block of the config, rl/model/fast/switches.py). ``--ablate``
+Prints one JSON line per workload: seconds (mean/median), peak GPU memory, card, torch version,
+every speed switch in force (the ``speed`` block of the config, rl/model/fast/switches.py) and what
+served the gradient-free encoder calls (``packed_encoder``: its attention kernel and whether it was
+compiled, or ``packed_off``: why the padded path did). ``--ablate``
 runs each workload with all switches as configured, then with each switch that is on turned off
 alone, then with all of them off (the reference's schedule). ``--encoder bert-base-random`` builds a randomly initialised
 BERT-base (contriever's shape) with the MiniLM package's uncased WordPiece tokenizer, so no
@@ -139,6 +141,7 @@ def bench_train(args: argparse.Namespace, model: str, extra: list[str], label: s
         "iters": len(times),
         "peak_gib": peak(device),
         **base_info(device, args, cfg, label),
+        **qnet.encoding.describe(),
     }
 
 
@@ -180,6 +183,7 @@ def bench_eval(args: argparse.Namespace, model: str, wid: str, extra: list[str],
         "haystack_build_s": statistics.mean(build[1:]),
         "peak_gib": peak(device),
         **base_info(device, args, cfg, label),
+        **qnet.encoding.describe(),
     }
 
 

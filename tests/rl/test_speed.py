@@ -206,6 +206,8 @@ def test_speed_switches_from_run_cfg():
         "overlap_tokenization": True,
         "cuda_graphs": True,
         "compile": False,
+        "packed_encoder": True,
+        "packed_compile": True,
     }
     assert SpeedSwitches.from_run_cfg(None) == default
     assert SpeedSwitches.from_run_cfg(OmegaConf.create({})) == default

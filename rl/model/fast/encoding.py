@@ -1,14 +1,16 @@
 """The Q-network's encoding path, chosen once when the Q-network is built (:class:`EncodingPath`).
 
 The Q-network asks for embeddings of id sequences; this decides how the encoder runs: CUDA-graph
-replays or ``torch.compile`` for gradient-free calls, length-bucketed or reference-padded
-batches, pinned host-to-device copies, several samples' chunks in one pass, and large
-haystacks tokenised on a CPU thread while the GPU embeds. None of it changes the embeddings
-(tests/rl/test_speed.py).
+replays or ``torch.compile`` for gradient-free calls, the packed variable-length encoder for
+the gradient-free calls the graphs do not take (chunk sets, haystacks), length-bucketed or
+reference-padded batches, pinned host-to-device copies, several samples' chunks in one pass, and
+large haystacks tokenised on a CPU thread while the GPU embeds. None of it changes the embeddings
+beyond rounding (tests/rl/test_speed.py, tests/rl/test_packed.py).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +20,7 @@ from torch import nn
 
 from rl.model.fast.batching import embed_sequences
 from rl.model.fast.cuda_graphs import GraphedEncoder
+from rl.model.fast.packed import PackedEncoder, unsupported_reason
 from rl.model.fast.ragged import FramedIds, RaggedIds
 from rl.model.fast.switches import SpeedSwitches
 from rl.model.fast.tokenize import stream_chunk_tokens
@@ -28,6 +31,8 @@ from rl.model.tokens import HaystackTokens, SampleTokens, TokenLayout, haystack_
 # encoder calls; docs/BENCH.md, W2).
 STREAM_MIN_CHUNKS = 8192
 STREAM_FIRST_SLICE = 2048
+
+log = logging.getLogger(__name__)
 
 
 class EncodingPath:
@@ -62,6 +67,31 @@ class EncodingPath:
         elif switches.cuda_graphs and device.type == "cuda":
             pool = torch.cuda.graph_pool_handle()
             self.graphs = {enc: GraphedEncoder(enc, layout.pad, left_pad, amp, pool) for enc in encoders}
+        self.packed: dict[nn.Module, PackedEncoder] = {}
+        self.packed_off = "speed.packed_encoder=false" if not switches.packed_encoder else "not on a GPU"
+        if switches.packed_encoder and device.type == "cuda":
+            self.use_packed(encoders, "inductor" if switches.packed_compile else None)
+
+    def use_packed(self, encoders: Sequence[nn.Module], compile_backend: Any, **kw: Any) -> None:
+        """Serve the gradient-free calls that the CUDA graphs do not take with the packed encoder
+        (rl/model/fast/packed.py), where it supports the model; else say once why not. ``kw``:
+        :class:`PackedEncoder`'s options (tests force its CPU backends)."""
+        why = unsupported_reason(encoders[0], self.left_pad)
+        if why is not None:
+            self.packed_off = why
+            log.info("packed encoder off: %s; gradient-free calls keep the padded path", why)
+            return
+        self.packed = {
+            enc: PackedEncoder(enc, self.layout.pad, self.left_pad, compile_backend, **kw) for enc in encoders
+        }
+        self.packed_off = None
+
+    def describe(self) -> dict[str, Any]:
+        """What serves the gradient-free calls (for the benchmark's JSON lines)."""
+        if not self.packed:
+            return {"packed_encoder": None, "packed_off": self.packed_off}
+        first = next(iter(self.packed.values()))
+        return {"packed_encoder": first.describe(self.device, self.amp or torch.float32)}
 
     def __call__(
         self,
@@ -81,6 +111,9 @@ class EncodingPath:
             e = graphed(seqs) if graphed is not None else None
             if e is not None:
                 return e if out is None else out.copy_(e)
+            packed = self.packed.get(encoder)
+            if packed is not None and packed.serves():
+                return packed(seqs, out, self.amp)
         fn = encoder if grad else self.compiled.get(encoder, encoder)
         with torch.set_grad_enabled(grad):
             return embed_sequences(

@@ -95,6 +95,14 @@ class IdLists:
         )  # row-major fill keeps each sequence's order
         return ids, mask
 
+    def packed(self, lo: int, hi: int) -> np.ndarray:
+        """Sequences ``[lo, hi)`` laid end to end, no padding (the packed encoder's input)."""
+        return np.fromiter(
+            itertools.chain.from_iterable(self.seqs[i] for i in range(lo, hi)),
+            dtype=np.int64,
+            count=int(self.lens[lo:hi].sum()),
+        )
+
 
 class FramedIds:
     """Chunks framed as ``[bos] content[:cap] [sep]`` on the fly from a RaggedIds."""
@@ -122,6 +130,20 @@ class FramedIds:
             ids[rows, first[:, 0]] = self.bos
         ids[rows, (off + body[:, None])[:, 0]] = self.sep
         return ids, mask
+
+    def packed(self, lo: int, hi: int) -> np.ndarray:
+        """Framed chunks ``[lo, hi)`` laid end to end, no padding (the packed encoder's input)."""
+        lens, body = self.lens[lo:hi], self.body[lo:hi]
+        first = np.concatenate(([0], np.cumsum(lens[:-1])))  # each chunk's first position
+        at = np.arange(int(lens.sum())) - np.repeat(first, lens)  # position inside its chunk
+        row = np.repeat(np.arange(hi - lo), lens)
+        k = at - (1 if self.bos is not None else 0)  # index into the content
+        inside = (k >= 0) & (k < body[row])
+        ids = np.full(len(at), self.sep, dtype=np.int64)  # whatever is neither [bos] nor content
+        ids[inside] = self.content.flat[self.content.starts[lo:hi][row[inside]] + k[inside]]
+        if self.bos is not None:
+            ids[first] = self.bos
+        return ids
 
 
 def _mask(lens: np.ndarray, width: int, left: bool) -> np.ndarray:

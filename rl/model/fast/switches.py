@@ -3,8 +3,9 @@
 Every switch changes how the work is scheduled, never what is computed (tests/rl/test_speed.py
 runs a learner and an evaluation with all of them on and all off). Only switches that trade
 something are kept: memory (``chunk_cache``), a CPU thread (``overlap_tokenization``), start-up
-time (``cuda_graphs``, ``compile``) or the reference's padding for comparisons
-(``length_bucketing``). ``precision`` stays a top-level key because it changes the arithmetic.
+time (``cuda_graphs``, ``compile``, ``packed_compile``), the reference's padding for comparisons
+(``length_bucketing``) or the Hugging Face module's own forward (``packed_encoder``, which reorders
+the arithmetic within rounding: tests/rl/test_packed.py). ``precision`` stays a top-level key because it changes the arithmetic.
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ class SpeedSwitches(Schema):
     )
     cuda_graphs: bool = param(True, "replay small gradient-free encoder calls from CUDA graphs (GPU only)")
     compile: bool = param(False, "torch.compile(dynamic=True) of the gradient-free passes (replaces cuda_graphs)")
+    packed_encoder: bool = param(
+        True, "gradient-free calls the CUDA graphs do not take: BERT/XLM-R over packed sequences, no padding (GPU only)"
+    )
+    packed_compile: bool = param(
+        True, "torch.compile the packed encoder's per-layer elementwise work at bucketed static shapes (GPU only)"
+    )
 
     @classmethod
     def from_run_cfg(cls, cfg: Any) -> SpeedSwitches:
