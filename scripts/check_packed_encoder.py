@@ -1,6 +1,6 @@
 """GPU self-check of the packed encoder (rl/model/fast/packed.py, ``speed.packed_encoder``).
 
-    python scripts/check_packed_encoder.py [--device cuda] [--no-compile] [--tokens 1000000]
+    python scripts/check_packed_encoder.py [--device cuda] [--no-compile] [--tokens 1000000] [--minilm FOLDER]
 
 Run it first on a GPU machine (well under 2 minutes on an H100, compilation included). Prints JSON
 lines:
@@ -55,10 +55,10 @@ def chunks(n: int, seed: int, mean_len: float = 30.0, longest: int = 510) -> Fra
     return FramedIds(RaggedIds.tiling(flat, lens), CLS, SEP, longest)
 
 
-def encoders(device: torch.device) -> list[tuple[str, Embedder]]:
+def encoders(device: torch.device, minilm_name: str) -> list[tuple[str, Embedder]]:
     from transformers import BertConfig, BertModel
 
-    minilm = load_backbone(OmegaConf.create({"name": "offline:minilm"}))
+    minilm = load_backbone(OmegaConf.create({"name": minilm_name}))
     torch.manual_seed(0)
     base = BertModel(BertConfig(), add_pooling_layer=False)
     return [
@@ -154,6 +154,7 @@ def main() -> int:
     ap.add_argument("--no-compile", action="store_true", help="the packed path eager only")
     ap.add_argument("--sizes", default="300,3000", help="sequence counts of the equality checks")
     ap.add_argument("--tokens", type=int, default=1_000_000, help="haystack tokens of the timing")
+    ap.add_argument("--minilm", default="offline:minilm", help="the MiniLM: offline:minilm or a local folder")
     args = ap.parse_args()
     device = torch.device(args.device)
     if device.type != "cuda" or not torch.cuda.is_available():
@@ -162,7 +163,7 @@ def main() -> int:
     torch.backends.cuda.enable_cudnn_sdp(False)  # as EncodingPath: no per-shape cuDNN plans
     backend = None if args.no_compile else "inductor"
     has_varlen = importlib.util.find_spec("torch.nn.attention.varlen") is not None
-    models = encoders(device)
+    models = encoders(device, args.minilm)
     t0 = time.perf_counter()
     packers = {name: PackedEncoder(enc, PAD, compile_backend=backend) for name, enc in models}
     emit(

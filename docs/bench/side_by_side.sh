@@ -10,9 +10,10 @@
 # them into BENCH.md's tables. Each call re-lays the working tree, so setup copies the code to /tmp/new (this
 # tree) and /tmp/old (OLD_TREE, a `git archive` in .device/old_<commit>.tgz); later calls run those copies.
 # Carried (gitignored, built on the CPU machine: docs/BENCH.md, "Side by side"), at most 64 MiB a call:
-# setup carries .device/whl (wheels the machine lacks), .device/peer (the reference at b821cdc + the harness
-# of ../shared/peer_bench), .device/tok (MiniLM's tokenizer), .device/p1 + .device/p2 (MiniLM fp16 in two
-# halves) and .device/old_<commit>.tgz; oldnew carries .device/xwhl (the faiss-cpu wheel).
+# setup carries .device/whl (wheels the machine lacks), .device/peer (the reference at b821cdc: `fetch`
+# github:griver/Q-RAG, then `git archive b821cdc`), .device/tok (MiniLM's tokenizer), .device/p1 + .device/p2
+# (MiniLM fp16 in two halves) and .device/old_<commit>.tgz; oldnew carries .device/xwhl (faiss-cpu). The
+# timing harness itself is docs/bench/peer_harness.
 set -uo pipefail
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 OLD_TREE="${OLD_TREE:-ac6029a}"
@@ -66,16 +67,15 @@ case "$1" in
     cp -r "$SRC/.device/tok" /tmp/tok && cp "$SRC"/.device/p1/* /tmp/minilm/ \
       && cat /tmp/minilm/model.safetensors.part-aa "$SRC"/.device/p2/model.safetensors.part-ab > /tmp/minilm/model.safetensors \
       && rm /tmp/minilm/model.safetensors.part-aa && ls -la /tmp/minilm
-    rm -rf "$PEER" && cp -r "$SRC/.device/peer/Q-RAG" "$PEER" && H="$SRC/.device/peer/peer_bench" \
+    rm -rf "$PEER" && cp -r "$SRC/.device/peer/Q-RAG" "$PEER" && H="$SRC/docs/bench/peer_harness" \
       && cp "$H/noise.py" "$PEER/peer_noise.py" && cp "$H"/timed_train.py "$H"/timed_eval.py "$PEER/" \
       && cp -r "$H/stubs" /tmp/peer_stubs
-    python3 "$SRC/.device/peer/peer_bench/make_data.py" /tmp/peerdata
-    python3 "$SRC/.device/peer/peer_bench/to_project_data.py" /tmp/peerdata /tmp/pdata
-    python3 "$SRC/.device/peer/peer_bench/make_random_bert.py" /tmp/tok /tmp/contriever-random 12 768
+    python3 "$SRC/docs/bench/peer_harness/make_data.py" /tmp/peerdata
+    python3 "$SRC/docs/bench/peer_harness/to_project_data.py" /tmp/peerdata /tmp/pdata
+    python3 "$SRC/docs/bench/peer_harness/make_random_bert.py" /tmp/tok /tmp/contriever-random 12 768
     nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader; nproc
     echo "torch $TORCH"
-    (cd /tmp/new && timeout 240 python3 scripts/check_packed_encoder.py --minilm /tmp/minilm \
-      --bert /tmp/contriever-random) > "$OUT/setup.jsonl" 2> "$OUT/setup.log"
+    (cd /tmp/new && timeout 240 python3 scripts/check_packed_encoder.py --minilm /tmp/minilm) > "$OUT/setup.jsonl" 2> "$OUT/setup.log"
     echo "packed-encoder check rc=$?"; cat "$OUT/setup.jsonl"; tail -n 5 "$OUT/setup.log" ;;
   ref)  # the reference and this tree, same card, data and model, one call
     cd "$PEER"

@@ -281,7 +281,5 @@ def test_agent_chunk_sets_and_streamed_haystack_use_the_packed_path(monkeypatch)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
     monkeypatch.setattr(encoding, "STREAM_FIRST_SLICE", 4)
-    _, streamed = qnet.encoding.tokenize_and_embed(
-        enc, qnet.tokenizer, "Where is Mary?", chunks, qnet.dim, "", "passage: "
-    )
+    _, streamed = qnet.encoding.tokenize_and_embed(enc, qnet.tokenizer, chunks, qnet.dim, "passage: ")
     torch.testing.assert_close(streamed, want[0], rtol=1e-5, atol=1e-6)
