@@ -48,7 +48,14 @@ class Chunk:
     title: str | None = None
 
     def meta(self) -> dict[str, Any]:
-        return {"source": self.source, "line": self.line, "start": self.start, "end": self.end, "id": self.id, "title": self.title}
+        return {
+            "source": self.source,
+            "line": self.line,
+            "start": self.start,
+            "end": self.end,
+            "id": self.id,
+            "title": self.title,
+        }
 
 
 def is_jsonl(path: Path) -> bool:
@@ -94,9 +101,7 @@ def fingerprint(files: Sequence[Path]) -> list[dict[str, Any]]:
     return out
 
 
-def iter_chunks(
-    files: Sequence[Path], split: str, title_sep: str | None, text_key: str = "text"
-) -> Iterator[Chunk]:
+def iter_chunks(files: Sequence[Path], split: str, title_sep: str | None, text_key: str = "text") -> Iterator[Chunk]:
     """Every chunk of the corpus, in file order. ``title_sep`` None: a record with a title is an
     error (the caller could not tell how the run joined titles)."""
     if split not in SPLITS:

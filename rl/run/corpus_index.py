@@ -297,7 +297,9 @@ class CorpusIndex:
         q_ids, q_count = self._question_tokens(question)
 
         def q_fn(selections: Sequence[Sequence[int]]) -> torch.Tensor:
-            s_emb = qnet.embed(qnet.state_enc, [self._state(q_ids, sel, settings.sort_by_index) for sel in selections], train=False)
+            s_emb = qnet.embed(
+                qnet.state_enc, [self._state(q_ids, sel, settings.sort_by_index) for sel in selections], train=False
+            )
             rows = torch.full((len(selections), n), float("-inf"))
             for i, (ids, q) in enumerate(self.search.top(s_emb, selections, expand)):
                 rows[i, torch.from_numpy(ids)] = q
@@ -310,7 +312,9 @@ class CorpusIndex:
         picks = []
         for t, (j, q) in enumerate(zip(picked, q_values)):
             c = self.store.chunk(j)
-            picks.append(CorpusPick(t + 1, j, c["text"], q, c["start"], c["end"], c["source"], c["line"], c["id"], c["title"]))
+            picks.append(
+                CorpusPick(t + 1, j, c["text"], q, c["start"], c["end"], c["source"], c["line"], c["id"], c["title"])
+            )
         n_special = 2 if self.qnet.layout.bos is not None else 1
         # evaluation's text_len: question + every chunk, each with its special tokens
         return Retrieval(question, picks, self.store.n_chunks, q_count + n_special + int(self.store.manifest["tokens"]))
@@ -326,4 +330,3 @@ def recall_of(approx: Sequence[Retrieval], exact: Sequence[Retrieval]) -> dict[s
         shares.append(len(set(ea) & set(ee)) / max(1, len(ee)))
         same += ea == ee
     return {"recall_of_exact_picks": float(np.mean(shares)), "identical_pick_lists": same / max(1, len(exact))}
-

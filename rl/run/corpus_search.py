@@ -91,7 +91,11 @@ class ExactSearch:
 
     def describe(self) -> str:
         how = "on the GPU" if self.qnet.device.type == "cuda" else "over the memory-mapped shards"
-        why = f" ({self.pos.processor} positions: every step re-codes every chunk)" if self.pos.processor != "none" else ""
+        why = (
+            f" ({self.pos.processor} positions: every step re-codes every chunk)"
+            if self.pos.processor != "none"
+            else ""
+        )
         return f"exact Q over all {self.store.n_chunks} chunks, streamed shard by shard {how}{why}"
 
     def _shard(self, k: int) -> torch.Tensor:
@@ -146,7 +150,11 @@ class FaissSearch:
 
     def describe(self) -> str:
         s = self.settings
-        params = {"flat": "exact inner product", "ivf": f"nprobe {s.ivf_nprobe}", "hnsw": f"efSearch {s.hnsw_ef_search}"}
+        params = {
+            "flat": "exact inner product",
+            "ivf": f"nprobe {s.ivf_nprobe}",
+            "hnsw": f"efSearch {s.hnsw_ef_search}",
+        }
         where = "GPU" if "Gpu" in type(self.index).__name__ else "CPU"
         return (
             f"FAISS {self.kind} ({params[self.kind]}, {where}) over {self.store.n_chunks} chunks, "
@@ -206,7 +214,9 @@ def build_faiss(faiss: Any, store: ShardStore, params: dict[str, Any]) -> Any:
     return index
 
 
-def open_search(store: ShardStore, qnet: QNetwork, pos: PositionSettings, s: SearchSettings) -> ExactSearch | FaissSearch:
+def open_search(
+    store: ShardStore, qnet: QNetwork, pos: PositionSettings, s: SearchSettings
+) -> ExactSearch | FaissSearch:
     """The search ``s.search`` asks for; ``auto``: exact for runs with positions or without faiss,
     else FAISS flat up to ``flat_max`` chunks (torch on the GPU instead when faiss has no GPU
     support) and IVF beyond. A built FAISS index is saved in the folder and reused while its

@@ -301,7 +301,16 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from rl.run.corpus_files import CorpusError
     from runstore import StorageError
 
-    return (RetrieverError, EvalError, ConfigError, ModelLoadError, StorageError, SampleError, CorpusError, IndexStoreError)
+    return (
+        RetrieverError,
+        EvalError,
+        ConfigError,
+        ModelLoadError,
+        StorageError,
+        SampleError,
+        CorpusError,
+        IndexStoreError,
+    )
 
 
 # configs/retrieve.yaml's own keys; the rest of it is configs/testing.yaml's evaluation config

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from rl.run.corpus_files import CorpusError, iter_chunks
 from rl.run.corpus_index import CorpusIndex, default_settings, recall_of
-from rl.run.retriever import QRAGRetriever, split_text
+from rl.run.retriever import QRAGRetriever, fill_run_from_index, split_text
 from rl.run.shard_store import IndexStoreError
 from tests.conftest import ROOT
 from tests.eval.conftest import TRAIN_OVERRIDES, write_run_config
@@ -23,8 +23,8 @@ from tests.eval.conftest import TRAIN_OVERRIDES, write_run_config
 from .conftest import eval_cfg
 
 BOOK = ROOT / "data" / "examples" / "persuasion_ch1_qa1.txt"  # 82 sentences, four planted qa1 facts
-QUESTIONS = [json.loads(x)["question"] for x in (ROOT / "data/examples/persuasion_ch1_qa1.questions.jsonl").open()]
-QUESTIONS += ["Which magazine was started first?", "Who directed the film?"]
+QUESTIONS = [json.loads(x)["question"] for x in (ROOT / "data/examples/persuasion_ch1_qa1.questions.jsonl").open()][:3]
+QUESTIONS += ["Which magazine was started first?"]
 
 
 def hotpot_paragraphs(n_questions: int) -> list[dict]:
@@ -71,7 +71,7 @@ def plain(none_run: Path) -> QRAGRetriever:
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], list[str]]:
     """A text file and a JSONL file (with titles and ids) and the chunk list they make."""
     folder = tmp_path_factory.mktemp("corpus")
-    rows = hotpot_paragraphs(12)
+    rows = hotpot_paragraphs(5)
     jsonl = folder / "hotpot.jsonl"
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     chunks = split_text(BOOK.read_text(encoding="utf-8-sig"))[0] + [r["title"] + " " + r["text"] for r in rows]
@@ -82,11 +82,7 @@ def picks(results) -> list[list[tuple[int, float]]]:
     return [[(p.index, p.q_value) for p in r.picks] for r in results]
 
 
-RULES = [
-    {"steps": 3},
-    {"steps": 4, "stop_threshold": None},
-    {"planner": "beam", "steps": 3, "beam_width": 3, "beam_expand": 2},
-]
+RULES = [{"steps": 3}, {"planner": "beam", "steps": 3, "beam_width": 3, "beam_expand": 2}]
 
 
 def test_chunks_of_a_text_file_are_split_text_of_the_whole(corpus) -> None:
@@ -102,37 +98,50 @@ def test_chunks_of_a_text_file_are_split_text_of_the_whole(corpus) -> None:
     assert [c.line for c in got] == [1, 3, 4]
 
 
-@pytest.mark.parametrize("search", ["exact", "flat"])
-def test_exact_index_equals_the_retriever(plain: QRAGRetriever, corpus, tmp_path: Path, search: str) -> None:
+@pytest.fixture(scope="module")
+def wanted(plain: QRAGRetriever, corpus) -> dict[str, list]:
+    """QRAGRetriever's results over the corpus's chunk list: greedy, beam and a Q-stop threshold
+    that stops some questions after one pick and lets the others go on."""
+    chunks = corpus[1]
+    out = {str(rules): plain.retrieve_batch(QUESTIONS, chunks, **rules) for rules in RULES}
+    second = sorted(r.picks[1].q_value for r in out[str(RULES[0])])
+    out["stop"] = (second[1] + second[2]) / 2
+    out["stopped"] = plain.retrieve_batch(QUESTIONS, chunks, steps=4, stop_threshold=out["stop"])
+    assert len({len(r.picks) for r in out["stopped"]}) > 1
+    return out
+
+
+def test_exact_index_equals_the_retriever(plain: QRAGRetriever, corpus, wanted, tmp_path: Path) -> None:
     files, chunks = corpus
     CorpusIndex.build(plain, tmp_path / "idx", [str(f) for f in files], settings=settings(), progress=False)
-    index = CorpusIndex.open(plain, tmp_path / "idx", settings(search=search))
-    assert index.store.n_shards == 1 and index.store.n_chunks == len(chunks)
-    for rules in RULES:
-        want = plain.retrieve_batch(QUESTIONS, chunks, **rules)
-        got = index.retrieve_batch(QUESTIONS, **rules)
-        assert picks(got) == picks(want)  # one shard = evaluation's own chunk embeddings: equal to the bit
-        assert [p.chunk for r in got for p in r.picks] == [p.chunk for r in want for p in r.picks]
-        assert [r.text_tokens for r in got] == [r.text_tokens for r in want]
-    second = sorted(r.picks[1].q_value for r in want)
-    q = (second[1] + second[-2]) / 2  # some questions stop after one pick, some go on
-    want = plain.retrieve_batch(QUESTIONS, chunks, steps=4, stop_threshold=q)
-    got = index.retrieve_batch(QUESTIONS, steps=4, stop_threshold=q)
-    assert picks(got) == picks(want) and 1 < len({len(r.picks) for r in got})
-    first = got[0].picks[0]
-    if first.index >= 82:  # a JSONL pick keeps its record's id and title
-        assert first.id.endswith("/" + first.title) and first.start is None
-    else:
-        assert BOOK.read_text(encoding="utf-8-sig")[first.start : first.end] == first.chunk
+    for search in ("exact", "flat"):  # torch over the shards; FAISS IndexFlatIP candidates re-scored
+        index = CorpusIndex.open(plain, tmp_path / "idx", settings(search=search))
+        assert index.store.n_shards == 1 and index.store.n_chunks == len(chunks)
+        for rules in RULES:
+            want = wanted[str(rules)]
+            got = index.retrieve_batch(QUESTIONS, **rules)
+            assert picks(got) == picks(want)  # one shard = evaluation's own chunk embeddings: equal to the bit
+            assert [p.chunk for r in got for p in r.picks] == [p.chunk for r in want for p in r.picks]
+            assert [r.text_tokens for r in got] == [r.text_tokens for r in want]
+        got = index.retrieve_batch(QUESTIONS, steps=4, stop_threshold=wanted["stop"])
+        assert picks(got) == picks(wanted["stopped"])
+    text = [p for r in got for p in r.picks]
+    assert all(BOOK.read_text(encoding="utf-8-sig")[p.start : p.end] == p.chunk for p in text if p.index < 82)
+    record = index.retrieve(" ".join(chunks[82].split()[:12]), steps=1).picks[0]  # a paragraph's own words
+    assert (record.index, record.chunk, record.start) == (82, chunks[82], None)
+    assert record.id == "0/" + record.title and chunks[82].startswith(record.title + " ")
+    assert record.source.endswith("hotpot.jsonl") and record.line == 1
 
 
-def test_many_shards_give_the_same_picks(plain: QRAGRetriever, corpus, tmp_path: Path) -> None:
+def test_many_shards_give_the_same_picks(plain: QRAGRetriever, corpus, wanted, tmp_path: Path) -> None:
     files, chunks = corpus
-    CorpusIndex.build(plain, tmp_path / "idx", [str(f) for f in files], settings=settings(shard_size=37), progress=False)
+    CorpusIndex.build(
+        plain, tmp_path / "idx", [str(f) for f in files], settings=settings(shard_size=37), progress=False
+    )
     index = CorpusIndex.open(plain, tmp_path / "idx", settings(search="exact"))
     assert index.store.n_shards == -(-len(chunks) // 37)
     for rules in RULES:
-        want = plain.retrieve_batch(QUESTIONS, chunks, **rules)
+        want = wanted[str(rules)]
         got = index.retrieve_batch(QUESTIONS, **rules)
         assert [[i for i, _ in r] for r in picks(got)] == [[i for i, _ in r] for r in picks(want)]
         # shards are embedded in their own length-bucketed batches: last-bit differences only
@@ -142,12 +151,17 @@ def test_many_shards_give_the_same_picks(plain: QRAGRetriever, corpus, tmp_path:
 def test_relative_positions_search_exactly_over_the_shards(tiny_run: Path, corpus, tmp_path: Path) -> None:
     retriever = QRAGRetriever.from_eval_config(eval_cfg(tiny_run))
     assert retriever.cfg.envs.positions_processor == "relative"
-    files, chunks = corpus
-    CorpusIndex.build(retriever, tmp_path / "idx", [str(f) for f in files], settings=settings(), progress=False)
+    chunks = split_text(BOOK.read_text(encoding="utf-8-sig"))[0]
+    CorpusIndex.build(retriever, tmp_path / "idx", [str(BOOK)], settings=settings(shard_size=30), progress=False)
     index = CorpusIndex.open(retriever, tmp_path / "idx", settings())
-    assert "relative positions" in index.describe()
+    assert "relative positions" in index.describe() and index.store.n_shards == 3
     for rules in RULES:
-        assert picks(index.retrieve_batch(QUESTIONS, **rules)) == picks(retriever.retrieve_batch(QUESTIONS, chunks, **rules))
+        got, want = (
+            index.retrieve_batch(QUESTIONS[:2], **rules),
+            retriever.retrieve_batch(QUESTIONS[:2], chunks, **rules),
+        )
+        assert [[i for i, _ in r] for r in picks(got)] == [[i for i, _ in r] for r in picks(want)]
+        assert [q for r in picks(got) for _, q in r] == pytest.approx([q for r in picks(want) for _, q in r], abs=1e-5)
     with pytest.raises(IndexStoreError, match="relative positions, so Q is no plain inner product"):
         CorpusIndex.open(retriever, tmp_path / "idx", settings(search="ivf"))
 
@@ -206,7 +220,9 @@ def test_an_interrupted_build_resumes_to_the_same_bytes(plain: QRAGRetriever, co
     assert m[0] == m[1]
 
 
-def test_a_foreign_run_or_changed_corpus_is_refused(plain: QRAGRetriever, none_run: Path, corpus, tmp_path: Path) -> None:
+def test_a_foreign_run_or_changed_corpus_is_refused(
+    plain: QRAGRetriever, none_run: Path, corpus, tmp_path: Path
+) -> None:
     files, _ = corpus
     copy = tmp_path / "book.txt"
     copy.write_text(BOOK.read_text(encoding="utf-8-sig")[:2000], encoding="utf-8")
@@ -233,7 +249,10 @@ def test_a_foreign_run_or_changed_corpus_is_refused(plain: QRAGRetriever, none_r
         (['{"text": "  "}'], r"bad\.jsonl:1: 'text' is empty"),
         (['["text"]'], r"bad\.jsonl:1: expected an object"),
         (['{"text": "x", "title": 3}'], r"bad\.jsonl:1: 'title' is int"),
-        (['{"text": "x", "title": "T"}'], r"bad\.jsonl:1: the record has a title and the run's loader has no title rule"),
+        (
+            ['{"text": "x", "title": "T"}'],
+            r"bad\.jsonl:1: the record has a title and the run's loader has no title rule",
+        ),
     ],
 )
 def test_malformed_lines_are_named(plain: QRAGRetriever, tmp_path: Path, lines, message) -> None:
@@ -246,23 +265,25 @@ def test_malformed_lines_are_named(plain: QRAGRetriever, tmp_path: Path, lines, 
     assert not list((tmp_path / "idx").glob("shard-*"))  # the corpus is read through before anything is embedded
 
 
-def test_cli_builds_then_answers_from_the_index(none_run: Path, corpus, tmp_path: Path) -> None:
+def test_cli_builds_then_answers_from_the_index(none_run: Path, corpus, wanted, tmp_path: Path) -> None:
     from tests.tool.test_cli_export import cli
 
     files, chunks = corpus
     idx = tmp_path / "idx"
-    done = cli(f"run={none_run}", f"index={idx}", f"corpus=[{files[0]},{files[1]}]", "corpus_index.title_sep=' '")
-    assert done.returncode == 0, done.stderr
     questions = tmp_path / "q.txt"
-    questions.write_text("\n".join(QUESTIONS[:2]) + "\n", encoding="utf-8")
+    questions.write_text("\n".join(QUESTIONS) + "\n", encoding="utf-8")
     out = tmp_path / "answers.jsonl"
-    done = cli(f"index={idx}", f"questions={questions}", f"output={out}", "steps=2")  # run= from the manifest
+    args = [f"index={idx}", f"corpus=[{files[0]},{files[1]}]", "corpus_index.title_sep=' '"]
+    done = cli(f"run={none_run}", *args, f"questions={questions}", f"output={out}", "steps=3")
     assert done.returncode == 0, done.stderr
-    assert "exact Q over all" in done.stderr or "FAISS flat" in done.stderr
+    assert "FAISS flat" in done.stderr  # auto on the CPU with faiss: the exact flat index
     rows = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
-    want = QRAGRetriever.from_eval_config(eval_cfg(none_run)).retrieve_batch(QUESTIONS[:2], chunks, steps=2)
-    assert [[p["index"] for p in r["picks"]] for r in rows] == [[p.index for p in r.picks] for r in want]
+    assert [[(p["index"], p["q_value"]) for p in r["picks"]] for r in rows] == picks(wanted[str(RULES[0])])
     assert {"source", "line", "id", "title"} <= rows[0]["picks"][0].keys()
-    bad = cli(f"run={none_run}", f"index={idx}", "text=/dev/null", "question=x")
-    assert bad.returncode == 2 and "text= and index= exclude each other" in bad.stderr
     assert OmegaConf.load(idx / "manifest.json")["complete"]
+    cfg = OmegaConf.create({"run": "???", "index": str(idx)})
+    fill_run_from_index(cfg)  # index= alone: the run it was built with
+    assert cfg.run == str(none_run)
+    bad = cli(f"run={none_run}", f"index={idx}", "text=/dev/null", "question=x", "corpus_index.candidates=0")
+    assert bad.returncode == 2 and "text= and index= exclude each other" in bad.stderr
+    assert "corpus_index.candidates=0: expected a whole number >= 1" in bad.stderr
