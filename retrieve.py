@@ -46,6 +46,10 @@ def run(cfg: DictConfig) -> list[Retrieval] | dict[str, Any]:
     index = None if cfg.index is None else Path(str(cfg.index))
     if cfg.export is None:  # check the inputs before the model is loaded
         asked = cfg.question is not None or cfg.questions is not None
+        if index is not None and cfg.corpus is None and not asked:
+            raise RetrieverError(
+                "index= needs corpus=<files> (to build it) or question=/questions= (to retrieve from it)"
+            )
         questions = _questions(cfg) if index is None or asked else []
         text = _text(cfg) if index is None else None
     retriever = QRAGRetriever.from_eval_config(ev)

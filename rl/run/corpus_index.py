@@ -1,7 +1,7 @@
 """A corpus embedded once, on disk, and searched by any number of questions (docs/RETRIEVER_TOOL.md, *Corpus index*).
 
     retriever = QRAGRetriever.from_run("runs/<run>")
-    index = CorpusIndex.build(retriever, "index/", ["passages.jsonl"])  # resumes if interrupted
+    CorpusIndex.build(retriever, "index/", ["passages.jsonl"])  # resumes if interrupted
     result = CorpusIndex.open(retriever, "index/").retrieve("Who wrote ...?")
 
 Building embeds the chunks with the run's chunk encoder exactly as evaluation embeds a sample's
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ from rl.model.fast.tokenize import encode_texts
 from rl.model.qnetwork import QNetwork
 from rl.model.tokens import SampleTokens, state_ids
 from rl.run.config import PROJECT_ROOT
-from rl.run.corpus_files import TITLE_SEPS, fingerprint, iter_chunks, resolve_files
+from rl.run.corpus_files import TITLE_SEPS, Chunk, fingerprint, iter_chunks, resolve_files
 from rl.run.corpus_search import ExactSearch, FaissSearch, SearchSettings, open_search
 from rl.run.retriever import Pick, QRAGRetriever, Retrieval, RetrieverError
 from rl.run.shard_store import MANIFEST, IndexStoreError, ShardStore
@@ -138,7 +138,10 @@ class CorpusIndex:
                 return store
         else:
             store = ShardStore.create(folder, header)
-        chunks = lambda: iter_chunks(files, split, title_sep, str(s.text_key))  # noqa: E731
+
+        def chunks() -> Iterator[Chunk]:
+            return iter_chunks(files, split, title_sep, str(s.text_key))
+
         total = sum(1 for _ in chunks())  # reads the whole corpus once: a bad line stops us before any embedding
         if total == 0:
             raise IndexStoreError(f"corpus={', '.join(map(str, files))}: holds no chunk")
