@@ -202,13 +202,15 @@ def main() -> None:
         if time.time() > deadline:
             raise TimeUp
 
+    from rl.run.shard_store import MANIFEST, ShardStore
+
+    had = ShardStore.open(a.out / "index").n_chunks if (a.out / "index" / MANIFEST).is_file() else 0
+    result["chunks_indexed_before"] = had  # > 0: a resumed (or reused) index, whose s_to_index is the rest's
     t0 = time.perf_counter()
     try:
         store = CorpusIndex.build(retriever, a.out / "index", str(a.out / "corpus.jsonl"), settings=s,
                                   progress=not a.no_progress, on_shard=check_time)  # fmt: skip
     except TimeUp:
-        from rl.run.shard_store import ShardStore
-
         done = ShardStore.open(a.out / "index").n_chunks
         result |= {"stopped": f"time limit while indexing ({done} of {n} chunks; rerun to resume)"}
         result |= {"n_indexed": done, "s_indexing": round(time.perf_counter() - t0, 1)}
