@@ -3,10 +3,13 @@
     python retrieve.py run=runs/<run> text=book.txt question="Where is Mary?" [steps=3] [stop_threshold=0.5]
     python retrieve.py run=runs/<run> text=book.txt questions=questions.txt output=answers.jsonl
     python retrieve.py run=runs/<run> export=exported/
+    python retrieve.py run=runs/<run> index=idx/ corpus=passages.jsonl   # embed a corpus once
+    python retrieve.py index=idx/ questions=questions.txt output=answers.jsonl
 
 Prints the chunks each question retrieves with the step, Q-value and position (chunk index and
 character span in the text), or writes one JSON line per question to ``output``; ``export``
-writes the encoders as Hugging Face folders (rl/run/export.py). The work is rl/run/retriever.py's QRAGRetriever.
+writes the encoders as Hugging Face folders (rl/run/export.py); ``index`` embeds a corpus into a
+folder once and retrieves from it (rl/run/corpus_index.py). The work is rl/run/retriever.py's QRAGRetriever.
 """
 
 from __future__ import annotations
@@ -22,18 +25,44 @@ from tqdm.auto import tqdm
 
 import rl.run.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
 from rl.run.config import PROJECT_ROOT
-from rl.run.retriever import QRAGRetriever, Retrieval, RetrieverError, eval_config, read_questions, user_errors
+from rl.run.corpus_index import CorpusIndex
+from rl.run.retriever import (
+    QRAGRetriever,
+    Retrieval,
+    RetrieverError,
+    eval_config,
+    fill_run_from_index,
+    read_questions,
+    user_errors,
+)
 from rl.run.validate import ConfigError, check_group_choices, check_override_keys, report_and_exit, run_main
 
 
 def run(cfg: DictConfig) -> list[Retrieval] | dict[str, Any]:
-    """The command: export the encoders, or retrieve for the question(s); returns what it did."""
+    """The command: export the encoders, build a corpus index, or retrieve for the question(s)
+    from a text or an index; returns what it did."""
+    fill_run_from_index(cfg)
     ev = eval_config(cfg)
+    index = None if cfg.index is None else Path(str(cfg.index))
     if cfg.export is None:  # check the inputs before the model is loaded
-        questions = _questions(cfg)
-        text = _text(cfg)
+        asked = cfg.question is not None or cfg.questions is not None
+        if index is not None and cfg.corpus is None and not asked:
+            raise RetrieverError(
+                "index= needs corpus=<files> (to build it) or question=/questions= (to retrieve from it)"
+            )
+        questions = _questions(cfg) if index is None or asked else []
+        text = _text(cfg) if index is None else None
     retriever = QRAGRetriever.from_eval_config(ev)
     print(f"[retrieve] {retriever.describe()}", file=sys.stderr, flush=True)
+    if index is not None and cfg.export is None:
+        if cfg.corpus is not None:
+            corpus = OmegaConf.to_container(cfg.corpus) if OmegaConf.is_list(cfg.corpus) else str(cfg.corpus)
+            store = CorpusIndex.build(retriever, index, corpus, str(cfg.split), cfg.corpus_index, cfg.progress_bar)
+            print(f"[retrieve] {index}: {store.n_chunks} chunks in {store.n_shards} shards", file=sys.stderr)
+        if not questions:
+            return store.manifest
+        corpus_index = CorpusIndex.open(retriever, index, cfg.corpus_index)
+        print(f"[retrieve] {corpus_index.describe()}", file=sys.stderr, flush=True)
     if cfg.export is not None:
         done = retriever.export(Path(str(cfg.export)))
         what = (
@@ -60,17 +89,19 @@ def run(cfg: DictConfig) -> list[Retrieval] | dict[str, Any]:
                 print(show(result), flush=True)
             bar.update(1)
 
-        results = retriever.retrieve_batch(
-            [q["question"] for q in questions],
-            text,
+        rules = dict(
             steps=None if cfg.steps is None else int(cfg.steps),
             stop_threshold=None if cfg.stop_threshold is None else float(cfg.stop_threshold),
             planner=str(cfg.planner),
             beam_width=int(cfg.beam_width),
             beam_expand=int(cfg.beam_expand),
-            split=str(cfg.split),
             on_result=emit,
         )
+        asked = [q["question"] for q in questions]
+        if index is not None:
+            results = corpus_index.retrieve_batch(asked, **rules)
+        else:
+            results = retriever.retrieve_batch(asked, text, split=str(cfg.split), **rules)
     finally:
         bar.close()
         if sink is not None:

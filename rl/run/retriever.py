@@ -36,6 +36,7 @@ from rl.model.precision import Precision
 from rl.run.build import eval_settings
 from rl.run.config import compose_config, without_hydra
 from rl.run.evaluate import EvalError, checkpoint_path, load_qnet, merge_eval_config
+from rl.run.shard_store import MANIFEST, IndexStoreError, ShardStore
 from rl.run.tool_inputs import tool_problems
 from rl.run.validate import ConfigError, check_eval, report_and_exit
 
@@ -297,9 +298,19 @@ def user_errors() -> tuple[type[BaseException], ...]:
     """The exceptions that are the user's to fix, reported as one ``error:`` line."""
     from envs.types import SampleError
     from rl.model.embedder import ModelLoadError
+    from rl.run.corpus_files import CorpusError
     from runstore import StorageError
 
-    return (RetrieverError, EvalError, ConfigError, ModelLoadError, StorageError, SampleError)
+    return (
+        RetrieverError,
+        EvalError,
+        ConfigError,
+        ModelLoadError,
+        StorageError,
+        SampleError,
+        CorpusError,
+        IndexStoreError,
+    )
 
 
 # configs/retrieve.yaml's own keys; the rest of it is configs/testing.yaml's evaluation config
@@ -316,7 +327,17 @@ TOOL_KEYS = (
     "beam_width",
     "beam_expand",
     "export",
+    "index",
+    "corpus",
+    "corpus_index",
 )
+
+
+def fill_run_from_index(cfg: DictConfig) -> None:
+    """``index=`` without ``run=``: the run the index was built with (its manifest's ``run``)."""
+    if (OmegaConf.is_missing(cfg, "run") or not cfg.get("run")) and cfg.get("index") is not None:
+        if (Path(str(cfg.index)).expanduser() / MANIFEST).is_file():
+            cfg.run = ShardStore.open(Path(str(cfg.index)).expanduser()).manifest["run"]
 
 
 def eval_config(cfg: DictConfig) -> DictConfig:
@@ -341,6 +362,7 @@ class ValidateRetrieve(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
+            fill_run_from_index(config)
             ev = eval_config(config)
             check_run_folder(ev)
             problems = tool_problems(config)
@@ -349,7 +371,7 @@ class ValidateRetrieve(Callback):
             check_eval(merge_eval_config(ev, reads_data=False))
         except ConfigError as e:
             report_and_exit(e)
-        except (RetrieverError, EvalError) as e:
+        except (RetrieverError, EvalError, IndexStoreError) as e:
             report_and_exit(ConfigError([str(e)]))
 
 

@@ -90,9 +90,41 @@ def export_problems(cfg: DictConfig) -> list[str]:
     return []
 
 
+def index_problems(cfg: DictConfig) -> list[str]:
+    """``index=`` / ``corpus=`` and the ``corpus_index`` numbers (rl/run/corpus_index.py)."""
+    from rl.run.corpus_files import CorpusError, resolve_files
+    from rl.run.corpus_search import SEARCHES
+
+    problems = []
+    node = cfg.corpus_index
+    for key in ("shard_size", "ivf_nprobe", "hnsw_m", "hnsw_ef_construction", "hnsw_ef_search", "candidates"):
+        if not (_integer(node[key]) and node[key] >= 1):
+            problems.append(f"corpus_index.{key}={node[key]}: expected a whole number >= 1")
+    if not (_integer(node.flat_max) and node.flat_max >= 0):
+        problems.append(f"corpus_index.flat_max={node.flat_max}: expected a whole number >= 0")
+    if node.ivf_nlist is not None and not (_integer(node.ivf_nlist) and node.ivf_nlist >= 1):
+        problems.append(f"corpus_index.ivf_nlist={node.ivf_nlist}: expected a whole number >= 1 (or null)")
+    if node.search not in SEARCHES:
+        problems.append(f"corpus_index.search={node.search}: expected one of {', '.join(SEARCHES)}")
+    if cfg.get("index") is None:
+        if cfg.get("corpus") is not None:
+            problems.append("corpus= needs index=<folder>: the folder the corpus is embedded into")
+        return problems
+    if cfg.get("text") is not None:
+        problems.append("text= and index= exclude each other: retrieve from a text or from an index")
+    if cfg.get("corpus") is None and cfg.get("question") is None and cfg.get("questions") is None:
+        problems.append("index= needs corpus=<files> (to build it) or question=/questions= (to retrieve from it)")
+    if cfg.get("corpus") is not None:
+        try:
+            resolve_files(cfg.corpus if isinstance(cfg.corpus, str) else list(cfg.corpus))
+        except CorpusError as e:
+            problems.append(str(e))
+    return problems
+
+
 def tool_problems(cfg: DictConfig) -> list[str]:
     """Every problem of retrieve.py's own keys, one line each."""
-    problems = number_problems(cfg)
+    problems = number_problems(cfg) + index_problems(cfg)
     if cfg.get("output") is not None:
         problems += output_problems(cfg)
     if cfg.get("export") is not None:
