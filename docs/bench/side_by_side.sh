@@ -5,7 +5,8 @@
 #                                             #   same card, data and random BERT-base: W1, W2, W3, whole program
 #   bash docs/bench/side_by_side.sh oldnew    # OLD_TREE and this tree on the repository's data: W1-W4, W6
 #   bash docs/bench/side_by_side.sh train     # 4 qa3 runs sharing the card (old, new), a kernel profile of
-#                                             #   one qa3 step, the 1M-passage corpus-index demonstration
+#                                             #   one qa3 step
+#   bash docs/bench/side_by_side.sh corpus    # the 1M-passage corpus-index demonstration
 # Every JSON line lands in $OUT/<call>.jsonl and names card, tree and workload; scripts/bench_table.py turns
 # them into BENCH.md's tables. Each call re-lays the working tree, so setup copies the code to /tmp/new (this
 # tree) and /tmp/old (OLD_TREE, a `git archive` in .device/old_<commit>.tgz); later calls run those copies.
@@ -30,13 +31,23 @@ REF_TRAIN="batch_size=64 accumulate_grads=1 max_action_length=64 max_action_leng
 # the same settings as this project's keys (scripts/bench.py's W1), for the whole training program
 W1_KEYS="envs.task=qa2_two-supporting-facts envs.num_sentences=100 envs.max_steps=6 batch_size=64 accumulate_grads=1 max_action_length=64 max_action_length_in_memory=64 envs_parallel=1 envs.positions_processor=relative feedback.ground_truth.penalize_extra_steps=true feedback.ground_truth.never_terminate=true"
 
-bench() {  # bench <tree dir> <tree label> <call> <bench.py args...>; the label is added to each JSON line
-  local dir="$1" label="$2" call="$3"; shift 3  # (OLD_TREE's bench.py predates --tree)
-  (cd "$dir" && timeout 420 python3 scripts/bench.py "$@") 2>> "$OUT/$call.log" | python3 -c '
+tag() {  # tag <tree label> [workload]: add the tree (and workload, card) to each JSON line of stdin
+  python3 -c '
 import json, sys
 for line in sys.stdin:
-    print(json.dumps({**json.loads(line), "tree": sys.argv[1]}) if line.startswith("{") else line, end="" if not line.startswith("{") else "\n", flush=True)
-' "$label" >> "$OUT/$call.jsonl"
+    if not line.startswith("{"):
+        print(line, end="", flush=True)
+        continue
+    x = {**json.loads(line), "tree": sys.argv[1]}
+    if len(sys.argv) > 2:
+        x = {"workload": sys.argv[2], "card": sys.argv[3], **x}
+    print(json.dumps(x), flush=True)
+' "$@"
+}
+
+bench() {  # bench <tree dir> <tree label> <call> <bench.py args...> (OLD_TREE's bench.py predates --tree)
+  local dir="$1" label="$2" call="$3"; shift 3
+  (cd "$dir" && timeout 420 python3 scripts/bench.py "$@") 2>> "$OUT/$call.log" | tag "$label" >> "$OUT/$call.jsonl"
   echo "$label bench $* rc=${PIPESTATUS[0]}"
 }
 
@@ -103,19 +114,22 @@ case "$1" in
     done
     bench /tmp/new "$NEW_TREE" oldnew --workloads W6 --tokenizer /tmp/tok --data-root /tmp/new/data
     (cd /tmp/new && python3 scripts/bench_table.py table "$OUT/oldnew.jsonl" --baseline "$OLD_TREE") ;;
-  train)  # training throughput with 4 runs sharing the card; a kernel profile; the corpus-index demo
+  train)  # training throughput with 4 runs sharing the card; a kernel profile of one qa3 step
     QA3="experiment=offline_babilong_qa3 envs_parallel=16 algo.model.name=/tmp/minilm paths.data_root=/tmp/new/data"
     for tree in old new; do
       label=$([ $tree = old ] && echo "$OLD_TREE" || echo "$NEW_TREE")
       (cd /tmp/$tree && TREE="$label" STEPS="${TRAIN_STEPS:-150}" EVAL_EPISODES=4 OUT=/tmp/runs/conc_$tree PYTHON=python3 \
-        CUDA_VISIBLE_DEVICES=0 timeout 200 bash scripts/bench_concurrency.sh 4 $QA3) >> "$OUT/train.jsonl" 2>> "$OUT/train.log"
+        CUDA_VISIBLE_DEVICES=0 timeout 200 bash scripts/bench_concurrency.sh 4 $QA3) 2>> "$OUT/train.log" \
+        | tag "$label" train-concurrent "$CARD" >> "$OUT/train.jsonl"
       echo "$label concurrency rc=$?"; tail -n 1 "$OUT/train.jsonl"
     done
     bench /tmp/new "$NEW_TREE" train --workloads W1 --encoder /tmp/minilm --task qa3_three-supporting-facts \
       --data-root /tmp/new/data --iters 20 --warmup 5 --set envs_parallel=16 --torch-profile 5
     grep -a -A 40 "torch-profile" "$OUT/train.log" | head -n 45
-    (cd /tmp/new && timeout 240 python3 scripts/corpus_index_demo.py --model /tmp/minilm --n-passages 1000000 \
-      --time-limit 220) >> "$OUT/train.jsonl" 2>> "$OUT/train.log"
-    echo "corpus index demo rc=$?"; tail -n 2 "$OUT/train.jsonl" ;;
-  *) echo "usage: $0 setup|ref|oldnew|train" >&2; exit 2 ;;
+    ;;
+  corpus)  # the corpus index over 1M passages built from the shipped data (an untrained MiniLM Q-network)
+    (cd /tmp/new && timeout 560 python3 scripts/corpus_index_demo.py --out /tmp/cidx --model /tmp/minilm \
+      --n-passages 1000000 --questions 50 --device cuda --no-progress --time-limit 480) >> "$OUT/corpus.jsonl" 2>> "$OUT/corpus.log"
+    echo "corpus index demo rc=$?"; tail -n 2 "$OUT/corpus.jsonl"; tail -n 5 "$OUT/corpus.log" ;;
+  *) echo "usage: $0 setup|ref|oldnew|train|corpus" >&2; exit 2 ;;
 esac
