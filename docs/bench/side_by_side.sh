@@ -10,11 +10,12 @@
 # Every JSON line lands in $OUT/<call>.jsonl and names card, tree and workload; scripts/bench_table.py turns
 # them into BENCH.md's tables. Each call re-lays the working tree, so setup copies the code to /tmp/new (this
 # tree) and /tmp/old (OLD_TREE, a `git archive` in .device/old_<commit>.tgz); later calls run those copies.
-# Carried (gitignored, built on the CPU machine: docs/BENCH.md, "Side by side"), at most 64 MiB a call:
-# setup carries .device/whl (wheels the machine lacks), .device/peer (the reference at b821cdc: `fetch`
-# github:griver/Q-RAG, then `git archive b821cdc`), .device/tok (MiniLM's tokenizer), .device/p1 + .device/p2
-# (MiniLM fp16 in two halves) and .device/old_<commit>.tgz; oldnew carries .device/xwhl (faiss-cpu). The
-# timing harness itself is docs/bench/peer_harness.
+# Carried (gitignored, built on the CPU machine), at most 64 MiB a call with the tree (~30 MiB): setup carries
+# .device/whl (wheels the machine lacks), .device/peer (the reference at b821cdc: `fetch` github:griver/Q-RAG,
+# then `git archive b821cdc`), .device/tok (MiniLM's config and tokenizer), .device/old_<commit>.tgz and
+# .device/ma; ref carries .device/mb, oldnew .device/mc (MiniLM's fp16 weights in three parts: `split -n 3
+# -d model.safetensors`), corpus .device/xwhl (the faiss-cpu wheel). The timing harness is
+# docs/bench/peer_harness.
 set -uo pipefail
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 OLD_TREE="${OLD_TREE:-ac6029a}"
@@ -75,9 +76,7 @@ case "$1" in
     rm -rf /tmp/new /tmp/old && mkdir -p /tmp/new /tmp/minilm
     (cd "$SRC" && tar cf - --exclude=./.device --exclude=./runs --exclude=./.git --exclude=./docs .) | (cd /tmp/new && tar xf -)
     tar xzf "$SRC/.device/old_$OLD_TREE.tgz" -C /tmp   # -> /tmp/old
-    cp -r "$SRC/.device/tok" /tmp/tok && cp "$SRC"/.device/p1/* /tmp/minilm/ \
-      && cat /tmp/minilm/model.safetensors.part-aa "$SRC"/.device/p2/model.safetensors.part-ab > /tmp/minilm/model.safetensors \
-      && rm /tmp/minilm/model.safetensors.part-aa && ls -la /tmp/minilm
+    cp -r "$SRC/.device/tok" /tmp/tok && cp /tmp/tok/* /tmp/minilm/ && cp "$SRC"/.device/ma/* /tmp/minilm/
     rm -rf "$PEER" && cp -r "$SRC/.device/peer/Q-RAG" "$PEER" && H="$SRC/docs/bench/peer_harness" \
       && cp "$H/noise.py" "$PEER/peer_noise.py" && cp "$H"/timed_train.py "$H"/timed_eval.py "$PEER/" \
       && cp -r "$H/stubs" /tmp/peer_stubs
@@ -86,9 +85,13 @@ case "$1" in
     python3 "$SRC/docs/bench/peer_harness/make_random_bert.py" /tmp/tok /tmp/contriever-random 12 768
     nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader; nproc
     echo "torch $TORCH"
-    (cd /tmp/new && timeout 240 python3 scripts/check_packed_encoder.py --minilm /tmp/minilm) > "$OUT/setup.jsonl" 2> "$OUT/setup.log"
+    # MiniLM's weights arrive in three calls: the self-check runs a random MiniLM-shaped BERT (weights don't
+    # change whether the packed and padded paths agree, or their speed)
+    python3 -c "from transformers import BertConfig, BertModel, AutoTokenizer; BertModel(BertConfig.from_pretrained('/tmp/tok')).save_pretrained('/tmp/minilm-random'); AutoTokenizer.from_pretrained('/tmp/tok').save_pretrained('/tmp/minilm-random')"
+    (cd /tmp/new && timeout 240 python3 scripts/check_packed_encoder.py --minilm /tmp/minilm-random) > "$OUT/setup.jsonl" 2> "$OUT/setup.log"
     echo "packed-encoder check rc=$?"; cat "$OUT/setup.jsonl"; tail -n 5 "$OUT/setup.log" ;;
   ref)  # the reference and this tree, same card, data and model, one call
+    cp "$SRC"/.device/mb/* /tmp/minilm/
     cd "$PEER"
     PYTHONPATH=/tmp/site:/tmp/peer_stubs timeout 280 python3 timed_train.py "$OUT/peer_train.json" $REF_COMMON $REF_TRAIN \
       steps_count="${PEER_STEPS:-80}" eval_interval=100000 eval_episodes=2 > "$OUT/peer_train.log" 2>&1
@@ -105,8 +108,8 @@ case "$1" in
     program /tmp/new "$NEW_TREE" ref "${PEER_STEPS:-80}"
     python3 scripts/bench_table.py table "$OUT/ref.jsonl" ;;
   oldnew)  # OLD_TREE and this tree on the repository's data, interleaved
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
-      "$SRC"/.device/xwhl/*.whl || exit 1   # faiss-cpu, for the corpus-index demonstration of `train`
+    cp "$SRC"/.device/mc/* /tmp/minilm/ && cat /tmp/minilm/msplit.0? > /tmp/minilm/model.safetensors \
+      && rm /tmp/minilm/msplit.0? && ls -la /tmp/minilm
     for tree in old new; do
       label=$([ $tree = old ] && echo "$OLD_TREE" || echo "$NEW_TREE")
       bench /tmp/$tree "$label" oldnew --workloads W1,W2,W3,W4 --tokenizer /tmp/tok --data-root /tmp/new/data \
@@ -128,6 +131,8 @@ case "$1" in
     grep -a -A 40 "torch-profile" "$OUT/train.log" | head -n 45
     ;;
   corpus)  # the corpus index over 1M passages built from the shipped data (an untrained MiniLM Q-network)
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
+      "$SRC"/.device/xwhl/*.whl || exit 1
     (cd /tmp/new && timeout 560 python3 scripts/corpus_index_demo.py --out /tmp/cidx --model /tmp/minilm \
       --n-passages 1000000 --questions 50 --device cuda --no-progress --time-limit 480) >> "$OUT/corpus.jsonl" 2>> "$OUT/corpus.log"
     echo "corpus index demo rc=$?"; tail -n 2 "$OUT/corpus.jsonl"; tail -n 5 "$OUT/corpus.log" ;;
