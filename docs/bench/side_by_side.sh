@@ -20,7 +20,7 @@ set -uo pipefail
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 OLD_TREE="${OLD_TREE:-ac6029a}"
 NEW_TREE="${NEW_TREE:?the commit of this tree (git rev-parse --short HEAD on the CPU machine)}"
-export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site
+export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:.  # then the tree a command runs in (its cwd)
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT"
 CARD="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)"
