@@ -33,7 +33,7 @@ from envs.env import PositionSettings
 from rl.eval.beam import beam_search
 from rl.model.fast.tokenize import encode_texts
 from rl.model.qnetwork import QNetwork
-from rl.model.tokens import SampleTokens, state_ids
+from rl.model.tokens import SampleTokens, state_ids, with_question
 from rl.run.config import PROJECT_ROOT
 from rl.run.corpus_files import TITLE_SEPS, Chunk, fingerprint, iter_chunks, resolve_files
 from rl.run.corpus_search import ExactSearch, FaissSearch, SearchSettings, open_search
@@ -172,9 +172,8 @@ class CorpusIndex:
         enc = qnet.action_enc
         qnet.set_mode(enc, False)  # evaluation's mode for chunk embeddings (train=False)
         if qnet.encoding.streams(len(texts)):  # a GPU: tokenised on a thread while it embeds
-            tokens, emb = qnet.encoding.tokenize_and_embed(
-                enc, qnet.tokenizer, "", texts, qnet.dim, qnet.query_prefix, qnet.passage_prefix
-            )
+            hay, emb = qnet.encoding.tokenize_and_embed(enc, qnet.tokenizer, texts, qnet.dim, qnet.passage_prefix)
+            tokens = with_question(qnet.tokenizer, "", hay, qnet.layout, qnet.query_prefix)
         else:
             tokens = qnet.tokenize({"question": "", "chunks": texts})
             emb = qnet.encoding.chunk_sets(enc, [tokens])[0]
