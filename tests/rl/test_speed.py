@@ -251,7 +251,7 @@ def test_speed_block_through_the_eval_merge(tmp_path):
     """testing.yaml's all-null block keeps the run's switches; the command line overrides them;
     a run folder from before the block (top-level compile_encoders) gets the defaults + compile;
     one with the removed switches loads and evaluates with the rest."""
-    from rl.run.evaluate import merge_eval_config
+    from rl.run.eval_config import merge_eval_config
     from tests.eval.conftest import TRAIN_OVERRIDES, eval_cfg, write_run_config
 
     run_dir = tmp_path / "run"
