@@ -24,6 +24,7 @@ from envs.seeding import derive_seed
 from rl import distributed as dist
 from rl.learners.acting import Observation, SoftHyper, SoftPolicy, Transition, soft_topk_actions
 from rl.learners.schedules import Scheduler, build_scheduler
+from rl.model.model_keys import ModelKeys
 from rl.model.qnetwork import QNetwork
 from rl.schema import Schema, param
 
@@ -72,6 +73,7 @@ class Optimizer(Schema):
 class Shared(Schema):
     """The ``algo`` keys every learner shares (a learner's own: ``algo.<NAME>.hyperparams``)."""
 
+    model: ModelKeys = param(ModelKeys, "the pretrained encoder (rl/model/model_keys.py)")
     optimizer: Optimizer = param(Optimizer, "AdamW over the trainable encoders")
     scheduler: Scheduler = param(Scheduler, "the learning-rate schedule (DESIGN §5.7)")
     max_grad_norm: float = param(

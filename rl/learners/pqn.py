@@ -33,7 +33,9 @@ class Hyper(SoftHyper):
     and PQN's own. The model presets of configs/algo/ override some of these with a benchmark's
     published values."""
 
-    lam: float = param(0.65, "λ of the λ-returns", key="Lambda", low=0.0, high=1.0)
+    lam: float = param(
+        0.65, "λ of the λ-returns (was `Lambda`, still read from old run folders and command lines)", low=0.0, high=1.0
+    )
     soft_target: bool = param(True, 'false: hard per-head max target ("w/o Soft-Q")')
 
 

@@ -105,9 +105,7 @@ class SacHyper(SoftHyper):
     here α is learned, not tied to the learning rate) and SAC-D's own."""
 
     alpha: float = param(0.01, "initial temperature α (the fixed one with learn_alpha: false)", low=0.0, low_open=True)
-    lam: float = param(
-        0.0, "λ of PQN's λ-returns over the soft values (0 = SAC's one-step target)", key="Lambda", low=0.0, high=1.0
-    )
+    lam: float = param(0.0, "λ of PQN's λ-returns over the soft values (0 = SAC's one-step target)", low=0.0, high=1.0)
     learn_alpha: bool = param(True, "learn log α towards the target entropy (false: α stays at alpha)")
     alpha_lr: float = param(3e-3, "Adam learning rate of log α", low=0.0)
     target_entropy_ratio: float = param(
@@ -147,7 +145,7 @@ class SacDLearner(TwinHeadLearner):
         return out
 
     def micro_step(self) -> dict[str, float]:
-        """Roll out L steps in every env, SAC-D's λ-returns (``Lambda`` = 0: r + γV(s′)), one
+        """Roll out L steps in every env, SAC-D's λ-returns (``lam`` = 0: r + γV(s′)), one
         backward pass of the twin loss; every K micro-steps an optimiser step."""
         self.qnet.new_rollout()
         steps = [self._act() for _ in range(self.rollout_len)]  # [L][E]

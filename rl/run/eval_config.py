@@ -20,7 +20,7 @@ from envs.data.registry import ACTING_KEYS, dataset_spec
 from envs.legacy import Legacy
 from rl.run.config import PROJECT_ROOT, upgrade_run_config, without_hydra
 from rl.run.data_roots import stray_data_paths
-from rl.run.keys import RunKeys
+from rl.run.keys import EnvPositions, RunKeys
 
 log = logging.getLogger("qrag.eval")
 
@@ -73,13 +73,14 @@ def check_yaml_size(path: Path) -> None:
 
 
 def load_env_node(name: str) -> dict[str, Any]:
-    """configs/envs/<name>.yaml, unresolved. (``eval_env`` is a plain key, not a Hydra group, so
-    that it can name any env config without duplicating it.)"""
+    """configs/envs/<name>.yaml over the keys every env shares (rl/run/keys.py ``EnvPositions``, as
+    training composes them), unresolved. (``eval_env`` is a plain key, not a Hydra group, so that it
+    can name any env config without duplicating it.)"""
     path = PROJECT_ROOT / "configs" / "envs" / f"{name}.yaml"
     if not path.is_file():
         known = sorted(p.stem for p in (PROJECT_ROOT / "configs" / "envs").glob("*.yaml"))
         raise EvalError(f"eval_env={name}: no configs/envs/{name}.yaml; known: {known}")
-    return OmegaConf.to_container(OmegaConf.load(path), resolve=False)  # type: ignore[return-value]
+    return EnvPositions.defaults() | OmegaConf.to_container(OmegaConf.load(path), resolve=False)  # type: ignore[operator]
 
 
 def replace_env(saved_envs: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
@@ -176,7 +177,7 @@ def fill_missing(taken: dict[str, Any], source: Path) -> dict[str, Any]:
     envs = taken.get("envs")
     env_yaml = cfg_dir / "envs" / f"{envs.get('name')}.yaml" if isinstance(envs, dict) else None
     if env_yaml is not None and env_yaml.is_file():
-        for k, v in OmegaConf.to_container(OmegaConf.load(env_yaml), resolve=False).items():  # type: ignore
+        for k, v in load_env_node(env_yaml.stem).items():
             if k not in envs:
                 envs[k] = v
                 filled.append(f"envs.{k}={v!r}")

@@ -114,7 +114,7 @@ def test_types_are_converted_and_null_kept():
         {
             "gamma": 1,  # an int in the yaml is a float field
             "alpha": "0.5",
-            "Lambda": 0,
+            "lam": 0,
             "tau": 1,
             "top_k_actions": 3.0,  # int field: int(3.0)
             "alpha_min": 0,

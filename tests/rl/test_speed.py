@@ -26,10 +26,11 @@ from rl.model.fast import switches as switches_module
 from rl.model.fast.batching import embed_sequences, plan_slices
 from rl.model.fast.switches import REMOVED, SpeedSwitches
 from rl.model.fast.tokenize import stream_chunk_tokens
+from rl.model.model_keys import ModelKeys, Predictor
 from rl.model.precision import Precision
 from rl.model.tokens import assemble_tokens, text_length, token_layout, tokenize_sample
 
-MODEL = OmegaConf.create({"name": "offline:minilm"})
+MODEL = ModelKeys(name="offline:minilm")
 CPU = torch.device("cpu")
 
 
@@ -279,13 +280,8 @@ def test_speed_block_through_the_eval_merge(tmp_path):
 def small_qnet():
     from rl.model.qnetwork import QNetwork
 
-    model = OmegaConf.create(
-        {
-            "name": "offline:minilm",
-            "predictor": {"num_layers": 1},
-            "query_prefix": "query: ",
-            "passage_prefix": "passage: ",
-        }
+    model = ModelKeys(
+        name="offline:minilm", predictor=Predictor(num_layers=1), query_prefix="query: ", passage_prefix="passage: "
     )
     layout = {
         "max_action_length": 12,

@@ -1,0 +1,39 @@
+"""``algo.model``: the pretrained encoder and how its hidden states become embeddings (DESIGN §2),
+each key stated once with its default, doc and check (rl/schema.py). The model presets of
+configs/algo/ state only what differs (contriever's depth, MiniLM, e5, gte, Qwen3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rl.schema import Schema, param
+
+POOLINGS = ("mean", "cls", "last")
+TEXT = (lambda v: isinstance(v, str), "a string")
+
+
+@dataclass
+class Predictor(Schema):
+    """``algo.model.predictor``: the encoder's depth and the rotation's position scale."""
+
+    num_layers: int | None = param(None, "keep the first L′ transformer layers (null or ≥ depth = full model)", low=1)
+    interpolate_factor: float = param(1, "position code p̂ = int(p / interpolate_factor)", low=0.0, low_open=True)
+    hidden_dim: int | None = param(None, "the reference's head size: accepted and ignored (no head)", low=1)
+    output_dim: int | None = param(None, "the reference's head size: accepted and ignored (no head)", low=1)
+
+
+@dataclass
+class ModelKeys(Schema):
+    """``algo.model``: one pretrained checkpoint, loaded once and deep-copied into every encoder."""
+
+    name: str = param("facebook/contriever", "hub name or local folder; offline:minilm = the packaged MiniLM", ok=TEXT)
+    revision: str = param("main", "hub revision of the checkpoint", ok=TEXT)
+    use_fast_tokenizer: bool = param(True, "the tokenizer's fast (Rust) implementation")
+    trust_remote_code: bool = param(False, "let the model run Python code shipped with it")
+    pooling: str = param("mean", "mean | cls | last (DESIGN §2.4)", choices=POOLINGS)
+    pool_scale: float = param(0.1, "the pooled embedding is multiplied by this", low=0.0, low_open=True)
+    normalize: bool = param(False, "L2-normalise before scaling")
+    query_prefix: str | None = param("", 'prepended to the question (e5 convention: "query: ")', ok=TEXT)
+    passage_prefix: str | None = param("", 'prepended to every chunk (e5 convention: "passage: ")', ok=TEXT)
+    random_init: bool = param(False, "benchmarks: the same architecture with random weights")
+    predictor: Predictor = param(Predictor, "depth and position scale")
