@@ -18,6 +18,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from envs.data.registry import ACTING_KEYS, dataset_spec
 from envs.legacy import Legacy
+from rl.model.model_keys import ModelKeys
 from rl.run.config import PROJECT_ROOT, upgrade_run_config, without_hydra
 from rl.run.data_roots import stray_data_paths
 from rl.run.keys import EnvPositions, RunKeys
@@ -171,6 +172,9 @@ def fill_missing(taken: dict[str, Any], source: Path) -> dict[str, Any]:
     if "legacy" not in taken:  # training.yaml's group default, legacy=none (ConfigStore, envs/legacy.py)
         taken["legacy"] = Legacy.defaults()
         filled.append("legacy=none")
+    algo = taken.get("algo")
+    if isinstance(algo, dict) and isinstance(algo.get("model"), dict):  # keys algo.model gained since
+        filled += _fill_node(algo["model"], ModelKeys.defaults(), "algo.model")
     if "paths" not in taken:
         taken["paths"] = OmegaConf.to_container(OmegaConf.load(cfg_dir / "paths" / "default.yaml"), resolve=False)
         filled.append("paths=default")
@@ -195,6 +199,18 @@ def fill_missing(taken: dict[str, Any], source: Path) -> dict[str, Any]:
     if unknown:
         log.warning("%s: speed switch(es) %s unknown to this version, ignored", source, ", ".join(unknown))
     return taken
+
+
+def _fill_node(node: dict[str, Any], defaults: dict[str, Any], prefix: str) -> list[str]:
+    """Put the keys of ``defaults`` that ``node`` lacks into it, nested nodes too; what was filled."""
+    filled = []
+    for k, v in defaults.items():
+        if k not in node:
+            node[k] = copy.deepcopy(v)
+            filled.append(f"{prefix}.{k}={v!r}")
+        elif isinstance(v, dict) and isinstance(node[k], dict):
+            filled += _fill_node(node[k], v, f"{prefix}.{k}")
+    return filled
 
 
 def merge_eval_config(eval_cfg: DictConfig, reads_data: bool = True) -> DictConfig:
