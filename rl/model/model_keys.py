@@ -16,7 +16,9 @@ TEXT = (lambda v: isinstance(v, str), "a string")
 class Predictor(Schema):
     """``algo.model.predictor``: the encoder's depth and the rotation's position scale."""
 
-    num_layers: int | None = param(None, "keep the first L′ transformer layers (null or ≥ depth = full model)", low=1)
+    num_layers: int | None = param(
+        12, "keep the first L′ transformer layers (null or ≥ depth = full model: contriever)", low=1
+    )
     interpolate_factor: float = param(1, "position code p̂ = int(p / interpolate_factor)", low=0.0, low_open=True)
     hidden_dim: int | None = param(None, "the reference's head size: accepted and ignored (no head)", low=1)
     output_dim: int | None = param(None, "the reference's head size: accepted and ignored (no head)", low=1)
