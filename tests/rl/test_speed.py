@@ -483,9 +483,9 @@ def test_learner_and_eval_all_on_equals_all_off(tiny_cfg, tmp_path):
         torch.testing.assert_close(sd_on[k], sd_off[k], rtol=1e-5, atol=1e-6, msg=k)
 
     # greedy evaluation of the trained agents, with the run's settings
-    idx = on.eval_indices
-    _, rec_on = on.evaluate(on.eval_ds, idx, "validation")
-    _, rec_off = off.evaluate(off.eval_ds, idx, "validation")
+    idx = on.evals.indices
+    _, rec_on = on.evals.evaluate(on.qnet, on.evals.eval_ds, idx, "validation")
+    _, rec_off = off.evals.evaluate(off.qnet, off.evals.eval_ds, idx, "validation")
     assert len(rec_on) == len(rec_off) == len(idx) == 4
     for a, b in zip(rec_on, rec_off):
         assert a["id"] == b["id"] and a["pred_idx"] == b["pred_idx"] and a["steps"] == b["steps"] == 3
