@@ -15,7 +15,7 @@ from envs.errors import DatasetFormatError, DatasetNotFoundError, FeedbackError
 from envs.types import SampleError
 from rl.distributed import hydra_worker_argv
 from rl.model.embedder import ModelLoadError
-from rl.run.config import PROJECT_ROOT
+from rl.run.config import PROJECT_ROOT, rename_overrides
 from rl.run.train import RunFolderError, run
 from rl.run.validate import ConfigError, check_group_choices, check_override_keys, report_and_exit, run_main
 from runstore import StorageError
@@ -46,6 +46,7 @@ def main(cfg: DictConfig) -> float:
 
 if __name__ == "__main__":
     sys.argv = hydra_worker_argv(sys.argv)  # ranks > 0 leave the run folder to rank 0
+    sys.argv = rename_overrides(sys.argv)  # old key names (algo.pqn.hyperparams.Lambda) keep working
     try:
         check_group_choices(sys.argv[1:], PROJECT_ROOT / "configs")
         check_override_keys(sys.argv[1:], PROJECT_ROOT / "configs", "training")

@@ -28,7 +28,8 @@ HOST_CODES_MAX_CHUNKS = 4096  # smaller samples get their acting codes from nump
 @dataclass
 class PositionSettings:
     """How chunk positions are coded. No defaults here: every value comes from the ``envs`` node
-    (configs/envs/*.yaml hold the one default of each key)."""
+    (each env config states its processor; rl/run/keys.py ``EnvPositions`` holds the one default of
+    the others)."""
 
     processor: str
     step_size: int

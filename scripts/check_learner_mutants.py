@@ -28,7 +28,7 @@ MUTANTS = [
         DEFAULT,
     ),
     (
-        "Lambda read as gamma",
+        "lam read as gamma",
         "rl/learners/pqn.py",
         "self.hp.gamma, self.hp.lam, self.legacy_off_by_one)",
         "self.hp.gamma, self.hp.gamma, self.legacy_off_by_one)",

@@ -10,7 +10,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
-import rl.run.config  # noqa: F401  (registers ${qrag_root:})
+from rl.run.config import rename_overrides  # (importing it registers ${qrag_root:})
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,7 +75,7 @@ def read_plan(path: Path) -> tuple[list[str], dict[str, list[str]]]:
             common += line.split()[1:]
         elif line.strip() and not line.startswith("#"):
             name, _gpu, *ov = line.split()
-            runs[name] = ov
+            runs[name] = rename_overrides(ov)  # as train_q_rag.py reads them (old key names)
     return common, runs
 
 

@@ -1,9 +1,14 @@
-"""Acting shared by the on-policy learners (PQN, SARSA, SAC-D): the soft top-k behaviour policy
-and one vectorised environment step.
+"""Acting: the behaviour policies as pure functions of Q-values, availability and a generator, and
+what one environment step hands them (:class:`Observation`); the step itself is the learner base's
+(rl.learners.base.LearnerBase.env_step), the one place that steps the training envs.
 
-Policy (DESIGN §4.2): while warming up (fewer than 2·learning_start environment steps) a chunk
-drawn uniformly among the available ones; afterwards a ∼ softmax((Q(s, a) − max Q)/α) over the
-top-min(k, |A|) available chunks, Q from the online encoders with dropout as configured.
+Policies (DESIGN §4.2), each over the available chunks A(s):
+  uniform         a ∼ U(A(s))                                   (every learner's warm-up)
+  greedy          a = argmax_{a ∈ A(s)} Q(s, a)
+  soft top-k      a ∼ softmax((Q(s, a) − max Q)/α) over the top-min(k, |A|) of A(s)   (PQN, SARSA, SAC-D)
+  ε-greedy        uniform with probability ε, else greedy (or soft top-k with a temperature)   (DQN)
+The Q-values come from ``q_of(slots)``, the online Q-function of the listed slots, so a policy
+computes only the rows it uses (ε-greedy: the slots that do not explore).
 """
 
 from __future__ import annotations
@@ -14,25 +19,46 @@ from typing import Any
 
 import torch
 
-from envs.env import Episode
+from envs.env import Episode, VecRetrievalEnv
 from rl.model.qfunc import masked_topk, sample_policy
 from rl.model.qnetwork import QNetwork
+from rl.schema import Schema, param
+
+QOf = Callable[[list[int]], list[torch.Tensor]]  # slots -> Q(s, ·) [N] of each
 
 
 @dataclass
 class Transition:
     ep: Episode
     selected: list[int]  # chunks held before acting (selection order)
-    state: list[int]  # state token ids
+    state: list[int] | None  # state token ids (None: not built, see LearnerBase.env_step)
     action: int
     code: int  # p̂_t(a_t), or -1 for no positions
     reward: float = 0.0
     done: bool = False
 
 
+@dataclass
+class SoftHyper(Schema):
+    """The keys of the soft top-k learners (PQN, SARSA, SAC-D), first in their
+    ``algo.<name>.hyperparams``: discount, the policy's temperature and support, target encoders."""
+
+    gamma: float = param(0.99, "discount γ", low=0.0, high=1.0)
+    alpha: float = param(
+        0.01, "α₀ of the soft top-k policy (and soft targets); α = max(α₀·lr_t/lr₀, alpha_min)", low=0.0, low_open=True
+    )
+    alpha_min: float = param(1e-6, "floor of α", low=0.0)
+    tau: float = param(0.1, "EMA rate of the target encoders", low=0.0, high=1.0)
+    top_k_actions: int | None = param(
+        5, "k: the policy (and soft value) over the top-k available chunks (null = all)", low=1
+    )
+    use_target_networks: bool = param(True, 'false: targets are the online encoders, τ = 1 ("w/o Target")')
+    acting_dropout: bool = param(True, "rollouts act with dropout on (the reference's train mode)")
+
+
 @dataclass(frozen=True)
 class SoftPolicy:
-    """The behaviour policy's settings at one acting step."""
+    """The soft top-k policy's settings at one acting step."""
 
     warming_up: bool
     alpha: float
@@ -40,24 +66,74 @@ class SoftPolicy:
     dropout: bool  # online encoders in train mode while acting
 
 
+class Observation:
+    """The training slots before a step: their episodes, position codes and (built on first use,
+    once) state token ids; :meth:`q_values` is the online Q-function a policy samples from."""
+
+    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, dropout: bool):
+        self.qnet, self.sort_by_index, self.dropout = qnet, env.sort_by_index, dropout
+        self.episodes = [env.episodes[s] for s in range(env.n_envs)]
+        self.codes = [ep.codes(env.pos) for ep in self.episodes]
+        self.available = [ep.available for ep in self.episodes]
+        self.states: list[list[int] | None] = [None] * len(self.episodes)
+
+    def state(self, slot: int) -> list[int]:
+        if self.states[slot] is None:
+            self.states[slot] = self.qnet.state_ids(self.episodes[slot], self.sort_by_index)
+        return self.states[slot]  # type: ignore[return-value]
+
+    def q_values(self, slots: list[int]) -> list[torch.Tensor]:
+        """Q(s, ·) [N] of the listed slots, online encoders in the acting dropout mode."""
+        states = [self.state(s) for s in slots]
+        return self.qnet.q_values(
+            [self.episodes[s] for s in slots], states, [self.codes[s] for s in slots], train=self.dropout
+        )
+
+
+# -- behaviour policies ----------------------------------------------------------------------
+def uniform_action(available: torch.Tensor, generator: torch.Generator) -> int:
+    """a ∼ U(A(s))."""
+    avail = torch.nonzero(available).flatten()
+    return int(avail[torch.randint(len(avail), (1,), generator=generator).item()])
+
+
+def greedy_action(q: torch.Tensor, available: torch.Tensor) -> int:
+    """argmax of Q over the available chunks."""
+    return int(masked_topk(q, available, 1)[1][0])
+
+
 def soft_topk_actions(
-    qnet: QNetwork,
-    episodes: Sequence[Episode],
-    states: list[list[int]],
-    codes: Sequence[Any],
-    policy: SoftPolicy,
-    generator: torch.Generator,
+    q_of: QOf, available: Sequence[torch.Tensor], policy: SoftPolicy, generator: torch.Generator
 ) -> list[int]:
-    """One action per episode from :class:`SoftPolicy` (uniform while warming up)."""
+    """One action per slot from :class:`SoftPolicy` (uniform while warming up)."""
     if policy.warming_up:
-        actions = []
-        for ep in episodes:
-            avail = torch.nonzero(ep.available).flatten()
-            pick = torch.randint(len(avail), (1,), generator=generator).item()
-            actions.append(int(avail[pick]))
-        return actions
-    q = qnet.q_values(episodes, states, codes, train=policy.dropout)
-    return [sample_policy(q[i], ep.available, policy.top_k, policy.alpha, generator) for i, ep in enumerate(episodes)]
+        return [uniform_action(a, generator) for a in available]
+    q = q_of(list(range(len(available))))
+    return [sample_policy(q[i], a, policy.top_k, policy.alpha, generator) for i, a in enumerate(available)]
+
+
+def epsilon_greedy_actions(
+    q_of: QOf,
+    available: Sequence[torch.Tensor],
+    epsilon: float,
+    generator: torch.Generator,
+    softmax: tuple[int | None, float] | None = None,
+) -> list[int]:
+    """Per slot: explore (uniform) with probability ε, else greedy, or with ``softmax`` = (k,
+    temperature) the soft top-k policy at that temperature. The coin of every slot is drawn
+    first, then Q of the slots that do not explore, then each slot's action in order."""
+    explore = [bool(torch.rand(1, generator=generator).item() < epsilon) for _ in available] if epsilon > 0 else []
+    exploit = [i for i in range(len(available)) if not (explore and explore[i])]
+    q = dict(zip(exploit, q_of(exploit))) if exploit else {}
+    actions = []
+    for i, a in enumerate(available):
+        if i not in q:
+            actions.append(uniform_action(a, generator))
+        elif softmax is not None:
+            actions.append(sample_policy(q[i], a, softmax[0], softmax[1], generator))
+        else:
+            actions.append(greedy_action(q[i], a))
+    return actions
 
 
 def policy_probs(q: torch.Tensor, available: torch.Tensor, k: int | None, alpha: float) -> torch.Tensor:
@@ -73,47 +149,6 @@ def lr_tied_alpha(hp: Any, lr: float, base_lr: float) -> float:
     """The policy's temperature after an optimiser step at learning rate ``lr`` (PQN, SARSA):
     α = max(α₀ · lr / lr₀, α_min), α₀ = ``hp.alpha``, lr₀ the configured learning rate."""
     return max(hp.alpha * lr / base_lr, hp.alpha_min)
-
-
-def warming_up(learner: Any) -> bool:
-    """Uniform acting for the first 2·learning_start environment steps."""
-    return learner.counters.env_steps < 2 * learner.learning_start
-
-
-def soft_act(learner: Any) -> list[Transition]:
-    """One step of every env of an on-policy learner (``hp.top_k_actions``, ``hp.acting_dropout``,
-    its current ``alpha``) with the soft top-k policy."""
-    hp = learner.hp
-    policy = SoftPolicy(warming_up(learner), learner.alpha, hp.top_k_actions, hp.acting_dropout)
-    return env_step(
-        learner, lambda episodes, st, c: soft_topk_actions(learner.qnet, episodes, st, c, policy, learner.policy_gen)
-    )
-
-
-def env_step(
-    learner: Any, choose: Callable[[list[Episode], list[list[int]], list[Any]], list[int]]
-) -> list[Transition]:
-    """Every training slot of ``learner.env`` takes one step with the actions ``choose(episodes,
-    state token ids, position codes)``; finished episodes are counted and their slots reset."""
-    env, qnet = learner.env, learner.qnet
-    slots = list(range(env.n_envs))
-    episodes = [env.episodes[s] for s in slots]
-    states = [qnet.state_ids(ep, env.sort_by_index) for ep in episodes]
-    codes = [ep.codes(env.pos) for ep in episodes]
-    actions = choose(episodes, states, codes)
-    trans = [
-        Transition(ep, list(ep.selected), st, a, -1 if c is None else int(c[a]))
-        for ep, st, a, c in zip(episodes, states, actions, codes)
-    ]
-    rewards, dones, _ = env.step(slots, actions)
-    learner.counters.env_steps += len(slots)
-    for slot, tr, r, d in zip(slots, trans, rewards, dones):
-        tr.reward, tr.done = r, d
-        if d:
-            learner._finished_returns.append(tr.ep.ret)
-            learner.counters.episodes += 1
-            env.reset_random(slot)
-    return trans
 
 
 def rollout_values(

@@ -3,8 +3,8 @@
 :class:`Learner` is everything the trainer (rl/run/train.py) and the tools (scripts/bench.py) use of a
 learner; nothing else is read by name. :class:`LearnerBase` holds what the learners share: AdamW and
 the LR schedule over the Q-network's trainable encoders (``algo.optimizer``, ``algo.scheduler``),
-gradient clipping (``algo.max_grad_norm``), counters, the acting generator, the optimiser step (DESIGN
-§5.5) and the checkpoint state. A learner adds its objective (``micro_step``) and its updates after
+gradient clipping (``algo.max_grad_norm``), counters, acting (the one environment step, with the
+behaviour policies of rl/learners/acting.py), the optimiser step (DESIGN §5.5) and the checkpoint state. A learner adds its objective (``micro_step``) and its updates after
 the gradient step (``after_step``); its own hyperparameters live in ``algo.<objective>.hyperparams``,
 stated once by its ``HYPER`` dataclass (rl/schema.py), as :class:`Shared` states the keys all
 learners share.
@@ -13,6 +13,7 @@ learners share.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -21,7 +22,9 @@ import torch
 from envs.env import VecRetrievalEnv
 from envs.seeding import derive_seed
 from rl import distributed as dist
+from rl.learners.acting import Observation, SoftHyper, SoftPolicy, Transition, soft_topk_actions
 from rl.learners.schedules import Scheduler, build_scheduler
+from rl.model.model_keys import ModelKeys
 from rl.model.qnetwork import QNetwork
 from rl.schema import Schema, param
 
@@ -70,6 +73,7 @@ class Optimizer(Schema):
 class Shared(Schema):
     """The ``algo`` keys every learner shares (a learner's own: ``algo.<NAME>.hyperparams``)."""
 
+    model: ModelKeys = param(ModelKeys, "the pretrained encoder (rl/model/model_keys.py)")
     optimizer: Optimizer = param(Optimizer, "AdamW over the trainable encoders")
     scheduler: Scheduler = param(Scheduler, "the learning-rate schedule (DESIGN §5.7)")
     max_grad_norm: float = param(
@@ -138,9 +142,51 @@ class LearnerBase:
         self.base_lr = opt.lr
         self.scheduler = build_scheduler(self.optimizer, shared.scheduler)
         self.counters = Counters()
-        self._finished_returns: list[float] = []
+        self.learning_start = int(cfg.learning_start)  # the soft top-k learners' warm-up (DQN has its own)
+        self._finished_returns: list[float] = []  # written by env_step only
         # each data-parallel rank samples its own actions (rank 0 = the 1-process seed)
         self.policy_gen = torch.Generator().manual_seed(derive_seed(dist.rank_seed(int(cfg.seed)), "policy") % 2**63)
+
+    # -- acting ----------------------------------------------------------------------------
+    def env_step(
+        self, choose: Callable[[Observation], list[int]], dropout: bool, keep_states: bool = True
+    ) -> list[Transition]:
+        """Every training slot takes one step with the actions ``choose(observation)`` (online Q in
+        the ``dropout`` mode); finished episodes are counted, their returns kept for
+        :meth:`drain_returns` and their slots reset. ``keep_states``: every transition carries its
+        state token ids (the on-policy loss reuses them); off, only those a policy built."""
+        env = self.env
+        obs = Observation(self.qnet, env, dropout)
+        if keep_states:
+            for slot in range(len(obs.episodes)):
+                obs.state(slot)
+        actions = choose(obs)
+        trans = [
+            Transition(ep, list(ep.selected), st, a, -1 if c is None else int(c[a]))
+            for ep, st, a, c in zip(obs.episodes, obs.states, actions, obs.codes)
+        ]
+        slots = list(range(len(trans)))
+        rewards, dones, _ = env.step(slots, actions)
+        self.counters.env_steps += len(slots)
+        for slot, tr, r, d in zip(slots, trans, rewards, dones):
+            tr.reward, tr.done = r, d
+            if d:
+                self._finished_returns.append(tr.ep.ret)
+                self.counters.episodes += 1
+                env.reset_random(slot)
+        return trans
+
+    @property
+    def warming_up(self) -> bool:
+        """Uniform acting for the first 2·learning_start environment steps (soft top-k learners)."""
+        return self.counters.env_steps < 2 * self.learning_start
+
+    def soft_step(self, hp: SoftHyper, alpha: float) -> list[Transition]:
+        """One step of every env with the soft top-k policy at temperature ``alpha`` (PQN, SARSA, SAC-D)."""
+        policy = SoftPolicy(self.warming_up, alpha, hp.top_k_actions, hp.acting_dropout)
+        return self.env_step(
+            lambda obs: soft_topk_actions(obs.q_values, obs.available, policy, self.policy_gen), hp.acting_dropout
+        )
 
     def end_micro_step(self, scalars: dict[str, float]) -> dict[str, float]:
         """Count a micro-step whose gradients are accumulated; every K-th one takes the optimiser

@@ -25,9 +25,10 @@ from typing import Any
 import torch
 
 from envs.env import Episode, VecRetrievalEnv
+from rl.learners.acting import epsilon_greedy_actions
 from rl.learners.base import BatchShape, TwinHeadLearner
 from rl.learners.replay import NStepAssembler, ReplayBuffer, Step, physical_memory
-from rl.model.qfunc import NEG_INF, masked_topk, sample_policy
+from rl.model.qfunc import NEG_INF
 from rl.model.qnetwork import QNetwork
 from rl.schema import Schema, param
 
@@ -139,48 +140,25 @@ class DQNLearner(TwinHeadLearner):
         return hp.epsilon_start + frac * (hp.epsilon_end - hp.epsilon_start)
 
     def _act(self) -> list[Step]:
-        """One vectorised step: choose an action in every slot, step, store, reset finished slots."""
-        env, qnet, hp = self.env, self.qnet, self.hp
-        slots = list(range(env.n_envs))
-        episodes = [env.episodes[s] for s in slots]
-        codes = [ep.codes(env.pos) for ep in episodes]
+        """One vectorised step (LearnerBase.env_step) with the ε-greedy or softmax policy (uniform
+        during the warm-up); each transition goes through the n-step queue into the buffer."""
+        hp = self.hp
         if self.counters.env_steps < hp.learning_starts:
             self.epsilon = 1.0  # warm-up: uniform over the available chunks
         else:
             self.epsilon = self.epsilon_at(self.counters.env_steps) if hp.exploration == "epsilon" else 0.0
-        if self.epsilon > 0:
-            explore = [bool(torch.rand(1, generator=self.policy_gen).item() < self.epsilon) for _ in episodes]
-        else:
-            explore = [False] * len(episodes)
-        greedy = [i for i, x in enumerate(explore) if not x]
-        q = {}
-        if greedy:
-            states = [qnet.state_ids(episodes[i], self.sort_by_index) for i in greedy]
-            rows = qnet.q_values([episodes[i] for i in greedy], states, [codes[i] for i in greedy], hp.acting_dropout)
-            q = dict(zip(greedy, rows))
-        actions = []
-        for i, ep in enumerate(episodes):
-            if explore[i]:
-                avail = torch.nonzero(ep.available).flatten()
-                actions.append(int(avail[torch.randint(len(avail), (1,), generator=self.policy_gen).item()]))
-            elif hp.exploration == "softmax":
-                actions.append(sample_policy(q[i], ep.available, hp.top_k_actions, hp.temperature, self.policy_gen))
-            else:
-                actions.append(int(masked_topk(q[i], ep.available, 1)[1][0]))
-        steps = [
-            Step(ep.index, list(ep.selected), a, -1 if c is None else int(c[a]), 0.0, False)
-            for ep, a, c in zip(episodes, actions, codes)
-        ]
-        rewards, dones, _ = env.step(slots, actions)
-        self.counters.env_steps += len(slots)
-        for slot, st, r, d in zip(slots, steps, rewards, dones):
-            st.reward, st.done = float(r), bool(d)
-            for tr in self.nstep.push(slot, st):
-                self.buffer.add(tr)
-            if d:
-                self._finished_returns.append(env.episodes[slot].ret)
-                self.counters.episodes += 1
-                env.reset_random(slot)
+        softmax = (hp.top_k_actions, hp.temperature) if hp.exploration == "softmax" else None
+        trans = self.env_step(
+            lambda obs: epsilon_greedy_actions(obs.q_values, obs.available, self.epsilon, self.policy_gen, softmax),
+            hp.acting_dropout,
+            keep_states=False,  # replay rebuilds the state ids at every use
+        )
+        steps = []
+        for slot, tr in enumerate(trans):
+            st = Step(tr.ep.index, tr.selected, tr.action, tr.code, float(tr.reward), bool(tr.done))
+            for ready in self.nstep.push(slot, st):
+                self.buffer.add(ready)
+            steps.append(st)
         return steps
 
     # -- replayed samples -----------------------------------------------------------------

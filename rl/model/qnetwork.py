@@ -23,6 +23,7 @@ from rl.model.caches import ChunkEmbeddings, Haystack, QNetworkCaches
 from rl.model.embedder import Embedder, load_backbone, load_tokenizer
 from rl.model.fast.encoding import EncodingPath
 from rl.model.fast.switches import SpeedSwitches
+from rl.model.model_keys import ModelKeys
 from rl.model.precision import Precision
 from rl.model.qfunc import q_all, twin_heads
 from rl.model.rotary import HalfRotary
@@ -40,13 +41,11 @@ from rl.model.tokens import (
 
 log = logging.getLogger(__name__)
 
-_IGNORED_MODEL_KEYS = ("hidden_dim", "output_dim")
-
 
 class QNetwork(nn.Module):
     def __init__(
         self,
-        model_cfg: Any,
+        model: ModelKeys,
         layout_cfg: dict[str, Any],
         device: torch.device,
         precision: Precision,
@@ -54,23 +53,20 @@ class QNetwork(nn.Module):
         speed: SpeedSwitches,
     ):
         super().__init__()
-        predictor = model_cfg.get("predictor", {}) or {}
-        if any(predictor.get(k) is not None for k in _IGNORED_MODEL_KEYS):
+        if model.predictor.hidden_dim is not None or model.predictor.output_dim is not None:
             log.warning(
                 "algo.model.predictor.hidden_dim/output_dim are accepted and ignored: "
                 "Q-RAG applies no head to the pooled embedding"
             )
-        self.tokenizer = load_tokenizer(model_cfg)
-        backbone = load_backbone(model_cfg)
-        pooling = str(model_cfg.get("pooling", "mean"))
-        self.state_enc = Embedder(
-            backbone, pooling, float(model_cfg.get("pool_scale", 0.1)), bool(model_cfg.get("normalize", False))
-        )
+        self.tokenizer = load_tokenizer(model)
+        backbone = load_backbone(model)
+        pooling = model.pooling
+        self.state_enc = Embedder(backbone, pooling, model.pool_scale, model.normalize)
         self.action_enc = copy.deepcopy(self.state_enc)  # load once, deep-copy
         self.target_state = copy.deepcopy(self.state_enc).requires_grad_(False)
         self.target_action = copy.deepcopy(self.state_enc).requires_grad_(False)
         self.dim = self.state_enc.dim
-        self.rope = HalfRotary(self.dim, interpolate_factor=float(predictor.get("interpolate_factor", 1)))
+        self.rope = HalfRotary(self.dim, interpolate_factor=model.predictor.interpolate_factor)
         model_max = int(getattr(backbone.config, "max_position_embeddings", 512))
         if getattr(backbone.config, "model_type", "") in ("xlm-roberta", "roberta"):
             model_max -= 2  # position ids start after the padding index
@@ -83,8 +79,8 @@ class QNetwork(nn.Module):
         )
         eval_mem = layout_cfg.get("eval_max_action_length_in_memory")
         self.eval_memory_content = max(1, int(eval_mem) - 2) if eval_mem else self.layout.memory_content
-        self.query_prefix = str(model_cfg.get("query_prefix", "") or "")
-        self.passage_prefix = str(model_cfg.get("passage_prefix", "") or "")
+        self.query_prefix = model.query_prefix or ""
+        self.passage_prefix = model.passage_prefix or ""
         left_pad = pooling == "last" and self.layout.padding_side == "left"
         self.device = device
         self.embed_batch_size = int(embed_batch_size)

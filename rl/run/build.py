@@ -14,6 +14,7 @@ from envs.feedback import Feedback
 from rl.eval.greedy import EvalSettings
 from rl.learners import build_learner
 from rl.model.fast.switches import SpeedSwitches
+from rl.model.model_keys import ModelKeys
 from rl.model.precision import Precision
 from rl.model.qnetwork import QNetwork
 
@@ -28,7 +29,7 @@ def qnet_from_cfg(cfg: DictConfig, device: torch.device) -> QNetwork:
         "max_state_length": cfg.max_state_length,
     }
     return QNetwork(
-        cfg.algo.model,
+        ModelKeys.from_cfg(cfg.algo.model),
         layout,
         device,
         Precision.resolve(str(cfg.precision), device),

@@ -12,7 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import runstore
 from rl.run.evaluate import EvalError, merge_eval_config
-from rl.run.train import run_folder_lock
+from rl.run.run_folder import run_folder_lock
 from rl.run.validate import ConfigError, check_eval, check_training, report_and_exit
 
 

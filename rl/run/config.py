@@ -47,10 +47,10 @@ def schemas() -> list[tuple[str, Any]]:
     each learner's ``algo.<name>.hyperparams``."""
     from rl.learners import LEARNERS
     from rl.learners.base import Shared
-    from rl.run.keys import RunKeys, TrainingKeys
+    from rl.run.keys import EnvPositions, RunKeys, TrainingKeys
 
     learners = [(f"algo.{name}.hyperparams", learner.HYPER) for name, learner in LEARNERS.items()]
-    return [("", RunKeys), ("", TrainingKeys), ("algo", Shared), *learners]
+    return [("", RunKeys), ("", TrainingKeys), ("envs", EnvPositions), ("algo", Shared), *learners]
 
 
 def schema_tables() -> dict[str, list[str]]:
@@ -67,20 +67,22 @@ def register_schemas() -> None:
     """Every schema's defaults into Hydra's ConfigStore (rl/schema.py), so the YAML files only
     override: the ``learner`` group's options (``learner=<name>``: ``algo.objective`` and
     ``algo.<name>.hyperparams``) and ``algo_shared`` (the ``algo`` keys every learner shares),
-    which configs/training.yaml lists before the ``algo`` preset; ``legacy=none`` (every legacy
+    which configs/training.yaml lists before the ``algo`` preset; ``envs_shared`` (the position keys
+    every env shares), listed before the ``envs`` choice; ``legacy=none`` (every legacy
     switch off, envs/legacy.py), which configs/legacy/ref.yaml's all-on preset overrides."""
     from hydra.core.config_store import ConfigStore
 
     from envs.legacy import Legacy
     from rl.learners import LEARNERS
     from rl.learners.base import Shared
-    from rl.run.keys import RunKeys, TrainingKeys
+    from rl.run.keys import EnvPositions, RunKeys, TrainingKeys
 
     store = ConfigStore.instance()
     for name, learner in LEARNERS.items():
         node = {"objective": name, name: {"hyperparams": learner.HYPER.defaults()}}
         store.store(group="learner", name=name, package="algo", node=node)
     store.store(name="algo_shared", package="algo", node=Shared.defaults())
+    store.store(name="envs_shared", package="envs", node=EnvPositions.defaults())
     store.store(name="training_keys", package="_global_", node=RunKeys.defaults() | TrainingKeys.defaults())
     store.store(group="legacy", name="none", node=Legacy.defaults())
 
@@ -155,6 +157,13 @@ def hydra_output_dir() -> Path | None:
 
 # Keys that configs saved by earlier versions still carry although nothing reads them any more.
 REMOVED_KEYS = ("envs.env", "envs.test_env", "algo.model.predictor.input_dim", "algo.model.predictor.max_seq_len")
+# Keys renamed since (old dotted key -> new, issue 35): a saved run config is read in today's names,
+# an old command line is rewritten with a note (rename_overrides), a config node holding an old name
+# is refused naming the new one (rl/run/validate.py).
+RENAMED_KEYS = {
+    "algo.pqn.hyperparams.Lambda": "algo.pqn.hyperparams.lam",
+    "algo.sac_d.hyperparams.Lambda": "algo.sac_d.hyperparams.lam",
+}
 # Dataset folders added to configs/paths since: a saved run read HotpotQA / MuSiQue from these (its own
 # envs node keeps its saved data_path; an `eval_env=hotpotqa|musique` node reads the keys).
 ADDED_PATHS = {"hotpotqa_dir": "${paths.data_root}/hotpotqa", "musique_dir": "${paths.data_root}/musique"}
@@ -162,7 +171,8 @@ ADDED_PATHS = {"hotpotqa_dir": "${paths.data_root}/hotpotqa", "musique_dir": "${
 
 def upgrade_run_config(saved: dict[str, Any]) -> dict[str, Any]:
     """A run folder's saved config (config.yaml, or a checkpoint's config) in today's layout: the
-    one migration of old runs. Removed keys are dropped; keys added since get the value the run
+    one migration of old runs. Removed keys are dropped, renamed ones (``RENAMED_KEYS``) take their new
+    name; keys added since get the value the run
     used, as its dataset declares them (``DatasetSpec.added_keys``), and the dataset folders of
     ``ADDED_PATHS`` their folder under ``data_root``. Code then reads every key
     without a default of its own."""
@@ -176,6 +186,13 @@ def upgrade_run_config(saved: dict[str, Any]) -> dict[str, Any]:
             node = node.get(key) if isinstance(node, dict) else None
         if isinstance(node, dict):
             node.pop(leaf, None)
+    for old_key, new_key in RENAMED_KEYS.items():
+        *parents, leaf = old_key.split(".")
+        node = out
+        for key in parents:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and leaf in node:
+            node.setdefault(new_key.rsplit(".", 1)[1], node.pop(leaf))
     paths = out.get("paths")
     if isinstance(paths, dict):
         for key, value in ADDED_PATHS.items():
@@ -212,4 +229,21 @@ def config_differences(old: DictConfig, new: DictConfig, ignore: tuple[str, ...]
             out.append(f"{prefix}: {x!r} -> {y!r}")
 
     walk(a, b, "")
+    return out
+
+
+def rename_overrides(argv: Sequence[str]) -> list[str]:
+    """Command-line overrides with the old names of ``RENAMED_KEYS`` rewritten to the new ones
+    (``[+]key=value``, sweeps included), one note on stderr per rewritten key, so that old command
+    lines and launch plans keep working."""
+    import sys
+
+    out = []
+    for arg in argv:
+        plus = "+" if arg.startswith("+") else ""
+        key, eq, value = arg.removeprefix(plus).partition("=")
+        if eq and key in RENAMED_KEYS:
+            print(f"note: {key} is now {RENAMED_KEYS[key]}; taken as {RENAMED_KEYS[key]}={value}", file=sys.stderr)
+            arg = f"{plus}{RENAMED_KEYS[key]}={value}"
+        out.append(arg)
     return out

@@ -44,6 +44,16 @@ def _speed_checked_with_common(checker: Any, key: str, prefix: str) -> None:
 
 
 @dataclass
+class EnvPositions(Schema):
+    """The ``envs`` keys of the position codes (DESIGN §3) every environment shares; each env config
+    (configs/envs/*.yaml) states only ``positions_processor`` and what else differs."""
+
+    step_size: int = param(20, "δ of the relative encoding; ℓ = int(0.9·δ) (unused with processor none)", low=1)
+    relative_formula: str = param("linspace", "linspace (ref) | paper (Eq. 6)", choices=("linspace", "paper"))
+    max_chunks_count: int = param(2000, "random processor only: codes are drawn below this", low=1)
+
+
+@dataclass
 class RunKeys(Schema):
     """Top-level keys that training and evaluation both read."""
 

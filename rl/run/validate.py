@@ -17,7 +17,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rl.run.keys import RunKeys, TrainingKeys
+from rl.run.keys import EnvPositions, RunKeys, TrainingKeys
 
 PLANNERS = ("greedy", "beam")
 POSITIONS = ("none", "absolute", "random", "relative")
@@ -192,14 +192,13 @@ def _check_common(c: Checker) -> None:
     RunKeys.check(c, "")
     c.integer("envs.max_steps", 1)
     c.choice("envs.positions_processor", POSITIONS)
-    c.integer("envs.step_size", 1)
+    EnvPositions.check(c, "envs")
     c.boolean("envs.sort_by_index")
     c.name("envs.task")
     c.name("envs.test_split")
     c.name("envs.context_length")
     c.check("envs.length", lambda v: _is_int(v) and (v >= 1 or v == -1), "an integer >= 1, or -1 for all")
     c.integer("envs.subsample_size", 1)
-    c.integer("envs.max_chunks_count", 1)
     c.integer("envs.prompt_reserve_tokens", 0)
     c.integer("envs.min_noise_sentence_tokens", 0)
     c.integer("envs.tokens_per_fact", 1)
@@ -228,16 +227,13 @@ def check_training(cfg: DictConfig) -> None:
     # imported here so that importing this module (the Hydra callback) stays light
     from rl.learners import LEARNERS
     from rl.learners.base import Shared
-    from rl.model.embedder import POOLINGS
+    from rl.run.config import RENAMED_KEYS
 
-    c.choice("algo.model.pooling", POOLINGS)
-    c.number("algo.model.pool_scale", 0.0, low_open=True)
-    c.integer("algo.model.predictor.num_layers", 1, nullable=True)
-    c.number("algo.model.predictor.interpolate_factor", 0.0, low_open=True)
-    for k in ("use_fast_tokenizer", "trust_remote_code", "normalize", "random_init"):
-        c.boolean(f"algo.model.{k}")
+    for old, new in RENAMED_KEYS.items():  # a config file's node (command lines are rewritten, rl/run/config.py)
+        if c.value(old)[0]:
+            c.errors.append(f"{old}: renamed to {new}; write {new} in your config file")
     c.choice("algo.objective", tuple(LEARNERS))
-    Shared.check(c, "algo")  # optimizer, scheduler, max_grad_norm: each key's check is in its dataclass
+    Shared.check(c, "algo")  # model, optimizer, scheduler, max_grad_norm: each key's check is in its dataclass
     learner = LEARNERS.get(str(c.value("algo.objective")[1]))
     if learner is not None:
         hp = f"algo.{learner.NAME}.hyperparams"

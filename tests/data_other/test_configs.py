@@ -7,6 +7,7 @@ from omegaconf import OmegaConf
 
 from envs.data.registry import build_dataset
 from envs.types import validate_sample
+from rl.run.eval_config import load_env_node
 
 CONFIGS = [
     "niah",
@@ -35,7 +36,7 @@ DOCUMENTED = {
 
 
 def _compose(repo, fix, name):
-    envs = OmegaConf.load(repo / "configs" / "envs" / f"{name}.yaml")
+    envs = load_env_node(name)  # the yaml over the keys every env shares, as training composes it
     root = OmegaConf.create(
         {
             "seed": 7,
@@ -73,7 +74,8 @@ def test_env_config_holds_the_documented_settings(repo, name):
     assert (fd.train.penalize_extra_steps, fd.train.never_terminate) == train
     assert (fd.test.penalize_extra_steps, fd.test.never_terminate_ref) == test
     # δ = 20 (ℓ = 18) with the reference's linspace codes wherever relative positions can be switched on
-    assert (envs.step_size, envs.relative_formula) == (20, "linspace")
+    shared = load_env_node(name)
+    assert (shared["step_size"], shared["relative_formula"]) == (20, "linspace")
 
 
 def test_every_env_config_is_documented(repo):

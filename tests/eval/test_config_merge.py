@@ -9,7 +9,8 @@ from omegaconf import OmegaConf
 
 from envs.data.registry import build_dataset
 from envs.legacy import Legacy
-from rl.run.evaluate import EvalError, eval_stem, merge_eval_config
+from rl.run.eval_config import EvalError, merge_eval_config
+from rl.run.eval_records import eval_stem
 
 from .conftest import compose_cfg, eval_cfg
 
@@ -94,7 +95,7 @@ def test_eval_file_names_of_the_other_datasets(config_run: Path) -> None:
     }
     niah = merge_eval_config(eval_cfg(config_run, "eval_env=niah"))
     assert niah.envs.task == "mv_niah"  # another family: the run's bAbI task is not carried over
-    from rl.run.evaluate import eval_meta
+    from rl.run.eval_records import eval_meta
 
     hf = merge_eval_config(eval_cfg(config_run, "eval_env=babilong_hf", "+envs.context_length=32k"))
     meta = {name: eval_meta(c, config_run / "model_best.pt", "sha256:x") for name, c in [("niah", niah), ("hf", hf)]}
@@ -109,7 +110,7 @@ OLD_RUN = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200_minil
 
 def test_old_run_folder_is_upgraded_once(tmp_path: Path) -> None:
     from rl.run.config import upgrade_run_config
-    from rl.run.evaluate import eval_meta
+    from rl.run.eval_records import eval_meta
 
     saved = OmegaConf.to_container(OmegaConf.load(OLD_RUN), resolve=False)
     assert "length_unit" not in saved["envs"] and "env" in saved["envs"]  # the fixture is what it claims
@@ -138,7 +139,7 @@ def test_eval_meta_names_the_data_it_read(tmp_path: Path) -> None:
     """settings.data_sha256 is the uncompressed content's sha256, as data/babilong/babi/MANIFEST.json records it."""
     import json
 
-    from rl.run.evaluate import eval_meta
+    from rl.run.eval_records import eval_meta
 
     run = tmp_path / "run"
     run.mkdir()

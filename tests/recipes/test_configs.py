@@ -120,7 +120,7 @@ def test_algo_presets_match_spec_table(algo, name, layers, alpha, lam, tau, lr, 
     a = compose_cfg([f"algo={algo}"]).algo  # DESIGN §8.4 (the embedding size d is the backbone's hidden size)
     hp, opt = a.pqn.hyperparams, a.optimizer
     assert (a.model.name, a.model.predictor.num_layers) == (name, layers)
-    assert (hp.gamma, hp.alpha, hp.Lambda, hp.tau) == pytest.approx((0.99, alpha, lam, tau))
+    assert (hp.gamma, hp.alpha, hp.lam, hp.tau) == pytest.approx((0.99, alpha, lam, tau))
     assert (opt.lr, opt.weight_decay) == pytest.approx((lr, wd))
     assert (a.scheduler.name, a.scheduler.ratio) == (sched, pytest.approx(ratio))
     assert (hp.top_k_actions, a.max_grad_norm, tuple(opt.betas), a.scheduler.warmup) == (5, 2.0, (0.9, 0.98), 1000)

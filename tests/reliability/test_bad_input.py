@@ -157,7 +157,7 @@ BAD_VALUES = {
     "algo.optimizer.lr=inf": "algo.optimizer.lr=inf: expected a finite number > 0 and <= 1",
     "algo.optimizer.lr=1e30": "algo.optimizer.lr=1e+30: expected a number > 0 and <= 1",
     "algo.optimizer.weight_decay=inf": "algo.optimizer.weight_decay=inf: expected a finite number >= 0 and <= 10000",
-    "algo.pqn.hyperparams.alpha=inf": "algo.pqn.hyperparams.alpha=inf: expected a finite number >= 0",
+    "algo.pqn.hyperparams.alpha=inf": "algo.pqn.hyperparams.alpha=inf: expected a finite number > 0",
     "feedback.ground_truth.per_fact_reward=nan": "feedback.ground_truth.per_fact_reward=nan: expected a finite number",
     "seed=18446744073709551616": "seed=18446744073709551616: expected an integer >= 0 and <= 18446744073709551615",
     "envs.subsample_size=0": "envs.subsample_size=0: expected an integer >= 1",

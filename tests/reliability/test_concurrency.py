@@ -12,13 +12,14 @@ import sys
 
 import pytest
 
-from rl.run.evaluate import read_records, run, unique_records
+from rl.run.eval_records import read_records, unique_records
+from rl.run.evaluate import run
 from runstore import FolderInUseError
 from tests.conftest import ROOT
 from tests.eval.conftest import eval_cfg
 
 HOLD = (
-    "import sys, time; from pathlib import Path; from rl.run.evaluate import output_lock; "
+    "import sys, time; from pathlib import Path; from rl.run.eval_records import output_lock; "
     "output_lock(Path(sys.argv[1])).acquire(); print('LOCKED', flush=True); time.sleep(300)"
 )
 

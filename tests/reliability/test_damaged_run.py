@@ -82,7 +82,7 @@ def test_a_checkpoint_missing_an_entry_is_one_line(reference_run, tmp_path, key)
 
 
 def test_a_deleted_model_best_is_named_on_resume(reference_run, tmp_path):
-    from rl.run.train import RunFolderError
+    from rl.run.run_folder import RunFolderError
 
     run_dir = copy_run(reference_run, tmp_path / "run", skip=("model_best.pt",))
     with pytest.raises(RunFolderError) as e:

@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from rl.run.build import qnet_from_cfg
-from rl.run.train import RunFolderError, run
+from rl.run.run_folder import RunFolderError
+from rl.run.train import run
 from runstore import FolderInUseError, load_checkpoint
 from tests.conftest import ROOT
 from tests.reliability.harness import assert_same_weights, metrics, run_cfg

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import torch
 
-from rl.run.train import RunFolderError, run
+from rl.run.run_folder import RunFolderError
+from rl.run.train import run
 from runstore import load_checkpoint
 from tests.reliability.harness import metrics, run_cfg
 from tests.reliability.test_kills import kill_at

@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from rl.model.embedder import ModelLoadError, load_backbone, resolve_model_path
+from rl.model.model_keys import ModelKeys
 
 
 class Payload:
@@ -24,5 +24,5 @@ def test_a_pickle_weights_file_is_one_line_and_runs_nothing(tmp_path, capfd):
         f.unlink()
     torch.save({"embeddings.word_embeddings.weight": Payload()}, folder / "pytorch_model.bin")
     with pytest.raises(ModelLoadError, match=r"^model folder .*model: its weights file holds objects other than"):
-        load_backbone(OmegaConf.create({"name": str(folder)}))
+        load_backbone(ModelKeys(name=str(folder)))
     assert "code from the weights file ran" not in capfd.readouterr().out

@@ -77,7 +77,7 @@ def test_remote_code_is_off_by_default():
 
 
 def test_a_run_folder_cannot_turn_on_remote_code(tmp_path):
-    from rl.run.evaluate import merge_eval_config
+    from rl.run.eval_config import merge_eval_config
     from tests.eval.conftest import TRAIN_OVERRIDES, eval_cfg, write_run_config
 
     write_run_config(tmp_path, TRAIN_OVERRIDES + ["algo.model.trust_remote_code=true"])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from rl.run.evaluate import EvalError, merge_eval_config
+from rl.run.eval_config import EvalError, merge_eval_config
 from tests.eval.conftest import eval_cfg, write_run_config
 
 EVIL = "http://203.0.113.9:8000/v1"

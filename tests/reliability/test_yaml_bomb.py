@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from rl.run.evaluate import EvalError, merge_eval_config
+from rl.run.eval_config import EvalError, merge_eval_config
 from tests.eval.conftest import eval_cfg
 
 

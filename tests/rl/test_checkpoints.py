@@ -7,7 +7,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from rl.run.checkpoints import SWEEP_MARK, prune_sweep_checkpoints, sweep_identity
-from rl.run.train import RunFolderError, open_run_dir
+from rl.run.run_folder import RunFolderError, open_run_dir
 from runstore import FolderLock
 
 

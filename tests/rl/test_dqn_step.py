@@ -25,6 +25,7 @@ import pytest
 import torch
 from torch import nn
 
+import rl.learners.acting
 import rl.learners.dqn
 from envs.data.registry import build_dataset
 from envs.env import Episode, PositionSettings
@@ -288,9 +289,9 @@ def test_acting_after_the_warm_up(exploration, monkeypatch):
     learner.env.episodes[0].available[5] = False
     before = [(ep, list(ep.selected)) for ep in learner.env.episodes]
     calls = []
-    original = rl.learners.dqn.sample_policy
+    original = rl.learners.acting.sample_policy
     monkeypatch.setattr(
-        rl.learners.dqn,
+        rl.learners.acting,
         "sample_policy",
         lambda q, a, k, t, g: calls.append((q, a.clone(), k, t)) or original(q, a, k, t, g),
     )

@@ -2,12 +2,12 @@
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from rl.model.embedder import Embedder, load_backbone, load_tokenizer
+from rl.model.model_keys import ModelKeys
 from rl.model.tokens import action_ids, state_ids, token_layout, tokenize_sample
 
-MODEL = OmegaConf.create({"name": "offline:minilm"})
+MODEL = ModelKeys(name="offline:minilm")
 
 
 @pytest.fixture(scope="module")

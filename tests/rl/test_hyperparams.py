@@ -11,7 +11,7 @@ from rl.learners import LEARNERS
 from rl.learners.base import Shared
 from rl.learners.pqn import Hyper as PQNHyper
 from rl.learners.sarsa import SarsaHyper
-from rl.run.config import schemas
+from rl.run.config import rename_overrides, schemas, upgrade_run_config
 from rl.run.validate import ConfigError, check_training
 from rl.schema import Schema, _unwrap
 from tests.conftest import ROOT, TINY, compose_cfg
@@ -35,7 +35,7 @@ def test_composed_defaults_are_the_dataclasses():
         assert algo["objective"] == name
         assert algo[name]["hyperparams"] == learner.HYPER.defaults(), name
         assert learner.HYPER.from_cfg(algo[name]["hyperparams"]) == learner.HYPER(), name
-        assert {k: algo[k] for k in ("optimizer", "scheduler", "max_grad_norm")} == Shared.defaults()
+        assert {k: algo[k] for k in ("model", "optimizer", "scheduler", "max_grad_norm")} == Shared.defaults()
 
 
 def test_no_default_is_stated_in_a_yaml_file():
@@ -114,7 +114,7 @@ def test_types_are_converted_and_null_kept():
         {
             "gamma": 1,  # an int in the yaml is a float field
             "alpha": "0.5",
-            "Lambda": 0,
+            "lam": 0,
             "tau": 1,
             "top_k_actions": 3.0,  # int field: int(3.0)
             "alpha_min": 0,
@@ -143,3 +143,28 @@ def test_missing_key_names_it_and_unknown_keys_are_not_read():
         SarsaHyper.from_cfg(OmegaConf.create({k: v for k, v in node.items() if k != "n_steps"}))
     extra = OmegaConf.merge(node, {"unused_key": 1})
     assert SarsaHyper.from_cfg(extra) == SarsaHyper.from_cfg(node) == SarsaHyper()
+
+
+def test_lambda_renamed_lam_old_command_lines_and_run_folders_still_read():
+    """``Lambda`` (issue 35): an old command line is rewritten, an old run config read in the new name,
+    a config node still holding it refused naming ``lam`` (Schema.from_cfg would ignore it silently)."""
+    argv = ["train_q_rag.py", "algo.pqn.hyperparams.Lambda=0.5", "+algo.sac_d.hyperparams.Lambda=0,0.3", "seed=1"]
+    assert rename_overrides(argv) == [
+        "train_q_rag.py",
+        "algo.pqn.hyperparams.lam=0.5",
+        "+algo.sac_d.hyperparams.lam=0,0.3",
+        "seed=1",
+    ]
+    old = {"algo": {"pqn": {"hyperparams": {"gamma": 0.9, "Lambda": 0.3}}}}
+    assert upgrade_run_config(old)["algo"]["pqn"]["hyperparams"] == {"gamma": 0.9, "lam": 0.3}
+    assert old["algo"]["pqn"]["hyperparams"]["Lambda"] == 0.3  # the saved config itself is left alone
+    cfg = compose_cfg([*TINY, "+algo.pqn.hyperparams.Lambda=0.3"])
+    with pytest.raises(ConfigError) as e:
+        check_training(cfg)
+    assert "algo.pqn.hyperparams.Lambda: renamed to algo.pqn.hyperparams.lam" in str(e.value)
+    assert (
+        PQNHyper.from_cfg(
+            compose_cfg(rename_overrides([*TINY, "algo.pqn.hyperparams.Lambda=0.3"])).algo.pqn.hyperparams
+        ).lam
+        == 0.3
+    )

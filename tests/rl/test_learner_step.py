@@ -64,7 +64,7 @@ BASE = [
     f"algo.pqn.hyperparams.alpha={ALPHA0}",
     f"algo.pqn.hyperparams.tau={TAU}",
     f"algo.pqn.hyperparams.gamma={GAMMA}",
-    f"algo.pqn.hyperparams.Lambda={LAM}",
+    f"algo.pqn.hyperparams.lam={LAM}",
     f"algo.pqn.hyperparams.top_k_actions={TOPK}",
     f"algo.max_grad_norm={CLIP}",
 ]

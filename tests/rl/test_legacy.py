@@ -13,7 +13,7 @@ from envs.data import registry
 from envs.feedback_llm import LLMFeedback
 from envs.legacy import Legacy
 from rl.learners import LEARNERS
-from rl.run.evaluate import fill_missing
+from rl.run.eval_config import fill_missing
 from tests.conftest import CONFIGS, ROOT, TINY, compose_cfg
 
 

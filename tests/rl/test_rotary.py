@@ -1,6 +1,7 @@
 import torch
 from rotary_embedding_torch import RotaryEmbedding
 
+from rl.model.model_keys import ModelKeys, Predictor
 from rl.model.rotary import HalfRotary
 
 
@@ -50,14 +51,13 @@ def test_interpolate_factor_floors_the_position_before_rotating():
 
 def test_agent_applies_the_configured_interpolate_factor():
     # algo.model.predictor.interpolate_factor reaches the agent's rotation, not only the config
-    from omegaconf import OmegaConf
 
     from rl.model.fast.switches import SpeedSwitches
     from rl.model.precision import Precision
     from rl.model.qnetwork import QNetwork
 
     cpu = torch.device("cpu")
-    model = OmegaConf.create({"name": "offline:minilm", "predictor": {"num_layers": 1, "interpolate_factor": 3}})
+    model = ModelKeys(name="offline:minilm", predictor=Predictor(num_layers=1, interpolate_factor=3))
     layout = {"max_action_length": 12, "max_action_length_in_memory": 8, "max_state_length": 40}
     qnet = QNetwork(model, layout, cpu, Precision.resolve("fp32", cpu), 64, SpeedSwitches())
     x, p = torch.randn(4, qnet.dim), torch.tensor([0, 2, 3, 7])

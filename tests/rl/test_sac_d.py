@@ -132,7 +132,7 @@ def test_sac_d_micro_step_matches_definition(monkeypatch):
     cfg, learner, ref = build(
         "learner=sac_d",
         f"algo.sac_d.hyperparams.gamma={GAMMA}",
-        f"algo.sac_d.hyperparams.Lambda={LAM}",
+        f"algo.sac_d.hyperparams.lam={LAM}",
         f"algo.sac_d.hyperparams.alpha={ALPHA0}",
         f"algo.sac_d.hyperparams.tau={TAU}",
         f"algo.sac_d.hyperparams.top_k_actions={TOPK}",

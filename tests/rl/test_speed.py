@@ -26,10 +26,11 @@ from rl.model.fast import switches as switches_module
 from rl.model.fast.batching import embed_sequences, plan_slices
 from rl.model.fast.switches import REMOVED, SpeedSwitches
 from rl.model.fast.tokenize import stream_chunk_tokens
+from rl.model.model_keys import ModelKeys, Predictor
 from rl.model.precision import Precision
 from rl.model.tokens import assemble_tokens, text_length, token_layout, tokenize_sample
 
-MODEL = OmegaConf.create({"name": "offline:minilm"})
+MODEL = ModelKeys(name="offline:minilm")
 CPU = torch.device("cpu")
 
 
@@ -253,7 +254,7 @@ def test_speed_block_through_the_eval_merge(tmp_path):
     """testing.yaml's all-null block keeps the run's switches; the command line overrides them;
     a run folder from before the block (top-level compile_encoders) gets the defaults + compile;
     one with the removed switches loads and evaluates with the rest."""
-    from rl.run.evaluate import merge_eval_config
+    from rl.run.eval_config import merge_eval_config
     from tests.eval.conftest import TRAIN_OVERRIDES, eval_cfg, write_run_config
 
     run_dir = tmp_path / "run"
@@ -281,13 +282,8 @@ def test_speed_block_through_the_eval_merge(tmp_path):
 def small_qnet():
     from rl.model.qnetwork import QNetwork
 
-    model = OmegaConf.create(
-        {
-            "name": "offline:minilm",
-            "predictor": {"num_layers": 1},
-            "query_prefix": "query: ",
-            "passage_prefix": "passage: ",
-        }
+    model = ModelKeys(
+        name="offline:minilm", predictor=Predictor(num_layers=1), query_prefix="query: ", passage_prefix="passage: "
     )
     layout = {
         "max_action_length": 12,
@@ -489,9 +485,9 @@ def test_learner_and_eval_all_on_equals_all_off(tiny_cfg, tmp_path):
         torch.testing.assert_close(sd_on[k], sd_off[k], rtol=1e-5, atol=1e-6, msg=k)
 
     # greedy evaluation of the trained agents, with the run's settings
-    idx = on.eval_indices
-    _, rec_on = on.evaluate(on.eval_ds, idx, "validation")
-    _, rec_off = off.evaluate(off.eval_ds, idx, "validation")
+    idx = on.evals.indices
+    _, rec_on = on.evals.evaluate(on.qnet, on.evals.eval_ds, idx, "validation")
+    _, rec_off = off.evals.evaluate(off.qnet, off.evals.eval_ds, idx, "validation")
     assert len(rec_on) == len(rec_off) == len(idx) == 4
     for a, b in zip(rec_on, rec_off):
         assert a["id"] == b["id"] and a["pred_idx"] == b["pred_idx"] and a["steps"] == b["steps"] == 3

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from rl.learners.pqn import PQNLearner
-from rl.run.train import RunFolderError, run
+from rl.run.run_folder import RunFolderError
+from rl.run.train import run
 from tests.conftest import ROOT, TINY, interrupt_after
 
 

@@ -1,0 +1,189 @@
+"""The run folder's lifecycle (DESIGN §8.1; README, "The run folder"): one training per folder
+(its lock), what a new start, a restart after an early kill and a resume find there, the config
+files, and what a resume reads back from model_last.pt (checked before anything is loaded) with
+metrics.jsonl rebuilt from it. The training loop that fills the folder is rl/run/train.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from rl import distributed as dist
+from rl.run.config import config_differences, hydra_output_dir, upgrade_run_config, without_hydra
+from runstore import (
+    FolderLock,
+    NotWritableError,
+    atomic_write_text,
+    load_checkpoint,
+    not_writable_message,
+    read_jsonl_rows,
+    remove_stale_tmp,
+    require_keys,
+    write_jsonl,
+)
+
+log = logging.getLogger("qrag.train")
+RUN_FILES = ("model_last.pt", "model_best.pt", "metrics.jsonl", "summary.json")
+METRICS = "metrics.jsonl"
+RESUME = "continue the run with resume=true"  # what to do after a full disk
+# What resume reads from model_last.pt besides the learner's own entries (a KeyError otherwise).
+RESUME_KEYS = ("config", "learner.agent", "learner.counters", "best", "rng", "eval_rng")
+DAMAGED = "restore it from a copy, or start a new run in another folder (hydra.run.dir=...)"
+
+
+class RunFolderError(RuntimeError):
+    pass
+
+
+# What a start writes before its first checkpoint besides the run files: Hydra's records and log,
+# the lock. A folder holding nothing else held no run, and is removed again if the start fails.
+START_FILES = (".hydra", ".lock", "train_q_rag.log")
+
+
+def holds_no_run(run_dir: Path) -> bool:
+    """True for a folder that does not exist yet or holds only what a start writes first."""
+    if not run_dir.is_dir():
+        return True
+    return all(p.name in START_FILES for p in run_dir.iterdir())
+
+
+def discard_failed_start(run_dir: Path) -> None:
+    """Remove a folder made by a start that failed before its first checkpoint: Hydra's records,
+    its log (the error was printed), then the folder if nothing else is in it."""
+    if not holds_no_run(run_dir):
+        return
+    for p in run_dir.iterdir():
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    run_dir.rmdir()
+
+
+def run_folder_lock(run_dir: Path) -> FolderLock:
+    """The one-training-per-folder lock (also asked, before Hydra writes, by rl/run/callbacks.py)."""
+    return FolderLock(
+        run_dir / ".lock",
+        f"run folder {run_dir}",
+        "wait for that training to end, or choose another folder (hydra.run.dir=...)",
+    )
+
+
+def open_run_dir(cfg: DictConfig) -> tuple[Path, FolderLock, bool]:
+    """(run folder, its lock, whether to resume). One training per folder; a folder whose run was
+    killed before its first checkpoint holds nothing to resume and starts again from step 0."""
+    run_dir = folder_of(cfg)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except PermissionError as exc:
+        raise NotWritableError(not_writable_message(run_dir / ".lock", exc)) from None
+    lock = run_folder_lock(run_dir).acquire()
+    try:
+        for p in remove_stale_tmp(run_dir, (*RUN_FILES, "config.yaml", "config_resolved.yaml")):
+            log.warning("removed %s, a checkpoint left half-written by a killed run", p)
+        has_ckpt = (run_dir / "model_last.pt").exists()
+        if cfg.resume and not has_ckpt and not (run_dir / "config.yaml").exists():
+            raise RunFolderError(
+                f"resume=true but {run_dir} holds no run (no model_last.pt, no config.yaml); "
+                f"point hydra.run.dir at the folder of the run to continue"
+            )
+        if not cfg.resume and has_ckpt:
+            existing = [f for f in RUN_FILES if (run_dir / f).exists()]
+            raise RunFolderError(
+                f"run folder {run_dir} already holds a run ({', '.join(existing)}). Continue it with "
+                f"resume=true, or choose a new folder (hydra.run.dir=...)"
+            )
+        leftovers = (
+            [] if has_ckpt else [p for p in (*(run_dir / f for f in RUN_FILES), run_dir / "tb_logs") if p.exists()]
+        )
+        if leftovers and any(int(r.get("step", 0)) > 0 for r in read_jsonl_rows(run_dir / METRICS)):
+            if (run_dir / "summary.json").exists():  # a finished sweep job pruned by keep_last_checkpoints
+                raise RunFolderError(
+                    f"{run_dir} holds a finished run without model_last.pt (removed by keep_last_checkpoints): "
+                    f"it cannot be continued; evaluate its model_best.pt, or train again in another folder"
+                )
+            raise RunFolderError(  # trained past step 0, then model_last.pt went missing: not ours to delete
+                f"{run_dir} holds a run trained past step 0 ({METRICS}) but no model_last.pt to continue it from. "
+                f"Restore model_last.pt, or delete {', '.join(p.name for p in leftovers)} to start again"
+            )
+        if leftovers:
+            log.warning(
+                "%s has no model_last.pt: its run stopped before the first checkpoint. Removing %s and "
+                "starting from step 0",
+                run_dir,
+                ", ".join(p.name for p in leftovers),
+            )
+            for p in leftovers:
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+    except BaseException:
+        lock.release()
+        raise
+    return run_dir, lock, has_ckpt
+
+
+def folder_of(cfg: DictConfig) -> Path:
+    """The run folder: Hydra's output folder, else ``run_dir`` (tests), else runs/unnamed."""
+    return hydra_output_dir() or Path(cfg.get("run_dir") or "runs/unnamed")
+
+
+def write_config(run_dir: Path, cfg: DictConfig) -> None:
+    """config.yaml (unresolved: what evaluation merges) and config_resolved.yaml."""
+    plain = without_hydra(cfg)
+    atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(plain))
+    atomic_write_text(run_dir / "config_resolved.yaml", OmegaConf.to_yaml(plain, resolve=True))
+
+
+def read_resume_state(run_dir: Path, cfg: DictConfig) -> dict[str, Any]:
+    """model_last.pt of the run to continue, checked: the entries resume reads, model_best.pt where
+    it records a best evaluation, the same learner; a config that differs is named in a warning."""
+    path = run_dir / "model_last.pt"
+    # Loaded onto the CPU: modules and optimisers copy their tensors onto their own device,
+    # while RNG states (torch, CUDA, the policy generator) and the DQN replay rows must stay CPU
+    # tensors (loading them onto a GPU made resume fail there: "RNG state must be a ByteTensor").
+    state = load_checkpoint(path, map_location="cpu")
+    require_keys(state, path, RESUME_KEYS, DAMAGED)
+    best_path = run_dir / "model_best.pt"
+    if float(state["best"]) > float("-inf") and not best_path.is_file():
+        raise RunFolderError(
+            f"{best_path} is missing, though {path.name} records a best evaluation (return "
+            f"{float(state['best']):.3f}) saved there; restore it from a copy, or start a new run in "
+            f"another folder (hydra.run.dir=...)"
+        )
+    old = OmegaConf.create(upgrade_run_config(state["config"]))  # a checkpoint of an older version
+    trained_with, now = str(old.algo.get("objective", "pqn")), str(cfg.algo.objective)
+    if trained_with != now:  # another learner's state has other entries (a bare KeyError otherwise)
+        raise RunFolderError(
+            f"{path} was trained with learner={trained_with}, this command has learner={now}: resume with "
+            f"learner={trained_with}, or start a new run in another folder (hydra.run.dir=...)"
+        )
+    diffs = config_differences(old, OmegaConf.create(OmegaConf.to_container(without_hydra(cfg), resolve=True)))
+    if diffs and dist.is_main():
+        log.warning("resuming with a config that differs from the checkpoint's:\n  %s", "\n  ".join(diffs))
+    return state
+
+
+def restore_metrics(run_dir: Path, state: dict[str, Any]) -> list[dict[str, Any]]:
+    """metrics.jsonl = the rows of the checkpoint ``state`` (returned): a row written after it (a
+    kill between the two) is dropped and one it holds but the file lacks is restored, so none is
+    doubled or lost."""
+    path = run_dir / METRICS
+    on_disk = read_jsonl_rows(path)
+    rows = state.get("metrics")
+    if rows is None:  # a checkpoint of an older version: the file's rows up to its step, one per step
+        step = int(state["learner"]["counters"]["optimizer_steps"])
+        by_step: dict[int, dict[str, Any]] = {}
+        for r in on_disk:
+            if int(r["step"]) <= step:
+                by_step.setdefault(int(r["step"]), r)
+        rows = [by_step[k] for k in sorted(by_step)]
+    rows = list(rows)
+    exact = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    if on_disk != rows or (path.exists() and path.read_bytes() != exact):  # e.g. a torn last line
+        write_jsonl(path, rows, RESUME)
+        log.warning(
+            "%s: rewritten from the checkpoint (%d rows on disk, %d in the checkpoint)", path, len(on_disk), len(rows)
+        )
+    return rows
