@@ -28,12 +28,12 @@ import time
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 
 from rl.model.embedder import Embedder, load_backbone
 from rl.model.fast.batching import embed_sequences
 from rl.model.fast.packed import PackedEncoder
 from rl.model.fast.ragged import FramedIds, RaggedIds
+from rl.model.model_keys import ModelKeys
 
 CLS, SEP, PAD = 101, 102, 0  # the uncased WordPiece vocabulary of MiniLM and BERT-base
 
@@ -58,7 +58,7 @@ def chunks(n: int, seed: int, mean_len: float = 30.0, longest: int = 510) -> Fra
 def encoders(device: torch.device, minilm_name: str) -> list[tuple[str, Embedder]]:
     from transformers import BertConfig, BertModel
 
-    minilm = load_backbone(OmegaConf.create({"name": minilm_name}))
+    minilm = load_backbone(ModelKeys(name=minilm_name))
     torch.manual_seed(0)
     base = BertModel(BertConfig(), add_pooling_layer=False)
     return [

@@ -15,13 +15,13 @@ import logging
 import numpy as np
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from rl.model.embedder import Embedder, load_backbone
 from rl.model.fast import packed as packed_module
 from rl.model.fast.batching import embed_sequences
 from rl.model.fast.packed import PackedEncoder, plan_packed_slices, unsupported_reason
 from rl.model.fast.ragged import FramedIds, IdLists, RaggedIds, as_seq_set
+from rl.model.model_keys import ModelKeys, Predictor
 
 CPU = torch.device("cpu")
 
@@ -51,7 +51,7 @@ def _tiny(kind: str) -> torch.nn.Module:
 
 @pytest.fixture(scope="module")
 def minilm() -> torch.nn.Module:
-    return load_backbone(OmegaConf.create({"name": "offline:minilm"})).eval()
+    return load_backbone(ModelKeys(name="offline:minilm")).eval()
 
 
 @pytest.fixture(scope="module")
@@ -260,9 +260,9 @@ def test_agent_chunk_sets_and_streamed_haystack_use_the_packed_path(monkeypatch)
     from rl.model.precision import Precision
     from rl.model.qnetwork import QNetwork
 
-    model = {"name": "offline:minilm", "predictor": {"num_layers": 2}, "passage_prefix": "passage: "}
+    model = ModelKeys(name="offline:minilm", predictor=Predictor(num_layers=2), passage_prefix="passage: ")
     layout = {"max_action_length": 24, "max_action_length_in_memory": 8}
-    qnet = QNetwork(OmegaConf.create(model), layout, CPU, Precision.resolve("fp32", CPU), 64, SpeedSwitches())
+    qnet = QNetwork(model, layout, CPU, Precision.resolve("fp32", CPU), 64, SpeedSwitches())
     rng = np.random.default_rng(14)
     words = ["Mary", "went", "to", "the", "kitchen", "garden", "John", "moved", "office", "back"]
     chunks = [" ".join(rng.choice(words, int(k))) + "." for k in rng.integers(1, 12, 30)]

@@ -9,6 +9,7 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -133,6 +134,26 @@ def test_exact_index_equals_the_retriever(plain: QRAGRetriever, corpus, wanted, 
     assert (record.index, record.chunk, record.start) == (82, chunks[82], None)
     assert record.id == "0/" + record.title and chunks[82].startswith(record.title + " ")
     assert record.source.endswith("hotpot.jsonl") and record.line == 1
+
+
+def test_the_streamed_build_of_a_gpu_writes_the_same_shards(
+    plain: QRAGRetriever, corpus, tmp_path: Path, monkeypatch
+) -> None:
+    """On a GPU a large shard is tokenised on a thread while it is embedded
+    (EncodingPath.tokenize_and_embed); forced here on the CPU, in small slices, it must write the
+    shards and token counts of the one-pass build."""
+    from rl.model.fast import encoding
+
+    files = [str(f) for f in corpus[0]]
+    CorpusIndex.build(plain, tmp_path / "plain", files, settings=settings(shard_size=60), progress=False)
+    monkeypatch.setattr(encoding, "STREAM_FIRST_SLICE", 8)
+    monkeypatch.setattr(type(plain.qnet.encoding), "streams", lambda self, n: True)
+    CorpusIndex.build(plain, tmp_path / "streamed", files, settings=settings(shard_size=60), progress=False)
+    a, b = (json.loads((tmp_path / d / "manifest.json").read_text()) for d in ("plain", "streamed"))
+    assert a["shards"] == b["shards"] and a["tokens"] == b["tokens"] and len(a["shards"]) > 1
+    for shard in a["shards"]:
+        emb = [np.load(tmp_path / d / f"{shard['name']}.emb.npy") for d in ("plain", "streamed")]
+        np.testing.assert_allclose(emb[1], emb[0], rtol=1e-5, atol=1e-6)
 
 
 def test_many_shards_give_the_same_picks(plain: QRAGRetriever, corpus, wanted, tmp_path: Path) -> None:
