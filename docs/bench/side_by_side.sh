@@ -3,6 +3,7 @@
 #   bash docs/bench/side_by_side.sh setup     # wheels, code copies, data, models; the packed-encoder self-check
 #   bash docs/bench/side_by_side.sh ref       # the reference (authors' code, unchanged) and this tree on the
 #                                             #   same card, data and random BERT-base: W1, W2, W3, whole program
+#                                             #   (PEER_STEPS=40 training steps each: at 80 the call passed 10 min)
 #   bash docs/bench/side_by_side.sh oldnew    # OLD_TREE and this tree on the repository's data: W1-W4, W6
 #   bash docs/bench/side_by_side.sh train     # 4 qa3 runs sharing the card (old, new), a kernel profile of
 #                                             #   one qa3 step
@@ -94,7 +95,7 @@ case "$1" in
     cp "$SRC"/.device/mb/* /tmp/minilm/
     cd "$PEER"
     PYTHONPATH=/tmp/site:/tmp/peer_stubs timeout 280 python3 timed_train.py "$OUT/peer_train.json" $REF_COMMON $REF_TRAIN \
-      steps_count="${PEER_STEPS:-80}" eval_interval=100000 eval_episodes=2 > "$OUT/peer_train.log" 2>&1
+      steps_count="${PEER_STEPS:-40}" eval_interval=100000 eval_episodes=2 > "$OUT/peer_train.log" 2>&1
     echo "reference train rc=$?"; grep -a TIMING "$OUT/peer_train.log"
     for N in 1200 40000; do
       PYTHONPATH=/tmp/site:/tmp/peer_stubs timeout 150 python3 timed_eval.py "$OUT/peer_eval_$N.json" "$N" 3 \
@@ -105,7 +106,7 @@ case "$1" in
     python3 scripts/bench_table.py peer "$OUT" --card "$CARD" --torch "$TORCH" >> "$OUT/ref.jsonl"
     bench /tmp/new "$NEW_TREE" ref --workloads W1,W2,W3 --encoder /tmp/contriever-random --data-root /tmp/pdata \
       --iters 60 --warmup 10 --episodes 3
-    program /tmp/new "$NEW_TREE" ref "${PEER_STEPS:-80}"
+    program /tmp/new "$NEW_TREE" ref "${PEER_STEPS:-40}"
     python3 scripts/bench_table.py table "$OUT/ref.jsonl" ;;
   oldnew)  # OLD_TREE and this tree on the repository's data, interleaved
     cp "$SRC"/.device/mc/* /tmp/minilm/ && cat /tmp/minilm/msplit.0? > /tmp/minilm/model.safetensors \
