@@ -45,7 +45,8 @@ def run(cfg: DictConfig) -> list[Retrieval] | dict[str, Any]:
     ev = eval_config(cfg)
     index = None if cfg.index is None else Path(str(cfg.index))
     if cfg.export is None:  # check the inputs before the model is loaded
-        asked = cfg.question is not None or cfg.questions is not None
+        # read raw: a question may hold `${`, which OmegaConf would resolve (see _questions)
+        asked = OmegaConf.to_container(cfg, resolve=False)["question"] is not None or cfg.questions is not None
         if index is not None and cfg.corpus is None and not asked:
             raise RetrieverError(
                 "index= needs corpus=<files> (to build it) or question=/questions= (to retrieve from it)"
