@@ -1,0 +1,141 @@
+"""How far a reader travels through the code: a call trace of one PQN update or one greedy episode.
+
+    python scripts/trace_calls.py pqn-update [--tree DIR] [--out trace.json]
+    python scripts/trace_calls.py greedy-episode [--tree DIR] [--out trace.json]
+
+Runs the demo preset (``experiment=demo``, CPU) of the tree at ``--tree`` (default: this one; another
+checkout or a ``git archive`` of an older commit compares layouts) and records every call and return
+inside the tree's own files (not the libraries). The path a reader follows is the call tree with each
+function expanded the first time it is met (a repeated call, e.g. the same helper per episode, is not
+followed again). Along that path it counts:
+
+* file stops: each change of the file in control (a call into another file, or the return to it);
+* returns to a file already left: stops in a file the path has been in before (the ping-pong);
+* the files and functions met, and the calls made.
+
+``pqn-update`` traces the third micro-step of the PQN learner (its acting and its optimiser step, after
+two untraced ones); ``greedy-episode`` traces evaluation's greedy loop over one validation sample
+(``rl.eval.greedy.greedy_episodes``). One JSON object goes to ``--out`` (with the stop sequence and the
+function list) and a summary line to stdout. Used for the renovations of issue 35 (docs/DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def trace(call, root: Path) -> list[tuple[str, str, str]]:
+    """(event, file relative to ``root``, function) of every call/return inside ``root`` while ``call`` runs."""
+    events: list[tuple[str, str, str]] = []
+    prefix, me = str(root) + os.sep, os.path.abspath(__file__)
+
+    def prof(frame, event, arg):
+        if event not in ("call", "return"):
+            return
+        name = frame.f_code.co_filename
+        if name.startswith("<"):  # <string>, <frozen abc>: no file of the tree
+            return
+        f = os.path.abspath(name)
+        if f.startswith(prefix) and f != me and "site-packages" not in f:
+            events.append((event, os.path.relpath(f, root), frame.f_code.co_name))
+
+    sys.setprofile(prof)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return events
+
+
+def reader_path(events: list[tuple[str, str, str]], start: str) -> list[str]:
+    """The files in control along the first-visit call tree, one entry per change of file."""
+    path, stack, seen, skipping = [start], [start], set(), 0
+    for ev, f, fn in events:
+        if skipping:  # inside a repeated call: not followed again
+            skipping += 1 if ev == "call" else -1
+            continue
+        if ev == "call":
+            if (f, fn) in seen:
+                skipping = 1
+                continue
+            seen.add((f, fn))
+            stack.append(f)
+        elif len(stack) > 1:
+            stack.pop()
+        if path[-1] != stack[-1]:
+            path.append(stack[-1])
+    return path
+
+
+def summarise(events: list[tuple[str, str, str]], start: str) -> dict:
+    path = reader_path(events, start)
+    returns = sum(1 for k, f in enumerate(path) if f in path[:k])
+    funcs = sorted({f"{f}:{fn}" for _, f, fn in events})
+    return {
+        "file_stops": len(path),
+        "returns_to_a_file_already_left": returns,
+        "files": sorted({x.split(":")[0] for x in funcs}),
+        "functions": len(funcs),
+        "calls": sum(1 for e in events if e[0] == "call"),
+        "stop_sequence": path,
+        "function_list": funcs,
+    }
+
+
+def build(what: str):
+    """The demo's learner (pqn-update) or its Q-network and validation set (greedy-episode), and the
+    call to trace with the file it starts in."""
+    import torch
+
+    from envs.data.registry import build_dataset
+    from envs.feedback import build_feedback
+    from envs.legacy import Legacy
+    from rl.run.build import build_learner, eval_settings, qnet_from_cfg, train_env
+    from rl.run.config import compose_config, seed_everything
+
+    torch.set_num_threads(1)
+    cfg = compose_config("training", ["experiment=demo", "device=cpu"])
+    seed_everything(42)
+    cpu = torch.device("cpu")
+    legacy = Legacy.from_cfg(cfg.legacy)
+    qnet = qnet_from_cfg(cfg, cpu)
+    if what == "pqn-update":
+        ds = build_dataset(cfg.envs, "train", 42, float(cfg.validation_fraction), legacy)
+        fb = build_feedback(cfg.feedback, cfg.envs, "train", str(cfg.envs.task), legacy)
+        env = train_env(cfg, ds, fb, cpu, 42)
+        env.reset_all()
+        learner = build_learner(qnet, env, cfg, legacy)
+        learner.micro_step()
+        learner.micro_step()
+        return learner.micro_step, "rl/learners/pqn.py"
+    from rl.eval.greedy import greedy_episodes
+
+    ds = build_dataset(cfg.envs, "validation", 42, float(cfg.validation_fraction), legacy)
+    fb = build_feedback(cfg.feedback, cfg.envs, "test", str(cfg.envs.task), legacy)
+    settings = eval_settings(cfg)
+    list(greedy_episodes(qnet, ds, [1], fb, settings))  # warm: tokenizer, caches
+    return (lambda: list(greedy_episodes(qnet, ds, [0], fb, settings))), "rl/eval/greedy.py"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=["pqn-update", "greedy-episode"])
+    ap.add_argument("--tree", type=Path, default=Path(__file__).resolve().parents[1], help="the code tree to trace")
+    ap.add_argument("--out", type=Path, help="the JSON trace (default: stdout summary only)")
+    args = ap.parse_args()
+    root = args.tree.resolve()
+    sys.path.insert(0, str(root))
+    call, start = build(args.what)
+    out = {"what": args.what, **summarise(trace(call, root), start)}
+    if args.out:
+        args.out.write_text(json.dumps(out, indent=1) + "\n")
+    keys = ("what", "file_stops", "returns_to_a_file_already_left", "functions", "calls")
+    print(json.dumps({**{k: out[k] for k in keys}, "files": len(out["files"])}))
+
+
+if __name__ == "__main__":
+    main()

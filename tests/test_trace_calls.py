@@ -1,0 +1,47 @@
+"""scripts/trace_calls.py: the reader's path through a call trace (file stops, returns, first visits)."""
+
+from __future__ import annotations
+
+from tests.conftest import load_script
+
+tc = load_script("trace_calls")
+
+
+def test_a_repeated_call_is_not_followed_again_and_returns_are_counted():
+    events = [
+        ("call", "b.py", "f"),  # a.py -> b.py
+        ("call", "c.py", "g"),  # -> c.py
+        ("return", "c.py", "g"),  # back in b.py (a return to a file already left)
+        ("return", "b.py", "f"),  # back in a.py (again)
+        ("call", "b.py", "f"),  # the same function again: skipped with everything below it
+        ("call", "c.py", "g"),
+        ("return", "c.py", "g"),
+        ("return", "b.py", "f"),
+        ("call", "d.py", "h"),  # a new file
+        ("return", "d.py", "h"),  # a.py again
+    ]
+    assert tc.reader_path(events, "a.py") == ["a.py", "b.py", "c.py", "b.py", "a.py", "d.py", "a.py"]
+    out = tc.summarise(events, "a.py")
+    assert out["file_stops"] == 7
+    assert out["returns_to_a_file_already_left"] == 3  # b.py, a.py, a.py
+    assert out["functions"] == 3 and out["calls"] == 5
+    assert out["files"] == ["b.py", "c.py", "d.py"]
+
+
+def test_calls_within_one_file_make_no_stop():
+    events = [("call", "a.py", "helper"), ("return", "a.py", "helper"), ("call", "a.py", "other")]
+    assert tc.reader_path(events, "a.py") == ["a.py"]
+
+
+def test_trace_records_only_the_trees_own_files(tmp_path, monkeypatch):
+    mod = tmp_path / "m.py"
+    mod.write_text("import json\n\ndef f():\n    return json.dumps([1])\n")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("m_traced", mod)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    monkeypatch.chdir(tmp_path)  # "<string>" made absolute would look like a file of the tree
+    code = compile("m.f()", "<string>", "exec")
+    events = tc.trace(lambda: exec(code, {"m": m}), tmp_path)
+    assert events == [("call", "m.py", "f"), ("return", "m.py", "f")]  # json's own frames are outside the tree
