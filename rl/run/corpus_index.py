@@ -232,12 +232,7 @@ class CorpusIndex:
             if not isinstance(q, str) or not q.strip():
                 raise RetrieverError(f"question {k + 1} is empty")
             self.retriever.check_question(q)
-        settings = self.retriever._settings(steps, stop_threshold, planner)
-        if planner == "beam":
-            if stop_threshold is not None:
-                raise RetrieverError("stop_threshold works with the greedy planner only (as in evaluation)")
-            if int(beam_width) < 1 or int(beam_expand) < 1:
-                raise RetrieverError(f"beam_width and beam_expand must be ≥ 1, got {beam_width} and {beam_expand}")
+        settings = self.retriever.settings(steps, stop_threshold, planner, beam_width, beam_expand)
         out: list[Retrieval] = []
         group = 1 if planner == "beam" else max(1, settings.group_size)
         for lo in range(0, len(questions), group):

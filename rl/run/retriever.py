@@ -168,15 +168,11 @@ class QRAGRetriever:
             raise RetrieverError("no question given")
         contexts = self._contexts(text_or_chunks, len(questions), split)
         samples = [self._sample(k, q, chunks) for k, (q, (chunks, _)) in enumerate(zip(questions, contexts))]
-        settings = self._settings(steps, stop_threshold, planner)
+        settings = self.settings(steps, stop_threshold, planner, beam_width, beam_expand)
         envs = self.cfg.envs
         feedback = build_feedback(self.cfg.feedback, envs, "test", str(envs.task), self.legacy)
         indices = list(range(len(samples)))
         if planner == "beam":
-            if stop_threshold is not None:
-                raise RetrieverError("stop_threshold works with the greedy planner only (as in evaluation)")
-            if int(beam_width) < 1 or int(beam_expand) < 1:
-                raise RetrieverError(f"beam_width and beam_expand must be ≥ 1, got {beam_width} and {beam_expand}")
             records = beam_episodes(self.qnet, samples, indices, feedback, settings, int(beam_width), int(beam_expand))
         else:
             records = greedy_episodes(self.qnet, samples, indices, feedback, settings)
@@ -238,13 +234,22 @@ class QRAGRetriever:
                 f"(its state segment cap, eval_max_action_length_in_memory − 2): shorten the question"
             )
 
-    def _settings(self, steps: int | None, stop_threshold: float | None, planner: str) -> Any:
+    def settings(
+        self, steps: int | None, stop_threshold: float | None, planner: str, beam_width: int, beam_expand: int
+    ) -> Any:
+        """Evaluation's episode settings for these retrieval options, checked (the tool's and the
+        corpus index's one check)."""
         if planner not in PLANNERS:
             raise RetrieverError(f"planner={planner!r}: expected one of {', '.join(PLANNERS)}")
         if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
             raise RetrieverError(f"steps={steps!r}: expected an integer ≥ 1")
         if stop_threshold is not None and not math.isfinite(float(stop_threshold)):
             raise RetrieverError(f"stop_threshold={stop_threshold!r}: expected a finite number")
+        if planner == "beam":
+            if stop_threshold is not None:
+                raise RetrieverError("stop_threshold works with the greedy planner only (as in evaluation)")
+            if int(beam_width) < 1 or int(beam_expand) < 1:
+                raise RetrieverError(f"beam_width and beam_expand must be ≥ 1, got {beam_width} and {beam_expand}")
         settings = eval_settings(self.cfg)
         settings.max_steps = self.max_steps if steps is None else int(steps)
         settings.stop_q_threshold = None if stop_threshold is None else float(stop_threshold)

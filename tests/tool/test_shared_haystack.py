@@ -159,7 +159,7 @@ def test_evaluation_samples_sharing_a_haystack_share_one_embedding(
     ]
     other = dict(data[0], chunks=chunks[:-1])
     n = len(chunks)
-    settings = grouped._settings(3, None, "greedy")
+    settings = grouped.settings(3, None, "greedy", 4, 3)
     for order, rows in (
         ([0, 1, 2, 3, 4], n),
         ([0, "other", 1, 2, 3], n + n - 1),  # groups (A, B), (A, A), (A)
