@@ -5,17 +5,21 @@
 #                                             #   same card, data and random BERT-base: W1, W2, W3, whole program
 #                                             #   (PEER_STEPS=40 training steps each: at 80 the call passed 10 min)
 #   bash docs/bench/side_by_side.sh oldnew    # OLD_TREE and this tree on the repository's data: W1-W4, W6
-#   bash docs/bench/side_by_side.sh train     # 4 qa3 runs sharing the card (old, new), a kernel profile of
-#                                             #   one qa3 step
+#   bash docs/bench/side_by_side.sh train     # 4 qa3 runs sharing the card (old, new, new under CUDA MPS), a
+#                                             #   kernel profile of one qa3 step
 #   bash docs/bench/side_by_side.sh corpus    # the 1M-passage corpus-index demonstration
+#   bash docs/bench/side_by_side.sh parity    # the qa3 recipe's learning curve, OLD_TREE and this tree, 2 seeds
+#                                             #   each, all four runs sharing the card (PARITY_STEPS, default 400)
+# Env: SKIP_CHECK=1 skips setup's packed-encoder self-check; WORKLOADS (oldnew, default W1,W2,W3,W4) and W6=0
+# choose oldnew's workloads; ABLATE_SET="key=value" adds a W1 line of this tree with that override (oldnew).
 # Every JSON line lands in $OUT/<call>.jsonl and names card, tree and workload; scripts/bench_table.py turns
 # them into BENCH.md's tables. Each call re-lays the working tree, so setup copies the code to /tmp/new (this
 # tree) and /tmp/old (OLD_TREE, a `git archive` in .device/old_<commit>.tgz); later calls run those copies.
 # Carried (gitignored, built on the CPU machine), at most 64 MiB a call with the tree (~30 MiB): setup carries
 # .device/whl (wheels the machine lacks), .device/peer (the reference at b821cdc: `fetch` github:griver/Q-RAG,
 # then `git archive b821cdc`), .device/tok (MiniLM's config and tokenizer), .device/old_<commit>.tgz and
-# .device/ma; ref carries .device/mb, oldnew .device/mc (MiniLM's fp16 weights in three parts: `split -n 3
-# -d model.safetensors`), corpus .device/xwhl (the faiss-cpu wheel). The timing harness is
+# .device/ma; ref carries .device/mb, oldnew .device/mc (or both, when ref is not run; MiniLM's fp16 weights in
+# three parts: `split -n 3 -d model.safetensors`), corpus .device/xwhl (the faiss-cpu wheel). The timing harness is
 # docs/bench/peer_harness.
 set -uo pipefail
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -89,6 +93,7 @@ case "$1" in
     # MiniLM's weights arrive in three calls: the self-check runs a random MiniLM-shaped BERT (weights don't
     # change whether the packed and padded paths agree, or their speed)
     python3 -c "from transformers import BertConfig, BertModel, AutoTokenizer; BertModel(BertConfig.from_pretrained('/tmp/tok')).save_pretrained('/tmp/minilm-random'); AutoTokenizer.from_pretrained('/tmp/tok').save_pretrained('/tmp/minilm-random')"
+    [ "${SKIP_CHECK:-0}" = 1 ] && { echo "packed-encoder check skipped"; exit 0; }
     (cd /tmp/new && timeout 240 python3 scripts/check_packed_encoder.py --minilm /tmp/minilm-random) > "$OUT/setup.jsonl" 2> "$OUT/setup.log"
     echo "packed-encoder check rc=$?"; cat "$OUT/setup.jsonl"; tail -n 5 "$OUT/setup.log" ;;
   ref)  # the reference and this tree, same card, data and model, one call
@@ -109,14 +114,16 @@ case "$1" in
     program /tmp/new "$NEW_TREE" ref "${PEER_STEPS:-40}"
     python3 scripts/bench_table.py table "$OUT/ref.jsonl" ;;
   oldnew)  # OLD_TREE and this tree on the repository's data, interleaved
-    cp "$SRC"/.device/mc/* /tmp/minilm/ && cat /tmp/minilm/msplit.0? > /tmp/minilm/model.safetensors \
-      && rm /tmp/minilm/msplit.0? && ls -la /tmp/minilm
+    for part in mb mc; do [ -d "$SRC/.device/$part" ] && cp "$SRC/.device/$part"/* /tmp/minilm/; done
+    cat /tmp/minilm/msplit.0? > /tmp/minilm/model.safetensors && rm /tmp/minilm/msplit.0? && ls -la /tmp/minilm
     for tree in old new; do
       label=$([ $tree = old ] && echo "$OLD_TREE" || echo "$NEW_TREE")
-      bench /tmp/$tree "$label" oldnew --workloads W1,W2,W3,W4 --tokenizer /tmp/tok --data-root /tmp/new/data \
-        --iters 40 --warmup 10 --episodes 3
+      bench /tmp/$tree "$label" oldnew --workloads "${WORKLOADS:-W1,W2,W3,W4}" --tokenizer /tmp/tok \
+        --data-root /tmp/new/data --iters 40 --warmup 10 --episodes 3
     done
-    bench /tmp/new "$NEW_TREE" oldnew --workloads W6 --tokenizer /tmp/tok --data-root /tmp/new/data
+    [ -n "${ABLATE_SET:-}" ] && bench /tmp/new "$NEW_TREE" oldnew --workloads W1 --tokenizer /tmp/tok \
+      --data-root /tmp/new/data --iters 40 --warmup 10 --set "$ABLATE_SET"
+    [ "${W6:-1}" = 1 ] && bench /tmp/new "$NEW_TREE" oldnew --workloads W6 --tokenizer /tmp/tok --data-root /tmp/new/data
     (cd /tmp/new && python3 scripts/bench_table.py table "$OUT/oldnew.jsonl" --baseline "$OLD_TREE") ;;
   train)  # training throughput with 4 runs sharing the card; a kernel profile of one qa3 step
     QA3="experiment=offline_babilong_qa3 envs_parallel=16 algo.model.name=/tmp/minilm paths.data_root=/tmp/new/data"
@@ -127,6 +134,19 @@ case "$1" in
         | tag "$label" train-concurrent "$CARD" >> "$OUT/train.jsonl"
       echo "$label concurrency rc=$?"; tail -n 1 "$OUT/train.jsonl"
     done
+    # the same 4 runs under CUDA's multi-process service (kernels of different processes may overlap; the
+    # card's settings are untouched: a user-space daemon, stopped at the end)
+    if [ "${MPS:-1}" = 1 ] && command -v nvidia-cuda-mps-control > /dev/null; then
+      export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
+      mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY" && nvidia-cuda-mps-control -d && echo "MPS on"
+      (cd /tmp/new && TREE="$NEW_TREE+mps" STEPS="${TRAIN_STEPS:-150}" EVAL_EPISODES=4 OUT=/tmp/runs/conc_mps \
+        PYTHON=python3 CUDA_VISIBLE_DEVICES=0 timeout 200 bash scripts/bench_concurrency.sh 4 $QA3) 2>> "$OUT/train.log" \
+        | tag "$NEW_TREE+mps" train-concurrent "$CARD" >> "$OUT/train.jsonl"
+      echo "mps concurrency rc=$?"; tail -n 1 "$OUT/train.jsonl"
+      echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    else
+      echo "MPS not run (MPS=0 or no nvidia-cuda-mps-control)"
+    fi
     bench /tmp/new "$NEW_TREE" train --workloads W1 --encoder /tmp/minilm --task qa3_three-supporting-facts \
       --data-root /tmp/new/data --iters 20 --warmup 5 --set envs_parallel=16 --torch-profile 5
     grep -a -A 40 "torch-profile" "$OUT/train.log" | head -n 45
@@ -137,5 +157,27 @@ case "$1" in
     (cd /tmp/new && timeout 560 python3 scripts/corpus_index_demo.py --out /tmp/cidx --model /tmp/minilm \
       --n-passages 1000000 --questions 50 --device cuda --no-progress --time-limit 480) >> "$OUT/corpus.jsonl" 2>> "$OUT/corpus.log"
     echo "corpus index demo rc=$?"; tail -n 2 "$OUT/corpus.jsonl"; tail -n 5 "$OUT/corpus.log" ;;
-  *) echo "usage: $0 setup|ref|oldnew|train|corpus" >&2; exit 2 ;;
+  parity)  # the qa3 recipe's learning curve: OLD_TREE and this tree, seeds 1 and 2, four runs on the card at once
+    QA3="experiment=offline_babilong_qa3 envs_parallel=16 algo.model.name=/tmp/minilm paths.data_root=/tmp/new/data"
+    STEPS="${PARITY_STEPS:-400}"
+    mkdir -p "$OUT/parity"
+    for tree in old new; do
+      label=$([ $tree = old ] && echo "$OLD_TREE" || echo "$NEW_TREE")
+      for seed in 1 2; do
+        (cd /tmp/$tree && CUDA_VISIBLE_DEVICES=0 timeout 560 python3 train_q_rag.py $QA3 seed=$seed steps_count="$STEPS" \
+          eval_interval=50 eval_episodes=100 final_eval_episodes=0 logger.progress_bar=false \
+          hydra.run.dir=/tmp/runs/parity_${tree}_s$seed > "$OUT/parity/${label}_s$seed.log" 2>&1; \
+          echo "$label seed $seed rc=$?") &
+      done
+    done
+    wait
+    for tree in old new; do
+      label=$([ $tree = old ] && echo "$OLD_TREE" || echo "$NEW_TREE")
+      for seed in 1 2; do
+        cp /tmp/runs/parity_${tree}_s$seed/metrics.jsonl "$OUT/parity/${label}_s$seed.metrics.jsonl"
+        python3 -c "import json,sys; print(sys.argv[1], json.load(open(sys.argv[2]))['train_loop'])" "$label s$seed" \
+          /tmp/runs/parity_${tree}_s$seed/summary.json
+      done
+    done ;;
+  *) echo "usage: $0 setup|ref|oldnew|train|corpus|parity" >&2; exit 2 ;;
 esac
