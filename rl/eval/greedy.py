@@ -71,9 +71,7 @@ def greedy_episodes(
         q_log: list[list[float]] = [[] for _ in episodes]
         active = list(range(len(episodes)))
         while active:
-            states = [qnet.state_ids(episodes[s], settings.sort_by_index, evaluation=True) for s in active]
-            codes = [episodes[s].codes(settings.positions) for s in active]
-            q_rows = qnet.q_values([episodes[s] for s in active], states, codes, train=False)
+            q_rows = qnet.q_values([episodes[s] for s in active], train=False, evaluation=True)
             acting, actions = [], []
             for row, s in enumerate(active):
                 ep = episodes[s]

@@ -68,25 +68,28 @@ class SoftPolicy:
 
 class Observation:
     """The training slots before a step: their episodes, position codes and (built on first use,
-    once) state token ids; :meth:`q_values` is the online Q-function a policy samples from."""
+    once) state token ids, all from the Q-network; :meth:`q_values` is the online Q-function a
+    policy samples from."""
 
     def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, dropout: bool):
-        self.qnet, self.sort_by_index, self.dropout = qnet, env.sort_by_index, dropout
+        self.qnet, self.dropout = qnet, dropout
         self.episodes = [env.episodes[s] for s in range(env.n_envs)]
-        self.codes = [ep.codes(env.pos) for ep in self.episodes]
+        self.codes = [qnet.position_codes(ep) for ep in self.episodes]
         self.available = [ep.available for ep in self.episodes]
         self.states: list[list[int] | None] = [None] * len(self.episodes)
 
     def state(self, slot: int) -> list[int]:
         if self.states[slot] is None:
-            self.states[slot] = self.qnet.state_ids(self.episodes[slot], self.sort_by_index)
+            self.states[slot] = self.qnet.state_ids(self.episodes[slot])
         return self.states[slot]  # type: ignore[return-value]
 
     def q_values(self, slots: list[int]) -> list[torch.Tensor]:
         """Q(s, ·) [N] of the listed slots, online encoders in the acting dropout mode."""
-        states = [self.state(s) for s in slots]
         return self.qnet.q_values(
-            [self.episodes[s] for s in slots], states, [self.codes[s] for s in slots], train=self.dropout
+            [self.episodes[s] for s in slots],
+            train=self.dropout,
+            states=[self.state(s) for s in slots],
+            codes=[self.codes[s] for s in slots],
         )
 
 

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Protocol
 
 import torch
 
-from envs.env import VecRetrievalEnv
+from envs.env import Episode, VecRetrievalEnv
 from envs.seeding import derive_seed
 from rl import distributed as dist
 from rl.learners.acting import Observation, SoftHyper, SoftPolicy, Transition, soft_topk_actions
@@ -275,13 +275,19 @@ class TwinHeadLearner(LearnerBase):
     SARSA, SAC-D, DQN); each computes its targets its own way and hands them to :meth:`regress`."""
 
     def regress(
-        self, states: list[list[int]], actions: list[list[int]], codes: list[int], g: torch.Tensor
+        self,
+        episodes: list[Episode],
+        states: list[list[int]],
+        actions: list[int],
+        codes: list[int],
+        g: torch.Tensor,
     ) -> dict[str, float]:
         """One backward pass of the twin-head loss (DESIGN §5.4)
         [0.5·mean((2q1 − g)²) + 0.5·mean((2q2 − g)²)] / K, (q1, q2) the online heads of the chosen
-        chunks (token ids; ``codes``: each chunk's position code p̂(a), -1 for none); every K
+        chunks ``actions`` of the ``episodes`` in the states ``states`` (token ids, from
+        QNetwork.state_ids; ``codes``: each chunk's position code p̂(a), -1 for none); every K
         micro-steps the optimiser step. Returns the micro-step's scalars."""
-        q1, q2 = self.qnet.online_heads(states, actions, None if self.env.pos.processor == "none" else codes)
+        q1, q2 = self.qnet.online_heads(episodes, states, actions, codes)
         loss = (0.5 * ((2 * q1 - g) ** 2).mean() + 0.5 * ((2 * q2 - g) ** 2).mean()) / self.k_accum
         loss.backward()
         with torch.no_grad():
@@ -296,10 +302,10 @@ class TwinHeadLearner(LearnerBase):
 
     def regress_on(self, transitions: list[Any], g: torch.Tensor) -> dict[str, float]:
         """:meth:`regress` on rollout transitions (rl.learners.acting.Transition) towards ``g``."""
-        qnet = self.qnet
         return self.regress(
+            [tr.ep for tr in transitions],
             [tr.state for tr in transitions],
-            [qnet.action_ids(tr.ep, tr.action) for tr in transitions],
+            [tr.action for tr in transitions],
             [tr.code for tr in transitions],
             g,
         )

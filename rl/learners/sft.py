@@ -143,11 +143,7 @@ class SFTLearner(LearnerBase):
         )  # [ΣN, d], un-rotated, same ids as action_ids
         states = qnet.embed(
             qnet.state_enc,
-            [
-                qnet.state_ids(ep, self.env.sort_by_index, selected=gold[:t])
-                for ep, gold in zip(episodes, golds)
-                for t in range(len(gold))
-            ],
+            [qnet.state_ids(ep, selected=gold[:t]) for ep, gold in zip(episodes, golds) for t in range(len(gold))],
             train=train,
             grad=train,
             bucket_grad=train,
@@ -156,9 +152,7 @@ class SFTLearner(LearnerBase):
         for ep, gold in zip(episodes, golds):
             n, steps = ep.n_chunks, len(gold)
             held = [gold[:t] for t in range(steps)]
-            logits, avail = qnet.sample_scores(
-                ep, chunks[c0 : c0 + n], states[s0 : s0 + steps], held, self.env.pos, False
-            )
+            logits, avail = qnet.sample_scores(ep, chunks[c0 : c0 + n], states[s0 : s0 + steps], held, False)
             out.append((logits.masked_fill(~avail, float("-inf")), torch.tensor(gold, device=qnet.device)))
             c0, s0 = c0 + n, s0 + steps
         return out

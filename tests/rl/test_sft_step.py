@@ -38,9 +38,7 @@ def reference_terms(learner, eps):
     for ep in eps:
         gold = sorted(set(int(i) for i in ep.sample["sf_idx"]))[: env.max_steps]
         u = embed_unpadded(qnet.action_enc, [qnet.action_ids(ep, j) for j in range(ep.n_chunks)])
-        states = embed_unpadded(
-            qnet.state_enc, [qnet.state_ids(ep, env.sort_by_index, selected=gold[:t]) for t in range(len(gold))]
-        )
+        states = embed_unpadded(qnet.state_enc, [qnet.state_ids(ep, selected=gold[:t]) for t in range(len(gold))])
         hops = []
         for t, s in enumerate(states):
             avail = torch.ones(ep.n_chunks, dtype=torch.bool)
