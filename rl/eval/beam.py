@@ -22,7 +22,7 @@ from envs.env import Episode
 from envs.feedback import Feedback
 from rl.eval.greedy import EvalSettings, _record, eval_env
 from rl.model.qnetwork import QNetwork
-from rl.model.tokens import text_length
+from rl.model.tokens.splice import text_length
 
 # q_fn(selections) -> [len(selections), N] Q-values of every chunk for each partial trajectory
 QFunction = Callable[[Sequence[Sequence[int]]], torch.Tensor]

@@ -22,7 +22,7 @@ from envs.env import Episode, PositionSettings, VecRetrievalEnv
 from envs.feedback import Feedback
 from prompts_and_metrics.metrics import sample_fact_metrics
 from rl.model.qnetwork import QNetwork
-from rl.model.tokens import text_length
+from rl.model.tokens.splice import text_length
 
 
 @dataclass

@@ -27,8 +27,8 @@ import torch.nn.functional as F
 from envs.env import Episode, VecRetrievalEnv
 from envs.types import sf_known
 from rl.learners.base import LearnerBase
-from rl.model.fast.ragged import FramedIds, RaggedIds
 from rl.model.qnetwork import QNetwork
+from rl.model.tokens.ragged import FramedIds, RaggedIds
 from rl.schema import Schema
 
 MAX_DRAWS_PER_TRANSITION = 100  # give up when the training set has (almost) no gold facts

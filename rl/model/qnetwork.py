@@ -33,17 +33,9 @@ from rl.model.model_keys import ModelKeys
 from rl.model.precision import Precision
 from rl.model.qfunc import q_all, twin_heads
 from rl.model.rotary import HalfRotary
-from rl.model.tokens import (
-    HaystackTokens,
-    SampleTokens,
-    TokenLayout,
-    action_ids,
-    state_ids,
-    token_layout,
-    tokenize_chunks,
-    tokenize_sample,
-    with_question,
-)
+from rl.model.tokens.layout import TokenLayout, token_layout
+from rl.model.tokens.splice import HaystackTokens, SampleTokens, action_ids, state_ids
+from rl.model.tokens.tokenize import tokenize_chunks, tokenize_sample, with_question
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ Building embeds the chunks with the run's chunk encoder exactly as evaluation em
 chunks (the Q-network's own tokenisation and encoding path, ``QNetwork.tokenize`` +
 ``EncodingPath.chunk_sets``), one shard at a time, into an index folder (rl/run/shard_store.py).
 Retrieval runs evaluation's episode on the whole corpus as one sample: the state
-``[CLS] q [SEP] c_j1 [SEP] …`` is spliced by ``rl.model.tokens.state_ids`` and embedded by the
+``[CLS] q [SEP] c_j1 [SEP] …`` is spliced by ``rl.model.tokens.splice.state_ids`` and embedded by the
 state encoder, each step takes the best available chunk by Q (greedy, first index among equals),
 the Q-value stop rule and the beam planner (``rl.eval.beam.beam_search``) are evaluation's, and
 only the search over the chunks differs (rl/run/corpus_search.py). With the exact search the picks
@@ -31,9 +31,9 @@ from tqdm.auto import tqdm
 
 from envs.env import PositionSettings
 from rl.eval.beam import beam_search
-from rl.model.fast.tokenize import encode_texts
 from rl.model.qnetwork import QNetwork
-from rl.model.tokens import SampleTokens, state_ids, with_question
+from rl.model.tokens.splice import SampleTokens, state_ids
+from rl.model.tokens.tokenize import encode_texts, with_question
 from rl.run.config import PROJECT_ROOT
 from rl.run.corpus_files import TITLE_SEPS, Chunk, fingerprint, iter_chunks, resolve_files
 from rl.run.corpus_search import ExactSearch, FaissSearch, SearchSettings, open_search

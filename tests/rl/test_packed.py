@@ -21,8 +21,8 @@ from rl.model.embedder import Embedder, load_backbone
 from rl.model.fast import packed as packed_module
 from rl.model.fast.batching import embed_sequences
 from rl.model.fast.packed import PackedEncoder, plan_packed_slices, unsupported_reason
-from rl.model.fast.ragged import FramedIds, IdLists, RaggedIds, as_seq_set
 from rl.model.model_keys import ModelKeys, Predictor
+from rl.model.tokens.ragged import FramedIds, IdLists, RaggedIds, as_seq_set
 
 CPU = torch.device("cpu")
 
@@ -229,7 +229,7 @@ def test_unsupported_models_keep_the_padded_path(tiny_bert, tiny_xlmr, caplog):
 
     from rl.model.fast.encoding import EncodingPath
     from rl.model.fast.switches import SpeedSwitches
-    from rl.model.tokens import TokenLayout
+    from rl.model.tokens.layout import TokenLayout
 
     distil = Embedder(DistilBertModel(DistilBertConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2, hidden_dim=32)))
     assert "distilbert" in unsupported_reason(distil, False)

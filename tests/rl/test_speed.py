@@ -25,10 +25,11 @@ from rl.model.embedder import load_tokenizer
 from rl.model.fast import switches as switches_module
 from rl.model.fast.batching import embed_sequences, plan_slices
 from rl.model.fast.switches import REMOVED, SpeedSwitches
-from rl.model.fast.tokenize import stream_chunk_tokens
 from rl.model.model_keys import ModelKeys, Predictor
 from rl.model.precision import Precision
-from rl.model.tokens import assemble_tokens, text_length, token_layout, tokenize_sample
+from rl.model.tokens.layout import token_layout
+from rl.model.tokens.splice import text_length
+from rl.model.tokens.tokenize import assemble_tokens, stream_chunk_tokens, tokenize_sample
 
 MODEL = ModelKeys(name="offline:minilm")
 CPU = torch.device("cpu")
