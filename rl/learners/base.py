@@ -22,7 +22,7 @@ import torch
 from envs.env import Episode, VecRetrievalEnv
 from envs.seeding import derive_seed
 from rl import distributed as dist
-from rl.learners.acting import Observation, SoftHyper, SoftPolicy, Transition, soft_topk_actions
+from rl.learners.acting import SoftHyper, SoftPolicy, Transition, soft_topk_actions
 from rl.learners.schedules import Scheduler, build_scheduler
 from rl.model.model_keys import ModelKeys
 from rl.model.qnetwork import QNetwork
@@ -114,6 +114,33 @@ class Learner(Protocol):
         ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class Observation:
+    """The training slots before a step: their episodes, position codes and (built on first use,
+    once) state token ids, all from the Q-network; :meth:`q_values` is the online Q-function a
+    policy samples from."""
+
+    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, dropout: bool):
+        self.qnet, self.dropout = qnet, dropout
+        self.episodes = [env.episodes[s] for s in range(env.n_envs)]
+        self.codes = [qnet.position_codes(ep) for ep in self.episodes]
+        self.available = [ep.available for ep in self.episodes]
+        self.states: list[list[int] | None] = [None] * len(self.episodes)
+
+    def state(self, slot: int) -> list[int]:
+        if self.states[slot] is None:
+            self.states[slot] = self.qnet.state_ids(self.episodes[slot])
+        return self.states[slot]  # type: ignore[return-value]
+
+    def q_values(self, slots: list[int]) -> list[torch.Tensor]:
+        """Q(s, ·) [N] of the listed slots, online encoders in the acting dropout mode."""
+        return self.qnet.q_values(
+            [self.episodes[s] for s in slots],
+            train=self.dropout,
+            states=[self.state(s) for s in slots],
+            codes=[self.codes[s] for s in slots],
+        )
 
 
 class LearnerBase:

@@ -10,7 +10,8 @@ How a state is shown to the encoders is bound here too, when the network is buil
 position codes (``positions``), the order of the chunks held (``sort_by_index``) and the token caps.
 Callers hand over episodes or (episode, chunks held) pairs; they build neither token ids nor
 position codes. Acting, greedy and beam evaluation call :meth:`q_values`; the soft-value targets
-:meth:`target_heads`; the twin-head loss :meth:`online_heads`; DQN's bootstrap :meth:`state_scores`.
+:meth:`target_heads`; the twin-head loss :meth:`online_heads`; DQN's bootstrap :meth:`state_scores`;
+SFT's teacher-forced states :meth:`held_scores`.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from rl.model.precision import Precision
 from rl.model.qfunc import q_all, twin_heads
 from rl.model.rotary import HalfRotary
 from rl.model.tokens.layout import TokenLayout, token_layout
+from rl.model.tokens.ragged import FramedIds, RaggedIds
 from rl.model.tokens.splice import HaystackTokens, SampleTokens, action_ids, state_ids
 from rl.model.tokens.tokenize import tokenize_chunks, tokenize_sample, with_question
 
@@ -350,6 +352,36 @@ class QNetwork(nn.Module):
             torch.einsum("snd,sd->sn", rotated[..., h:], s[:, h:]),
         )
         return torch.stack(halves, dim=1), avail
+
+    def held_scores(
+        self, episodes: Sequence[Episode], held: Sequence[Sequence[Sequence[int]]], train: bool
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per episode, Q(s, ·) [S_i, N_i] of every chunk in the states holding ``held[i]`` (e.g. a
+        teacher's first t chunks, t = 0 … S_i − 1) and their availability; ``train``: with gradient
+        and encoders in train mode (SFT's loss), else gradient-free in eval mode. One
+        length-bucketed encoder pass over all the samples' chunks, one over all their states."""
+        layout = self.layout
+        content = RaggedIds.concat([RaggedIds.from_lists(self.tokens(ep).action_chunks) for ep in episodes])
+        chunks = self.embed(
+            self.action_enc,
+            FramedIds(content, layout.bos, layout.sep, layout.action_content),
+            train=train,
+            grad=train,
+            bucket_grad=train,
+        )  # [ΣN, d], un-rotated, same ids as action_ids
+        states = self.embed(
+            self.state_enc,
+            [self.state_ids(ep, selected=sel) for ep, sels in zip(episodes, held) for sel in sels],
+            train=train,
+            grad=train,
+            bucket_grad=train,
+        )  # [ΣS, d]
+        out, c0, s0 = [], 0, 0
+        for ep, sels in zip(episodes, held):
+            n, steps = ep.n_chunks, len(sels)
+            out.append(self.sample_scores(ep, chunks[c0 : c0 + n], states[s0 : s0 + steps], sels, False))
+            c0, s0 = c0 + n, s0 + steps
+        return out
 
     @torch.no_grad()
     def target_heads(
