@@ -122,4 +122,6 @@ def test_inside_rl_model_tokens_then_the_speed_layer_then_the_network():
         if dst.startswith("rl.model.") and model_layer(dst) > model_layer(src)
     ]
     assert not upward, "\n".join(upward)
-    assert model_layer("rl.model.tokens.splice") < model_layer("rl.model.fast.encoding") < model_layer("rl.model.caches")
+    assert (
+        model_layer("rl.model.tokens.splice") < model_layer("rl.model.fast.encoding") < model_layer("rl.model.caches")
+    )
