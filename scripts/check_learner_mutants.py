@@ -79,8 +79,8 @@ MUTANTS = [
     (
         "SFT: targets not masked by availability",
         "rl/learners/sft.py",
-        'out.append((logits.masked_fill(~avail, float("-inf")), ',
-        "out.append((logits, ",
+        '(logits.masked_fill(~avail, float("-inf")), torch.tensor(gold',
+        "(logits, torch.tensor(gold",
         SFT,
     ),
     (

@@ -32,8 +32,8 @@ import torch
 from rl.model.embedder import Embedder, load_backbone
 from rl.model.fast.batching import embed_sequences
 from rl.model.fast.packed import PackedEncoder
-from rl.model.fast.ragged import FramedIds, RaggedIds
 from rl.model.model_keys import ModelKeys
+from rl.model.tokens.ragged import FramedIds, RaggedIds
 
 CLS, SEP, PAD = 101, 102, 0  # the uncased WordPiece vocabulary of MiniLM and BERT-base
 

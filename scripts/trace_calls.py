@@ -1,7 +1,7 @@
 """How far a reader travels through the code: a call trace of one PQN update or one greedy episode.
 
     python scripts/trace_calls.py pqn-update [--tree DIR] [--out trace.json]
-    python scripts/trace_calls.py greedy-episode [--tree DIR] [--out trace.json]
+    python scripts/trace_calls.py greedy-episode [--tree DIR] [--out trace.json] [--scope rl/model]
 
 Runs the demo preset (``experiment=demo``, CPU) of the tree at ``--tree`` (default: this one; another
 checkout or a ``git archive`` of an older commit compares layouts) and records every call and return
@@ -12,6 +12,11 @@ followed again). Along that path it counts:
 * file stops: each change of the file in control (a call into another file, or the return to it);
 * returns to a file already left: stops in a file the path has been in before (the ping-pong);
 * the files and functions met, and the calls made.
+
+``--scope rl/model`` (one or more path prefixes) reads only those files and the start file: stops
+in any other file are dropped from the path (the path through them is still followed, so a call
+made from the learner into the Q-network counts), and consecutive stops in one file merge. Issue 35
+counts the Q-network's own path this way.
 
 ``pqn-update`` traces the third micro-step of the PQN learner (its acting and its optimiser step, after
 two untraced ones); ``greedy-episode`` traces evaluation's greedy loop over one validation sample
@@ -71,8 +76,22 @@ def reader_path(events: list[tuple[str, str, str]], start: str) -> list[str]:
     return path
 
 
-def summarise(events: list[tuple[str, str, str]], start: str) -> dict:
+def scoped(path: list[str], start: str, scope: tuple[str, ...]) -> list[str]:
+    """``path`` as a reader of only the files under ``scope`` (and ``start``) sees it."""
+    out: list[str] = []
+    for f in path:
+        if (f == start or f.startswith(scope)) and (not out or out[-1] != f):
+            out.append(f)
+    return out
+
+
+def summarise(events: list[tuple[str, str, str]], start: str, scope: tuple[str, ...] = ()) -> dict:
+    """The counts of the path from ``start``; with ``scope`` (path prefixes) only the stops in
+    those files and ``start`` (:func:`scoped`), and the files and functions among them."""
     path = reader_path(events, start)
+    if scope:
+        path = scoped(path, start, scope)
+        events = [e for e in events if e[1] == start or e[1].startswith(scope)]
     returns = sum(1 for k, f in enumerate(path) if f in path[:k])
     funcs = sorted({f"{f}:{fn}" for _, f, fn in events})
     return {
@@ -126,11 +145,19 @@ def main() -> None:
     ap.add_argument("what", choices=["pqn-update", "greedy-episode"])
     ap.add_argument("--tree", type=Path, default=Path(__file__).resolve().parents[1], help="the code tree to trace")
     ap.add_argument("--out", type=Path, help="the JSON trace (default: stdout summary only)")
+    ap.add_argument(
+        "--scope",
+        nargs="+",
+        default=[],
+        metavar="PREFIX",
+        help="count only stops in files under these path prefixes (and the start file), e.g. rl/model",
+    )
     args = ap.parse_args()
     root = args.tree.resolve()
     sys.path.insert(0, str(root))
     call, start = build(args.what)
-    out = {"what": args.what, **summarise(trace(call, root), start)}
+    scope = tuple(args.scope)
+    out = {"what": args.what, "scope": list(scope), **summarise(trace(call, root), start, scope)}
     if args.out:
         args.out.write_text(json.dumps(out, indent=1) + "\n")
     keys = ("what", "file_stops", "returns_to_a_file_already_left", "functions", "calls")

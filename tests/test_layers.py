@@ -100,3 +100,28 @@ def test_the_checks_see_a_wrong_arrow(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("def f():\n    from rl.run.train import run\n")
     assert "rl.run.train" in project_imports(bad)
+
+
+# inside rl.model, lowest first: token ids, then how encoders run, then the network itself
+MODEL_LAYERS = ("rl.model.tokens", "rl.model.fast")
+
+
+def model_layer(module: str) -> int:
+    for rank, prefix in enumerate(MODEL_LAYERS):
+        if module == prefix or module.startswith(prefix + "."):
+            return rank
+    return len(MODEL_LAYERS)
+
+
+def test_inside_rl_model_tokens_then_the_speed_layer_then_the_network():
+    upward = [
+        f"{src} imports {dst}"
+        for src, dsts in sorted(graph().items())
+        if src.startswith("rl.model.")
+        for dst in sorted(dsts)
+        if dst.startswith("rl.model.") and model_layer(dst) > model_layer(src)
+    ]
+    assert not upward, "\n".join(upward)
+    assert (
+        model_layer("rl.model.tokens.splice") < model_layer("rl.model.fast.encoding") < model_layer("rl.model.caches")
+    )

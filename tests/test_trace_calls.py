@@ -45,3 +45,30 @@ def test_trace_records_only_the_trees_own_files(tmp_path, monkeypatch):
     code = compile("m.f()", "<string>", "exec")
     events = tc.trace(lambda: exec(code, {"m": m}), tmp_path)
     assert events == [("call", "m.py", "f"), ("return", "m.py", "f")]  # json's own frames are outside the tree
+
+
+def test_scope_keeps_the_stops_in_its_files_followed_through_the_others():
+    events = [
+        ("call", "rl/learners/base.py", "step"),  # out of scope, but the path goes on through it
+        ("call", "rl/model/q.py", "q"),
+        ("call", "rl/model/tok.py", "ids"),
+        ("return", "rl/model/tok.py", "ids"),  # back in q.py (a return)
+        ("call", "envs/env.py", "codes"),  # out of scope: q.py stays in control for the reader
+        ("return", "envs/env.py", "codes"),
+        ("return", "rl/model/q.py", "q"),  # base.py: dropped
+        ("return", "rl/learners/base.py", "step"),  # the start file again (a return)
+    ]
+    full = tc.reader_path(events, "pqn.py")
+    assert full == ["pqn.py", "rl/learners/base.py", "rl/model/q.py", "rl/model/tok.py", "rl/model/q.py"] + [
+        "envs/env.py",
+        "rl/model/q.py",
+        "rl/learners/base.py",
+        "pqn.py",
+    ]
+    want = ["pqn.py", "rl/model/q.py", "rl/model/tok.py", "rl/model/q.py", "pqn.py"]
+    assert tc.scoped(full, "pqn.py", ("rl/model",)) == want
+    out = tc.summarise(events, "pqn.py", ("rl/model",))
+    assert out["stop_sequence"] == want
+    assert out["file_stops"] == 5 and out["returns_to_a_file_already_left"] == 2
+    assert out["files"] == ["rl/model/q.py", "rl/model/tok.py"] and out["calls"] == 2
+    assert tc.summarise(events, "pqn.py")["file_stops"] == 9  # no scope: every file

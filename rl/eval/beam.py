@@ -18,11 +18,11 @@ from typing import Any
 
 import torch
 
-from envs.env import Episode, PositionSettings
+from envs.env import Episode
 from envs.feedback import Feedback
 from rl.eval.greedy import EvalSettings, _record, eval_env
-from rl.model.qnetwork import QNetwork, availability
-from rl.model.tokens import text_length
+from rl.model.qnetwork import QNetwork
+from rl.model.tokens.splice import text_length
 
 # q_fn(selections) -> [len(selections), N] Q-values of every chunk for each partial trajectory
 QFunction = Callable[[Sequence[Sequence[int]]], torch.Tensor]
@@ -65,7 +65,7 @@ def _top(row: torch.Tensor, k: int) -> list[tuple[float, int]]:
     return pairs[:k]
 
 
-def qnet_q_function(qnet: QNetwork, ep: Episode, pos: PositionSettings, sort_by_index: bool) -> QFunction:
+def qnet_q_function(qnet: QNetwork, ep: Episode) -> QFunction:
     """Q over the episode's sample for any partial selection: the Q-network's greedy scores
     (:meth:`QNetwork.q_values`, one state pass for the whole beam), each selection's chunks rotated
     by that selection's own position codes."""
@@ -73,9 +73,7 @@ def qnet_q_function(qnet: QNetwork, ep: Episode, pos: PositionSettings, sort_by_
     qnet.ensure_chunk_embeddings([ep], "online", train=False)
 
     def q_fn(selections: Sequence[Sequence[int]]) -> torch.Tensor:
-        states = [qnet.state_ids(ep, sort_by_index, evaluation=True, selected=sel) for sel in selections]
-        codes = ep.codes(pos, availability(ep.n_chunks, selections, qnet.device))  # [S, N], None: no positions
-        rows = qnet.q_values([ep] * len(states), states, [None] * len(states) if codes is None else codes, train=False)
+        rows = qnet.q_values([ep] * len(selections), train=False, evaluation=True, selections=selections)
         return torch.stack(rows)
 
     return q_fn
@@ -105,7 +103,7 @@ def beam_episodes(
         t0 = time.perf_counter()
         ep = env.start(0, int(index))
         _held = qnet.share_haystacks([ep])
-        q_fn = qnet_q_function(qnet, ep, settings.positions, settings.sort_by_index)
+        q_fn = qnet_q_function(qnet, ep)
         best = beam_search(q_fn, ep.n_chunks, settings.max_steps, width, expand)
         for a in best.selected:  # replay through the env: rewards from the test feedback
             _, dones, _ = env.step([0], [a])

@@ -22,7 +22,7 @@ from envs.env import Episode, PositionSettings, VecRetrievalEnv
 from envs.feedback import Feedback
 from prompts_and_metrics.metrics import sample_fact_metrics
 from rl.model.qnetwork import QNetwork
-from rl.model.tokens import text_length
+from rl.model.tokens.splice import text_length
 
 
 @dataclass
@@ -71,9 +71,7 @@ def greedy_episodes(
         q_log: list[list[float]] = [[] for _ in episodes]
         active = list(range(len(episodes)))
         while active:
-            states = [qnet.state_ids(episodes[s], settings.sort_by_index, evaluation=True) for s in active]
-            codes = [episodes[s].codes(settings.positions) for s in active]
-            q_rows = qnet.q_values([episodes[s] for s in active], states, codes, train=False)
+            q_rows = qnet.q_values([episodes[s] for s in active], train=False, evaluation=True)
             acting, actions = [], []
             for row, s in enumerate(active):
                 ep = episodes[s]

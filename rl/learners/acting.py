@@ -1,6 +1,7 @@
-"""Acting: the behaviour policies as pure functions of Q-values, availability and a generator, and
-what one environment step hands them (:class:`Observation`); the step itself is the learner base's
-(rl.learners.base.LearnerBase.env_step), the one place that steps the training envs.
+"""Acting: the behaviour policies as pure functions of Q-values, availability and a generator; the
+step itself, and the observation it hands a policy, are the learner base's
+(rl.learners.base.LearnerBase.env_step, rl.learners.base.Observation), the one place that steps the
+training envs.
 
 Policies (DESIGN §4.2), each over the available chunks A(s):
   uniform         a ∼ U(A(s))                                   (every learner's warm-up)
@@ -19,9 +20,8 @@ from typing import Any
 
 import torch
 
-from envs.env import Episode, VecRetrievalEnv
+from envs.env import Episode
 from rl.model.qfunc import masked_topk, sample_policy
-from rl.model.qnetwork import QNetwork
 from rl.schema import Schema, param
 
 QOf = Callable[[list[int]], list[torch.Tensor]]  # slots -> Q(s, ·) [N] of each
@@ -64,30 +64,6 @@ class SoftPolicy:
     alpha: float
     top_k: int | None
     dropout: bool  # online encoders in train mode while acting
-
-
-class Observation:
-    """The training slots before a step: their episodes, position codes and (built on first use,
-    once) state token ids; :meth:`q_values` is the online Q-function a policy samples from."""
-
-    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, dropout: bool):
-        self.qnet, self.sort_by_index, self.dropout = qnet, env.sort_by_index, dropout
-        self.episodes = [env.episodes[s] for s in range(env.n_envs)]
-        self.codes = [ep.codes(env.pos) for ep in self.episodes]
-        self.available = [ep.available for ep in self.episodes]
-        self.states: list[list[int] | None] = [None] * len(self.episodes)
-
-    def state(self, slot: int) -> list[int]:
-        if self.states[slot] is None:
-            self.states[slot] = self.qnet.state_ids(self.episodes[slot], self.sort_by_index)
-        return self.states[slot]  # type: ignore[return-value]
-
-    def q_values(self, slots: list[int]) -> list[torch.Tensor]:
-        """Q(s, ·) [N] of the listed slots, online encoders in the acting dropout mode."""
-        states = [self.state(s) for s in slots]
-        return self.qnet.q_values(
-            [self.episodes[s] for s in slots], states, [self.codes[s] for s in slots], train=self.dropout
-        )
 
 
 # -- behaviour policies ----------------------------------------------------------------------

@@ -19,10 +19,10 @@ from typing import Any, ClassVar, Protocol
 
 import torch
 
-from envs.env import VecRetrievalEnv
+from envs.env import Episode, VecRetrievalEnv
 from envs.seeding import derive_seed
 from rl import distributed as dist
-from rl.learners.acting import Observation, SoftHyper, SoftPolicy, Transition, soft_topk_actions
+from rl.learners.acting import SoftHyper, SoftPolicy, Transition, soft_topk_actions
 from rl.learners.schedules import Scheduler, build_scheduler
 from rl.model.model_keys import ModelKeys
 from rl.model.qnetwork import QNetwork
@@ -114,6 +114,33 @@ class Learner(Protocol):
         ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class Observation:
+    """The training slots before a step: their episodes, position codes and (built on first use,
+    once) state token ids, all from the Q-network; :meth:`q_values` is the online Q-function a
+    policy samples from."""
+
+    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, dropout: bool):
+        self.qnet, self.dropout = qnet, dropout
+        self.episodes = [env.episodes[s] for s in range(env.n_envs)]
+        self.codes = [qnet.position_codes(ep) for ep in self.episodes]
+        self.available = [ep.available for ep in self.episodes]
+        self.states: list[list[int] | None] = [None] * len(self.episodes)
+
+    def state(self, slot: int) -> list[int]:
+        if self.states[slot] is None:
+            self.states[slot] = self.qnet.state_ids(self.episodes[slot])
+        return self.states[slot]  # type: ignore[return-value]
+
+    def q_values(self, slots: list[int]) -> list[torch.Tensor]:
+        """Q(s, ·) [N] of the listed slots, online encoders in the acting dropout mode."""
+        return self.qnet.q_values(
+            [self.episodes[s] for s in slots],
+            train=self.dropout,
+            states=[self.state(s) for s in slots],
+            codes=[self.codes[s] for s in slots],
+        )
 
 
 class LearnerBase:
@@ -275,13 +302,19 @@ class TwinHeadLearner(LearnerBase):
     SARSA, SAC-D, DQN); each computes its targets its own way and hands them to :meth:`regress`."""
 
     def regress(
-        self, states: list[list[int]], actions: list[list[int]], codes: list[int], g: torch.Tensor
+        self,
+        episodes: list[Episode],
+        states: list[list[int]],
+        actions: list[int],
+        codes: list[int],
+        g: torch.Tensor,
     ) -> dict[str, float]:
         """One backward pass of the twin-head loss (DESIGN §5.4)
         [0.5·mean((2q1 − g)²) + 0.5·mean((2q2 − g)²)] / K, (q1, q2) the online heads of the chosen
-        chunks (token ids; ``codes``: each chunk's position code p̂(a), -1 for none); every K
+        chunks ``actions`` of the ``episodes`` in the states ``states`` (token ids, from
+        QNetwork.state_ids; ``codes``: each chunk's position code p̂(a), -1 for none); every K
         micro-steps the optimiser step. Returns the micro-step's scalars."""
-        q1, q2 = self.qnet.online_heads(states, actions, None if self.env.pos.processor == "none" else codes)
+        q1, q2 = self.qnet.online_heads(episodes, states, actions, codes)
         loss = (0.5 * ((2 * q1 - g) ** 2).mean() + 0.5 * ((2 * q2 - g) ** 2).mean()) / self.k_accum
         loss.backward()
         with torch.no_grad():
@@ -296,10 +329,10 @@ class TwinHeadLearner(LearnerBase):
 
     def regress_on(self, transitions: list[Any], g: torch.Tensor) -> dict[str, float]:
         """:meth:`regress` on rollout transitions (rl.learners.acting.Transition) towards ``g``."""
-        qnet = self.qnet
         return self.regress(
+            [tr.ep for tr in transitions],
             [tr.state for tr in transitions],
-            [qnet.action_ids(tr.ep, tr.action) for tr in transitions],
+            [tr.action for tr in transitions],
             [tr.code for tr in transitions],
             g,
         )

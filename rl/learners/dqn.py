@@ -125,7 +125,6 @@ class DQNLearner(TwinHeadLearner):
                 "learner=dqn replays transitions from sample indices, but envs.positions_processor=random "
                 "draws codes per episode that the buffer does not keep: use relative, absolute or none"
             )
-        self.sort_by_index = env.sort_by_index
         self.buffer = ReplayBuffer(self.hp.buffer_size, env.max_steps)
         self.nstep = NStepAssembler(env.n_envs, self.hp.n_step, self.hp.gamma)
         self.epsilon = self.hp.epsilon_start
@@ -179,17 +178,14 @@ class DQNLearner(TwinHeadLearner):
     @torch.no_grad()
     def _bootstrap(self, episodes: list[Episode], selections: list[list[int]]) -> torch.Tensor:
         """V′(s) for (sample, selection) pairs, batched over states, grouped by sample."""
-        qnet, pos = self.qnet, self.env.pos
+        qnet = self.qnet
         items = list(zip(episodes, selections))
-        states = [qnet.state_ids(ep, self.sort_by_index, selected=sel) for ep, sel in items]
-        target = qnet.chunk_scores(
-            items, qnet.embed(qnet.target_state, states, train=False), "target", pos, False, False
-        )
         if not self.hp.double:
+            (target,) = qnet.state_scores(items, ("target",), train=False, heads=False)
             online = itertools.repeat(None)  # no online scores: V′ = max Q′
         else:
-            s_on = qnet.embed(qnet.state_enc, states, train=False)
-            online = (q for _, q, _ in qnet.chunk_scores(items, s_on, "online", pos, False, False))
+            target, on = qnet.state_scores(items, ("target", "online"), train=False, heads=False)
+            online = (q for _, q, _ in on)
         out = torch.zeros(len(episodes), device=qnet.device)
         for (idx, q_target, avail), q_online in zip(target, online):
             out[torch.tensor(idx, device=qnet.device)] = bootstrap_values(q_target, avail, q_online)
@@ -220,8 +216,9 @@ class DQNLearner(TwinHeadLearner):
         y = nstep_targets(ret, k, done, v_next, hp.gamma)
 
         scalars = self.regress(
-            [qnet.state_ids(ep, self.sort_by_index, selected=tr.selected) for ep, tr in zip(episodes, batch)],
-            [qnet.action_ids(ep, tr.action) for ep, tr in zip(episodes, batch)],
+            episodes,
+            [qnet.state_ids(ep, selected=tr.selected) for ep, tr in zip(episodes, batch)],
+            [tr.action for tr in batch],
             [tr.code for tr in batch],
             y,
         )

@@ -60,7 +60,6 @@ class PQNLearner(TwinHeadLearner):
         super().__init__(qnet, env, cfg)
         self.hp: Hyper = self.hyperparams(cfg)
         self.alpha = self.hp.alpha  # α = α₀ until the first optimiser step
-        self.sort_by_index = env.sort_by_index
         self.legacy_off_by_one = lambda_return_off_by_one
         self.legacy_drop_last = drop_last_transition
         self.legacy_topk = target_topk_before_mask
@@ -75,9 +74,7 @@ class PQNLearner(TwinHeadLearner):
     def _target_values(self, items: list[tuple[Episode, list[int]]]) -> torch.Tensor:
         """V(s) = V_1 + V_2 of the target heads (rl.model.qfunc.soft_values) for (episode, chunks held)."""
         out = torch.zeros(len(items), device=self.qnet.device)
-        for idx, heads, avail in self.qnet.target_heads(
-            items, self.env.pos, self.sort_by_index, self.target_train_mode
-        ):
+        for idx, heads, avail in self.qnet.target_heads(items, self.target_train_mode):
             out[torch.tensor(idx, device=out.device)] = soft_values(
                 heads,
                 avail,

@@ -122,7 +122,6 @@ class SacDLearner(TwinHeadLearner):
     def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any):
         super().__init__(qnet, env, cfg)
         self.hp: SacHyper = self.hyperparams(cfg)
-        self.sort_by_index = env.sort_by_index
         self.temperature = Temperature(self.hp.alpha, self.hp.alpha_lr, self.hp.alpha_min, self.hp.learn_alpha)
         self.alpha = self.temperature.alpha
         self._entropy: list[torch.Tensor] = []  # H(π′) of the target states since the last optimiser step
@@ -137,7 +136,7 @@ class SacDLearner(TwinHeadLearner):
     def _target_values(self, items: list[tuple[Episode, list[int]]]) -> torch.Tensor:
         """SAC-D's V(s) for (episode, chunks held) pairs; records the entropies for the α step."""
         out = torch.zeros(len(items), device=self.qnet.device)
-        for idx, heads, avail in self.qnet.target_heads(items, self.env.pos, self.sort_by_index, False):
+        for idx, heads, avail in self.qnet.target_heads(items, False):
             v, h, support = sac_values(heads, avail, self.hp.top_k_actions, self.alpha)
             out[torch.tensor(idx, device=out.device)] = v
             self._entropy.append(h.cpu())

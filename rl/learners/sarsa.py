@@ -64,7 +64,6 @@ class SarsaLearner(TwinHeadLearner):
         super().__init__(qnet, env, cfg)
         self.hp: SarsaHyper = self.hyperparams(cfg)
         self.alpha = self.hp.alpha  # α = α₀ until the first optimiser step, then tied to the LR
-        self.sort_by_index = env.sort_by_index
         self.n_steps = self.hp.n_steps
 
     # -- acting (PQN's behaviour policy) ----------------------------------------------------
@@ -77,7 +76,7 @@ class SarsaLearner(TwinHeadLearner):
         """Q′(s, a) = q′1 + q′2 of the target network for (episode, chunks held, chosen chunk)."""
         out = torch.zeros(len(items), device=self.qnet.device)
         states = [(ep, sel) for ep, sel, _ in items]
-        for idx, heads, _ in self.qnet.target_heads(states, self.env.pos, self.sort_by_index, False):
+        for idx, heads, _ in self.qnet.target_heads(states, False):
             acts = torch.tensor([items[i][2] for i in idx], device=heads.device)
             q = heads.sum(1)  # [S, N]
             out[torch.tensor(idx, device=out.device)] = q.gather(1, acts.view(-1, 1)).squeeze(1)
@@ -89,12 +88,11 @@ class SarsaLearner(TwinHeadLearner):
         qnet, train = self.qnet, self.hp.acting_dropout
         q_target: list[torch.Tensor] = [torch.empty(0)] * len(episodes)
         states = [(ep, list(ep.selected)) for ep in episodes]
-        for idx, heads, _ in qnet.target_heads(states, self.env.pos, self.sort_by_index, False):
+        for idx, heads, _ in qnet.target_heads(states, False):
             for row, i in enumerate(idx):
                 q_target[i] = heads[row].sum(0)
         if not self.warming_up:  # the online Q the next acting step will sample from
-            ids = [qnet.state_ids(ep, self.sort_by_index) for ep in episodes]
-            q_online = qnet.q_values(episodes, ids, [ep.codes(self.env.pos) for ep in episodes], train=train)
+            q_online = qnet.q_values(episodes, train=train)
         out = torch.zeros(len(episodes), device=qnet.device)
         for i, ep in enumerate(episodes):
             if not bool(ep.available.any()):

@@ -27,8 +27,8 @@ import torch.nn.functional as F
 from envs.env import Episode, VecRetrievalEnv
 from envs.types import sf_known
 from rl.learners.base import LearnerBase
-from rl.model.fast.ragged import FramedIds, RaggedIds
 from rl.model.qnetwork import QNetwork
+from rl.model.tokens.ragged import RaggedIds
 from rl.schema import Schema
 
 MAX_DRAWS_PER_TRANSITION = 100  # give up when the training set has (almost) no gold facts
@@ -131,37 +131,13 @@ class SFTLearner(LearnerBase):
         and encoders in train mode, else gradient-free in eval mode (scripts/sft_probe.py); one
         length-bucketed encoder pass over all the samples' chunks and one over all their
         teacher-forced states."""
-        qnet, layout = self.qnet, self.qnet.layout
         golds = [self.trajectory(ep) for ep in episodes]
-        content = RaggedIds.concat([RaggedIds.from_lists(qnet.tokens(ep).action_chunks) for ep in episodes])
-        chunks = qnet.embed(
-            qnet.action_enc,
-            FramedIds(content, layout.bos, layout.sep, layout.action_content),
-            train=train,
-            grad=train,
-            bucket_grad=train,
-        )  # [ΣN, d], un-rotated, same ids as action_ids
-        states = qnet.embed(
-            qnet.state_enc,
-            [
-                qnet.state_ids(ep, self.env.sort_by_index, selected=gold[:t])
-                for ep, gold in zip(episodes, golds)
-                for t in range(len(gold))
-            ],
-            train=train,
-            grad=train,
-            bucket_grad=train,
-        )  # [ΣT′, d]
-        out, c0, s0 = [], 0, 0
-        for ep, gold in zip(episodes, golds):
-            n, steps = ep.n_chunks, len(gold)
-            held = [gold[:t] for t in range(steps)]
-            logits, avail = qnet.sample_scores(
-                ep, chunks[c0 : c0 + n], states[s0 : s0 + steps], held, self.env.pos, False
-            )
-            out.append((logits.masked_fill(~avail, float("-inf")), torch.tensor(gold, device=qnet.device)))
-            c0, s0 = c0 + n, s0 + steps
-        return out
+        held = [[gold[:t] for t in range(len(gold))] for gold in golds]
+        device = self.qnet.device
+        return [
+            (logits.masked_fill(~avail, float("-inf")), torch.tensor(gold, device=device))
+            for (logits, avail), gold in zip(self.qnet.held_scores(episodes, held, train), golds)
+        ]
 
     def groups(self, episodes: Sequence[Episode]) -> list[list[Episode]]:
         """Consecutive samples packed into passes of at most GROUP_TOKENS framed tokens."""

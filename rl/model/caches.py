@@ -24,7 +24,7 @@ from typing import Generic, TypeVar
 import torch
 
 from envs.env import Episode
-from rl.model.tokens import HaystackTokens, SampleTokens
+from rl.model.tokens.splice import HaystackTokens, SampleTokens
 
 K = TypeVar("K")
 V = TypeVar("V")

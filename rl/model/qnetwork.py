@@ -5,6 +5,13 @@ state encoder E_s^π is E_s itself (weights change only at optimiser steps, so a
 the reference's hard copy), run in the dropout mode chosen for acting. How the encoders are run
 (bucketing, CUDA graphs, compile, streamed tokenisation) is the speed layer's business: an
 :class:`rl.model.fast.encoding.EncodingPath` chosen once here, from the ``speed`` switches.
+
+How a state is shown to the encoders is bound here too, when the network is built: the chunks'
+position codes (``positions``), the order of the chunks held (``sort_by_index``) and the token caps.
+Callers hand over episodes or (episode, chunks held) pairs; they build neither token ids nor
+position codes. Acting, greedy and beam evaluation call :meth:`q_values`; the soft-value targets
+:meth:`target_heads`; the twin-head loss :meth:`online_heads`; DQN's bootstrap :meth:`state_scores`;
+SFT's teacher-forced states :meth:`held_scores`.
 """
 
 from __future__ import annotations
@@ -27,17 +34,10 @@ from rl.model.model_keys import ModelKeys
 from rl.model.precision import Precision
 from rl.model.qfunc import q_all, twin_heads
 from rl.model.rotary import HalfRotary
-from rl.model.tokens import (
-    HaystackTokens,
-    SampleTokens,
-    TokenLayout,
-    action_ids,
-    state_ids,
-    token_layout,
-    tokenize_chunks,
-    tokenize_sample,
-    with_question,
-)
+from rl.model.tokens.layout import TokenLayout, token_layout
+from rl.model.tokens.ragged import FramedIds, RaggedIds
+from rl.model.tokens.splice import HaystackTokens, SampleTokens, action_ids, state_ids
+from rl.model.tokens.tokenize import tokenize_chunks, tokenize_sample, with_question
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +51,12 @@ class QNetwork(nn.Module):
         precision: Precision,
         embed_batch_size: int,
         speed: SpeedSwitches,
+        positions: PositionSettings,
+        sort_by_index: bool,
     ):
         super().__init__()
+        self.positions = positions  # how chunk positions are coded (DESIGN §3)
+        self.sort_by_index = sort_by_index  # chunks held enter the state in document order, else selection order
         if model.predictor.hidden_dim is not None or model.predictor.output_dim is not None:
             log.warning(
                 "algo.model.predictor.hidden_dim/output_dim are accepted and ignored: "
@@ -175,13 +179,11 @@ class QNetwork(nn.Module):
             out.append(hay)
         return out
 
-    def state_ids(
-        self, ep: Episode, sort_by_index: bool, evaluation: bool = False, selected: Sequence[int] | None = None
-    ) -> list[int]:
+    def state_ids(self, ep: Episode, evaluation: bool = False, selected: Sequence[int] | None = None) -> list[int]:
         """Token ids of the state holding ``selected`` (default: the episode's current selection),
-        with the evaluation or the rollout segment cap."""
+        with the evaluation or the rollout segment cap; what a transition keeps of its state."""
         sel = ep.selected if selected is None else selected
-        order = sorted(sel) if sort_by_index else list(sel)
+        order = sorted(sel) if self.sort_by_index else list(sel)
         mem = self.eval_memory_content if evaluation else self.layout.memory_content
         ids, truncated = state_ids(self.tokens(ep), order, self.layout, mem)
         self.state_truncations += int(truncated)
@@ -189,6 +191,11 @@ class QNetwork(nn.Module):
 
     def action_ids(self, ep: Episode, j: int) -> list[int]:
         return action_ids(self.tokens(ep), j, self.layout)
+
+    def position_codes(self, ep: Episode, available: torch.Tensor | None = None) -> torch.Tensor | None:
+        """p̂(a) [N] of every chunk in the episode's current state (``available`` [S, N]: [S, N] in
+        the states of it with these chunks left); None: no positions (DESIGN §3)."""
+        return ep.codes(self.positions, available)
 
     # -- embeddings -----------------------------------------------------------------------
     @staticmethod
@@ -267,11 +274,31 @@ class QNetwork(nn.Module):
 
     # -- Q-values ---------------------------------------------------------------------------
     def q_values(
-        self, episodes: Sequence[Episode], states: list[list[int]], codes: Sequence[Any], train: bool
+        self,
+        episodes: Sequence[Episode],
+        train: bool,
+        evaluation: bool = False,
+        selections: Sequence[Sequence[int]] | None = None,
+        states: Sequence[list[int]] | None = None,
+        codes: Sequence[Any] | None = None,
     ) -> list[torch.Tensor]:
-        """Q(s_i, ·) [N_i] of every chunk of each episode's sample, for the state token ids
-        ``states[i]`` and the chunks' position codes ``codes[i]`` (None: no positions):
-        Q(s, a) = ⟨E_s(s), R(p̂(a))·E_a(a)⟩ with the online encoders, one state pass."""
+        """Q(s_i, ·) [N_i] of every chunk of each episode's sample in its current state, or in the
+        states of ONE episode holding ``selections`` (the beam planner's members; ``episodes`` that
+        episode repeated): Q(s, a) = ⟨E_s(s), R(p̂(a))·E_a(a)⟩ with the online encoders, one state
+        pass; ``evaluation``: evaluation's segment cap. ``states`` and ``codes``: the current states'
+        ids and codes when the caller already holds them (acting keeps them for its transitions,
+        from :meth:`state_ids` and :meth:`position_codes`)."""
+        if selections is None:
+            selections = [ep.selected for ep in episodes]
+            if codes is None:
+                codes = [self.position_codes(ep) for ep in episodes]
+        elif codes is None:  # every member's relative codes in one pass over its availability
+            if any(ep is not episodes[0] for ep in episodes):
+                raise ValueError("q_values: with selections, every entry of episodes is the same episode")
+            c = self.position_codes(episodes[0], availability(episodes[0].n_chunks, selections, self.device))
+            codes = [None] * len(selections) if c is None else c
+        if states is None:
+            states = [self.state_ids(ep, evaluation, sel) for ep, sel in zip(episodes, selections)]
         s_emb = self.embed(self.state_enc, states, train=train)
         self.ensure_chunk_embeddings(episodes, "online", train)
         return [
@@ -284,7 +311,6 @@ class QNetwork(nn.Module):
         items: Sequence[tuple[Episode, Sequence[int]]],
         s_emb: torch.Tensor,
         which: str,
-        pos: PositionSettings,
         train: bool,
         heads: bool,
     ) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
@@ -299,7 +325,7 @@ class QNetwork(nn.Module):
         for idx in groups.values():
             ep = items[idx[0]][0]
             u = self.chunk_embeddings(ep, which, train)
-            scores, avail = self.sample_scores(ep, u, s_emb[idx], [items[i][1] for i in idx], pos, heads)
+            scores, avail = self.sample_scores(ep, u, s_emb[idx], [items[i][1] for i in idx], heads)
             yield idx, scores, avail
 
     def sample_scores(
@@ -308,7 +334,6 @@ class QNetwork(nn.Module):
         u: torch.Tensor,
         s_emb: torch.Tensor,
         selections: Sequence[Sequence[int]],
-        pos: PositionSettings,
         heads: bool,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores of every chunk of ``ep``'s sample in S states of it holding ``selections``, from
@@ -317,7 +342,7 @@ class QNetwork(nn.Module):
         chunks by its own position codes, ã = R(p̂(a))·u_a; scores are Q(s, a) = ⟨s, ã⟩ [S, N], or
         with ``heads`` both heads q_h = ⟨s_h, ã_h⟩ [S, 2, N] (h = each half of the vectors)."""
         avail = availability(ep.n_chunks, selections, self.device)
-        rotated = self.rotate(u.expand(len(selections), -1, -1), ep.codes(pos, avail)).float()  # [S, N, d]
+        rotated = self.rotate(u.expand(len(selections), -1, -1), self.position_codes(ep, avail)).float()  # [S, N, d]
         s = s_emb.float()
         if not heads:
             return torch.einsum("snd,sd->sn", rotated, s), avail
@@ -328,27 +353,73 @@ class QNetwork(nn.Module):
         )
         return torch.stack(halves, dim=1), avail
 
+    def held_scores(
+        self, episodes: Sequence[Episode], held: Sequence[Sequence[Sequence[int]]], train: bool
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per episode, Q(s, ·) [S_i, N_i] of every chunk in the states holding ``held[i]`` (e.g. a
+        teacher's first t chunks, t = 0 … S_i − 1) and their availability; ``train``: with gradient
+        and encoders in train mode (SFT's loss), else gradient-free in eval mode. One
+        length-bucketed encoder pass over all the samples' chunks, one over all their states."""
+        layout = self.layout
+        content = RaggedIds.concat([RaggedIds.from_lists(self.tokens(ep).action_chunks) for ep in episodes])
+        chunks = self.embed(
+            self.action_enc,
+            FramedIds(content, layout.bos, layout.sep, layout.action_content),
+            train=train,
+            grad=train,
+            bucket_grad=train,
+        )  # [ΣN, d], un-rotated, same ids as action_ids
+        states = self.embed(
+            self.state_enc,
+            [self.state_ids(ep, selected=sel) for ep, sels in zip(episodes, held) for sel in sels],
+            train=train,
+            grad=train,
+            bucket_grad=train,
+        )  # [ΣS, d]
+        out, c0, s0 = [], 0, 0
+        for ep, sels in zip(episodes, held):
+            n, steps = ep.n_chunks, len(sels)
+            out.append(self.sample_scores(ep, chunks[c0 : c0 + n], states[s0 : s0 + steps], sels, False))
+            c0, s0 = c0 + n, s0 + steps
+        return out
+
     @torch.no_grad()
     def target_heads(
-        self, items: Sequence[tuple[Episode, Sequence[int]]], pos: PositionSettings, sort_by_index: bool, train: bool
+        self, items: Sequence[tuple[Episode, Sequence[int]]], train: bool
     ) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
-        """Both heads of the target network Q′ for every chunk of the states ``items``, per sample:
-        (indices, heads [S, 2, N], availability [S, N]); one target state pass for all of them."""
+        """Both heads of the target network Q′ for every chunk of the states ``items`` = (episode,
+        chunks held), per sample: (indices, heads [S, 2, N], availability [S, N]); one target state
+        pass for all of them."""
         if not items:
             return
-        states = [self.state_ids(ep, sort_by_index, selected=sel) for ep, sel in items]
-        s_emb = self.embed(self.target_state, states, train=train)
-        yield from self.chunk_scores(items, s_emb, "target", pos, train, heads=True)
+        yield from self.state_scores(items, ("target",), train, heads=True)[0]
+
+    @torch.no_grad()
+    def state_scores(
+        self, items: Sequence[tuple[Episode, Sequence[int]]], which: Sequence[str], train: bool, heads: bool
+    ) -> list[Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]]:
+        """For each network of ``which`` ('online' E_s, E_a; 'target' E_s′, E_a′): the scores of
+        every chunk in the states ``items`` = (episode, chunks held), per sample, as
+        :meth:`chunk_scores` yields them; the states' token ids are built once for all of them."""
+        states = [self.state_ids(ep, selected=sel) for ep, sel in items]
+        out = []
+        for w in which:
+            s_emb = self.embed(self.target_state if w == "target" else self.state_enc, states, train=train)
+            out.append(self.chunk_scores(items, s_emb, w, train, heads=heads))
+        return out
 
     def online_heads(
-        self, states: list[list[int]], actions: list[list[int]], codes: list[int] | None
+        self, episodes: Sequence[Episode], states: list[list[int]], actions: Sequence[int], codes: Sequence[int]
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(q1, q2) [B] of the online network for chosen chunks, with gradient, dropout on: states and
-        chunks (token ids) encoded again, each chunk rotated by its position code (``codes`` None:
-        no positions)."""
+        """(q1, q2) [B] of the online network for chosen chunks ``actions`` of the ``episodes``, with
+        gradient, dropout on: the states (token ids ``states``, from :meth:`state_ids`) and chunks
+        encoded again, each chunk rotated by its position code p̂(a) in its state (``codes``, from
+        :meth:`position_codes`; unused without positions)."""
         s_emb = self.embed(self.state_enc, states, train=True, grad=True)
-        a_emb = self.embed(self.action_enc, actions, train=True, grad=True)
-        if codes is not None:
+        a_emb = self.embed(
+            self.action_enc, [self.action_ids(ep, a) for ep, a in zip(episodes, actions)], train=True, grad=True
+        )
+        if self.positions.processor != "none":
             a_emb = self.rope(a_emb, torch.tensor(codes, device=self.device))
         return twin_heads(s_emb, a_emb)
 

@@ -35,6 +35,8 @@ def qnet_from_cfg(cfg: DictConfig, device: torch.device) -> QNetwork:
         Precision.resolve(str(cfg.precision), device),
         int(cfg.embed_batch_size),
         SpeedSwitches.from_run_cfg(cfg),
+        PositionSettings.from_cfg(cfg.envs),
+        bool(cfg.envs.sort_by_index),
     )
 
 

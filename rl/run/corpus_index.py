@@ -8,7 +8,7 @@ Building embeds the chunks with the run's chunk encoder exactly as evaluation em
 chunks (the Q-network's own tokenisation and encoding path, ``QNetwork.tokenize`` +
 ``EncodingPath.chunk_sets``), one shard at a time, into an index folder (rl/run/shard_store.py).
 Retrieval runs evaluation's episode on the whole corpus as one sample: the state
-``[CLS] q [SEP] c_j1 [SEP] …`` is spliced by ``rl.model.tokens.state_ids`` and embedded by the
+``[CLS] q [SEP] c_j1 [SEP] …`` is spliced by ``rl.model.tokens.splice.state_ids`` and embedded by the
 state encoder, each step takes the best available chunk by Q (greedy, first index among equals),
 the Q-value stop rule and the beam planner (``rl.eval.beam.beam_search``) are evaluation's, and
 only the search over the chunks differs (rl/run/corpus_search.py). With the exact search the picks
@@ -31,9 +31,9 @@ from tqdm.auto import tqdm
 
 from envs.env import PositionSettings
 from rl.eval.beam import beam_search
-from rl.model.fast.tokenize import encode_texts
 from rl.model.qnetwork import QNetwork
-from rl.model.tokens import SampleTokens, state_ids, with_question
+from rl.model.tokens.splice import SampleTokens, state_ids
+from rl.model.tokens.tokenize import encode_texts, with_question
 from rl.run.config import PROJECT_ROOT
 from rl.run.corpus_files import TITLE_SEPS, Chunk, fingerprint, iter_chunks, resolve_files
 from rl.run.corpus_search import ExactSearch, FaissSearch, SearchSettings, open_search
@@ -252,7 +252,7 @@ class CorpusIndex:
         ids, count = encode_texts(qnet.tokenizer, [qnet.query_prefix + question], qnet.layout.content_cut)
         return ids[0], count
 
-    def _state(self, q_ids: list[int], selected: Sequence[int], sort_by_index: bool) -> list[int]:
+    def _state(self, q_ids: list[int], selected: Sequence[int]) -> list[int]:
         """Evaluation's state for ``selected``: ``state_ids`` over the question and the picked
         chunks' content ids (each chunk tokenised alone, as the Rust tokenizer does in a batch)."""
         qnet = self.qnet
@@ -260,7 +260,7 @@ class CorpusIndex:
             if j not in self._chunk_ids:
                 ids, _ = encode_texts(qnet.tokenizer, [self.store.chunk(j)["text"]], qnet.layout.content_cut)
                 self._chunk_ids[j] = ids[0]
-        order = sorted(selected) if sort_by_index else list(selected)
+        order = sorted(selected) if qnet.sort_by_index else list(selected)
         return state_ids(SampleTokens(q_ids, self._chunk_ids), order, qnet.layout, qnet.eval_memory_content)[0]
 
     def _greedy(self, questions: list[str], settings: Any) -> list[tuple[list[int], list[float], int]]:
@@ -271,7 +271,7 @@ class CorpusIndex:
         q_log: list[list[float]] = [[] for _ in questions]
         active = list(range(len(questions)))
         while active:
-            states = [self._state(tokens[s][0], picked[s], settings.sort_by_index) for s in active]
+            states = [self._state(tokens[s][0], picked[s]) for s in active]
             s_emb = qnet.embed(qnet.state_enc, states, train=False)
             tops = self.search.top(s_emb, [picked[s] for s in active], 1)
             still = []
@@ -294,9 +294,7 @@ class CorpusIndex:
         q_ids, q_count = self._question_tokens(question)
 
         def q_fn(selections: Sequence[Sequence[int]]) -> torch.Tensor:
-            s_emb = qnet.embed(
-                qnet.state_enc, [self._state(q_ids, sel, settings.sort_by_index) for sel in selections], train=False
-            )
+            s_emb = qnet.embed(qnet.state_enc, [self._state(q_ids, sel) for sel in selections], train=False)
             rows = torch.full((len(selections), n), float("-inf"))
             for i, (ids, q) in enumerate(self.search.top(s_emb, selections, expand)):
                 rows[i, torch.from_numpy(ids)] = q

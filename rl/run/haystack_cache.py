@@ -34,8 +34,8 @@ import numpy as np
 
 from envs.data.registry import NON_SAMPLE_KEYS
 from envs.legacy import Legacy
-from rl.model.fast.ragged import RaggedIds
-from rl.model.tokens import SampleTokens
+from rl.model.tokens.ragged import RaggedIds
+from rl.model.tokens.splice import SampleTokens
 
 log = logging.getLogger(__name__)
 

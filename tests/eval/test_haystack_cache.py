@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from envs.legacy import Legacy
-from rl.model.tokens import SampleTokens
+from rl.model.tokens.splice import SampleTokens
 from rl.run.haystack_cache import CachedDataset, CachedSample, dataset_identity, sample_key, tokenizer_identity
 
 

@@ -174,7 +174,8 @@ def test_dqn_micro_step_matches_definition(case, monkeypatch):
     assert len(rows) == int(cfg.batch_size)
 
     # targets y from the encoders as they were before this micro-step
-    ds, pos, sort = learner.env.dataset, PositionSettings.from_cfg(cfg.envs), bool(cfg.envs.sort_by_index)
+    ds, pos = learner.env.dataset, PositionSettings.from_cfg(cfg.envs)
+    assert ref.sort_by_index == bool(cfg.envs.sort_by_index)
     batch = [buf.get(r) for r in rows]
     eps = {
         tr.index: Episode(tr.index, ds[tr.index], torch.ones(len(ds[tr.index]["chunks"]), dtype=torch.bool))
@@ -206,7 +207,7 @@ def test_dqn_micro_step_matches_definition(case, monkeypatch):
 
     # loss and gradients from the same encoders (train mode, with gradient)
     s_emb = ref.embed(
-        ref.state_enc, [ref.state_ids(eps[tr.index], sort, selected=tr.selected) for tr in batch], train=True, grad=True
+        ref.state_enc, [ref.state_ids(eps[tr.index], selected=tr.selected) for tr in batch], train=True, grad=True
     )
     q1, q2 = twin_heads_ref(ref, s_emb, [(eps[tr.index], tr.selected, tr.action) for tr in batch], pos, grad=True)
     loss = twin_loss_ref(q1, q2, y_ref)

@@ -5,7 +5,9 @@ import torch
 
 from rl.model.embedder import Embedder, load_backbone, load_tokenizer
 from rl.model.model_keys import ModelKeys
-from rl.model.tokens import action_ids, state_ids, token_layout, tokenize_sample
+from rl.model.tokens.layout import token_layout
+from rl.model.tokens.splice import action_ids, state_ids
+from rl.model.tokens.tokenize import tokenize_sample
 
 MODEL = ModelKeys(name="offline:minilm")
 

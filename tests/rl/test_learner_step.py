@@ -168,7 +168,7 @@ def rotated(ref, u, codes):
 
 def head_scores(ref, state_enc, action_enc, ep, selected, cfg, train: bool) -> torch.Tensor:
     """[2, N] float64: head h of Q(s, j) for every chunk j, s = question + ``selected``."""
-    s = ref.embed(state_enc, [ref.state_ids(ep, bool(cfg.envs.sort_by_index), selected=list(selected))], train=train)[0]
+    s = ref.embed(state_enc, [ref.state_ids(ep, selected=list(selected))], train=train)[0]
     u = ref.embed(action_enc, [ref.action_ids(ep, j) for j in range(ep.n_chunks)], train=train)
     r = rotated(ref, u, codes_of(ep, selected, PositionSettings.from_cfg(cfg.envs))).double()
     s, h = s.double(), s.shape[0] // 2
@@ -399,11 +399,9 @@ def test_pqn_micro_step_matches_definition(case, monkeypatch):
     # the loss from the online encoders as they were before the step (train mode, with gradient)
     flat = [tr for s in steps for tr in s]
     pos = PositionSettings.from_cfg(cfg.envs)
-    sort = bool(cfg.envs.sort_by_index)
+    assert ref.sort_by_index == bool(cfg.envs.sort_by_index)  # the state's chunk order, bound when built
     full = case == "default"
-    s_emb = ref.embed(
-        ref.state_enc, [ref.state_ids(tr.ep, sort, selected=tr.selected) for tr in flat], train=True, grad=full
-    )
+    s_emb = ref.embed(ref.state_enc, [ref.state_ids(tr.ep, selected=tr.selected) for tr in flat], train=True, grad=full)
     q1, q2 = twin_heads_ref(ref, s_emb, [(tr.ep, tr.selected, tr.action) for tr in flat], pos, grad=full)
     g = G.flatten()
     loss = twin_loss_ref(q1, q2, g) / int(cfg.accumulate_grads)
@@ -440,7 +438,8 @@ def test_sft_micro_step_matches_definition(monkeypatch):
 
     scalars = learner.micro_step()
 
-    T, sort = int(cfg.envs.max_steps), bool(cfg.envs.sort_by_index)
+    T = int(cfg.envs.max_steps)
+    assert ref.sort_by_index == bool(cfg.envs.sort_by_index)
     pos = PositionSettings.from_cfg(cfg.envs)
     losses, n_correct = [], 0
     for ep in drawn:
@@ -448,7 +447,7 @@ def test_sft_micro_step_matches_definition(monkeypatch):
         u = ref.embed(ref.action_enc, [ref.action_ids(ep, j) for j in range(ep.n_chunks)], train=True, grad=True)
         for t, target in enumerate(gold):
             held = gold[:t]
-            s = ref.embed(ref.state_enc, [ref.state_ids(ep, sort, selected=held)], train=True, grad=True)[0]
+            s = ref.embed(ref.state_enc, [ref.state_ids(ep, selected=held)], train=True, grad=True)[0]
             q = rotated(ref, u, codes_of(ep, held, pos)).double() @ s.double()
             avail = [j for j in range(ep.n_chunks) if j not in held]
             logits = q[avail]

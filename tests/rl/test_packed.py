@@ -16,12 +16,13 @@ import numpy as np
 import pytest
 import torch
 
+from envs.env import PositionSettings
 from rl.model.embedder import Embedder, load_backbone
 from rl.model.fast import packed as packed_module
 from rl.model.fast.batching import embed_sequences
 from rl.model.fast.packed import PackedEncoder, plan_packed_slices, unsupported_reason
-from rl.model.fast.ragged import FramedIds, IdLists, RaggedIds, as_seq_set
 from rl.model.model_keys import ModelKeys, Predictor
+from rl.model.tokens.ragged import FramedIds, IdLists, RaggedIds, as_seq_set
 
 CPU = torch.device("cpu")
 
@@ -228,7 +229,7 @@ def test_unsupported_models_keep_the_padded_path(tiny_bert, tiny_xlmr, caplog):
 
     from rl.model.fast.encoding import EncodingPath
     from rl.model.fast.switches import SpeedSwitches
-    from rl.model.tokens import TokenLayout
+    from rl.model.tokens.layout import TokenLayout
 
     distil = Embedder(DistilBertModel(DistilBertConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2, hidden_dim=32)))
     assert "distilbert" in unsupported_reason(distil, False)
@@ -262,7 +263,8 @@ def test_agent_chunk_sets_and_streamed_haystack_use_the_packed_path(monkeypatch)
 
     model = ModelKeys(name="offline:minilm", predictor=Predictor(num_layers=2), passage_prefix="passage: ")
     layout = {"max_action_length": 24, "max_action_length_in_memory": 8}
-    qnet = QNetwork(model, layout, CPU, Precision.resolve("fp32", CPU), 64, SpeedSwitches())
+    NO_POSITIONS = PositionSettings("none", 1, "paper", 1)
+    qnet = QNetwork(model, layout, CPU, Precision.resolve("fp32", CPU), 64, SpeedSwitches(), NO_POSITIONS, False)
     rng = np.random.default_rng(14)
     words = ["Mary", "went", "to", "the", "kitchen", "garden", "John", "moved", "office", "back"]
     chunks = [" ".join(rng.choice(words, int(k))) + "." for k in rng.integers(1, 12, 30)]

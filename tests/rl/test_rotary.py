@@ -1,6 +1,7 @@
 import torch
 from rotary_embedding_torch import RotaryEmbedding
 
+from envs.env import PositionSettings
 from rl.model.model_keys import ModelKeys, Predictor
 from rl.model.rotary import HalfRotary
 
@@ -59,6 +60,15 @@ def test_agent_applies_the_configured_interpolate_factor():
     cpu = torch.device("cpu")
     model = ModelKeys(name="offline:minilm", predictor=Predictor(num_layers=1, interpolate_factor=3))
     layout = {"max_action_length": 12, "max_action_length_in_memory": 8, "max_state_length": 40}
-    qnet = QNetwork(model, layout, cpu, Precision.resolve("fp32", cpu), 64, SpeedSwitches())
+    qnet = QNetwork(
+        model,
+        layout,
+        cpu,
+        Precision.resolve("fp32", cpu),
+        64,
+        SpeedSwitches(),
+        PositionSettings("relative", 1, "paper", 10),
+        False,
+    )
     x, p = torch.randn(4, qnet.dim), torch.tensor([0, 2, 3, 7])
     torch.testing.assert_close(qnet.rope(x, p), HalfRotary(qnet.dim)(x, torch.tensor([0, 0, 1, 2])))

@@ -179,8 +179,8 @@ def test_sarsa_micro_step_matches_definition(case, monkeypatch):
 
     # the loss, PQN's twin-head regression towards G
     flat = [tr for s in steps for tr in s]
-    sort = bool(cfg.envs.sort_by_index)
-    s_emb = ref.embed(ref.state_enc, [ref.state_ids(tr.ep, sort, selected=tr.selected) for tr in flat], train=True)
+    assert ref.sort_by_index == bool(cfg.envs.sort_by_index)
+    s_emb = ref.embed(ref.state_enc, [ref.state_ids(tr.ep, selected=tr.selected) for tr in flat], train=True)
     pos = PositionSettings.from_cfg(cfg.envs)
     q1, q2 = twin_heads_ref(ref, s_emb, [(tr.ep, tr.selected, tr.action) for tr in flat], pos)
     g = G.flatten()

@@ -38,9 +38,7 @@ def reference_terms(learner, eps):
     for ep in eps:
         gold = sorted(set(int(i) for i in ep.sample["sf_idx"]))[: env.max_steps]
         u = embed_unpadded(qnet.action_enc, [qnet.action_ids(ep, j) for j in range(ep.n_chunks)])
-        states = embed_unpadded(
-            qnet.state_enc, [qnet.state_ids(ep, env.sort_by_index, selected=gold[:t]) for t in range(len(gold))]
-        )
+        states = embed_unpadded(qnet.state_enc, [qnet.state_ids(ep, selected=gold[:t]) for t in range(len(gold))])
         hops = []
         for t, s in enumerate(states):
             avail = torch.ones(ep.n_chunks, dtype=torch.bool)
@@ -90,6 +88,7 @@ def test_sft_loss_and_gradients_match_the_definition(tiny_cfg, monkeypatch, bina
     trainer = Trainer(tiny_cfg(*SFT, *switches))
     learner, qnet = trainer.learner, trainer.qnet
     assert isinstance(learner, SFTLearner) and learner.env.pos.processor == "relative"
+    assert qnet.positions == learner.env.pos and qnet.sort_by_index == learner.env.sort_by_index
     assert (learner.binary, learner.stop_at_first_miss) == (binary, early_stop)
     for m in qnet.modules():  # dropout off: both sides must draw no random masks
         if isinstance(m, torch.nn.Dropout):
@@ -103,7 +102,8 @@ def test_sft_loss_and_gradients_match_the_definition(tiny_cfg, monkeypatch, bina
         assert stopped != pytest.approx(reference_loss(learner, eps, binary, early_stop=False).item())
 
     for processor in ("relative", "none"):  # rotated chunks; plain dot products
-        learner.env.pos = dataclasses.replace(learner.env.pos, processor=processor)
+        # the reference reads the env's settings, the network its own (bound when it was built)
+        learner.env.pos = qnet.positions = dataclasses.replace(learner.env.pos, processor=processor)
         check_against_reference(learner, eps, monkeypatch, binary, early_stop)
 
 

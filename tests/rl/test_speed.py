@@ -20,15 +20,16 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from envs.env import Episode
+from envs.env import Episode, PositionSettings
 from rl.model.embedder import load_tokenizer
 from rl.model.fast import switches as switches_module
 from rl.model.fast.batching import embed_sequences, plan_slices
 from rl.model.fast.switches import REMOVED, SpeedSwitches
-from rl.model.fast.tokenize import stream_chunk_tokens
 from rl.model.model_keys import ModelKeys, Predictor
 from rl.model.precision import Precision
-from rl.model.tokens import assemble_tokens, text_length, token_layout, tokenize_sample
+from rl.model.tokens.layout import token_layout
+from rl.model.tokens.splice import text_length
+from rl.model.tokens.tokenize import assemble_tokens, stream_chunk_tokens, tokenize_sample
 
 MODEL = ModelKeys(name="offline:minilm")
 CPU = torch.device("cpu")
@@ -291,8 +292,10 @@ def small_qnet():
         "eval_max_action_length_in_memory": 6,
         "max_state_length": 40,
     }
-    return QNetwork(model, layout, CPU, Precision.resolve("fp32", CPU), 64, SpeedSwitches())
+    return QNetwork(model, layout, CPU, Precision.resolve("fp32", CPU), 64, SpeedSwitches(), NO_POSITIONS, False)
 
+
+NO_POSITIONS = PositionSettings("none", 1, "paper", 1)
 
 SAMPLE = {
     "id": "s0",
@@ -323,6 +326,7 @@ def test_agent_tokens_match_the_tokenizer(small_qnet):
     assert tokens.action_chunks != tokens.chunks  # the passage prefix is in the action ids
     for sel in ([], [1], [3, 0], [4, 1, 2], [0, 1, 2, 3, 4]):
         for sort in (False, True):
+            qnet.sort_by_index = sort  # bound at construction; both orders checked on one network
             for evaluation, mem in ((False, 6), (True, 4)):  # memory caps 8 and 6, minus [CLS] [SEP]
                 order = sorted(sel) if sort else sel
                 want = [cls] + ids("query: " + SAMPLE["question"], mem) + [sep]
@@ -330,7 +334,7 @@ def test_agent_tokens_match_the_tokenizer(small_qnet):
                     want += ids(SAMPLE["chunks"][j], mem) + [sep]
                 if len(want) > 40:
                     want = want[:39] + [sep]
-                assert qnet.state_ids(ep, sort, evaluation, selected=sel) == want, (sel, sort, evaluation)
+                assert qnet.state_ids(ep, evaluation, selected=sel) == want, (sel, sort, evaluation)
     for j, chunk in enumerate(SAMPLE["chunks"]):
         assert qnet.action_ids(ep, j) == [cls] + ids("passage: " + chunk, 10) + [sep]
     n_special = 2

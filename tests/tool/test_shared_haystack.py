@@ -15,8 +15,8 @@ from omegaconf import open_dict
 from envs.feedback import build_feedback
 from rl.eval.beam import beam_episodes
 from rl.eval.greedy import greedy_episodes
-from rl.model import tokens as tokens_module
 from rl.model.fast import encoding as encoding_module
+from rl.model.tokens import tokenize as tokens_module
 from rl.run.retriever import QRAGRetriever
 
 from .conftest import eval_cfg

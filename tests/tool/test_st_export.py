@@ -11,7 +11,8 @@ from pathlib import Path
 import torch
 from sentence_transformers import SentenceTransformer
 
-from rl.model.tokens import action_ids, state_ids, tokenize_sample
+from rl.model.tokens.splice import action_ids, state_ids
+from rl.model.tokens.tokenize import tokenize_sample
 from rl.run.retriever import QRAGRetriever
 
 QUESTIONS = ["Where is Mary?", "Where was the football before the kitchen?"]

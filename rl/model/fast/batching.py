@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rl.model.fast.ragged import as_seq_set
+from rl.model.tokens.ragged import as_seq_set
 
 
 def pad_batch(

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rl.model.fast.ragged import as_seq_set
+from rl.model.tokens.ragged import as_seq_set
 
 log = logging.getLogger(__name__)
 

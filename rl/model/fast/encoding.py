@@ -21,10 +21,11 @@ from torch import nn
 from rl.model.fast.batching import embed_sequences
 from rl.model.fast.cuda_graphs import GraphedEncoder
 from rl.model.fast.packed import PackedEncoder, unsupported_reason
-from rl.model.fast.ragged import FramedIds, RaggedIds
 from rl.model.fast.switches import SpeedSwitches
-from rl.model.fast.tokenize import stream_chunk_tokens
-from rl.model.tokens import HaystackTokens, SampleTokens, TokenLayout, haystack_tokens
+from rl.model.tokens.layout import TokenLayout
+from rl.model.tokens.ragged import FramedIds, RaggedIds
+from rl.model.tokens.splice import HaystackTokens, SampleTokens
+from rl.model.tokens.tokenize import haystack_tokens, stream_chunk_tokens
 
 # Haystacks this large are tokenised on a CPU thread while the GPU embeds what is ready, in
 # slices doubling from STREAM_FIRST_SLICE chunks. Smaller values are slower (more, smaller eager

@@ -34,8 +34,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from rl.model.fast.batching import to_device
-from rl.model.fast.ragged import as_seq_set
 from rl.model.fast.varlen import BACKENDS, Packing, pick_attention
+from rl.model.tokens.ragged import as_seq_set
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from rl.model.fast.ragged import RaggedIds
+from rl.model.tokens.layout import TokenLayout
+from rl.model.tokens.ragged import RaggedIds
+from rl.model.tokens.splice import HaystackTokens, SampleTokens
 
 
 class TokenSlice(NamedTuple):
@@ -104,3 +106,54 @@ def stream_chunk_tokens(
 
 # one long-lived worker (joining a fresh pool's thread at the end of every haystack cost time)
 _TOKENIZE_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qrag-tokenize")
+
+
+# -- a sample tokenised once ------------------------------------------------------------------
+def tokenize_sample(
+    tokenizer: Any,
+    question: str,
+    chunks: Sequence[str],
+    layout: TokenLayout,
+    query_prefix: str = "",
+    passage_prefix: str = "",
+    batch: int = 50000,
+) -> SampleTokens:
+    """Tokenise a sample once: question + every chunk, content ids cut at the largest cap."""
+    hay = tokenize_chunks(tokenizer, chunks, layout, passage_prefix, batch)
+    return with_question(tokenizer, question, hay, layout, query_prefix)
+
+
+def tokenize_chunks(
+    tokenizer: Any, chunks: Sequence[str], layout: TokenLayout, passage_prefix: str = "", batch: int = 50000
+) -> HaystackTokens:
+    """Tokenise a chunk list once, content ids cut at the largest cap."""
+    parts = stream_chunk_tokens(
+        tokenizer, chunks, layout.content_cut, passage_prefix, first=batch, largest=batch, ahead=False
+    )
+    return haystack_tokens(list(parts))
+
+
+def assemble_tokens(
+    tokenizer: Any, question: str, parts: Sequence[TokenSlice], layout: TokenLayout, query_prefix: str = ""
+) -> SampleTokens:
+    """A SampleTokens from the question and the chunk slices of :func:`stream_chunk_tokens`."""
+    return with_question(tokenizer, question, haystack_tokens(parts), layout, query_prefix)
+
+
+def haystack_tokens(parts: Sequence[TokenSlice]) -> HaystackTokens:
+    """A HaystackTokens from the chunk slices of :func:`stream_chunk_tokens`."""
+    chunk_ids = RaggedIds.concat([part.ids for part in parts]) if parts else RaggedIds.from_lists([])
+    action = (
+        RaggedIds.concat([part.action_ids for part in parts]) if parts and parts[0].action_ids is not None else None
+    )
+    return HaystackTokens(chunk_ids, chunk_ids if action is None else action, sum(part.count for part in parts))
+
+
+def with_question(
+    tokenizer: Any, question: str, hay: HaystackTokens, layout: TokenLayout, query_prefix: str = ""
+) -> SampleTokens:
+    """One question's SampleTokens over shared chunk ids (the id arrays are not copied)."""
+    q, q_count = encode_texts(tokenizer, [query_prefix + question], layout.content_cut)
+    n_special = 2 if layout.bos is not None else 1
+    text_len = None if hay.count is None else q_count + hay.count + n_special * (len(hay.chunks) + 1)
+    return SampleTokens(q[0], hay.chunks, hay.action_chunks, text_len)

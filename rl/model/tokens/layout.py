@@ -1,0 +1,46 @@
+"""The special tokens and caps a state and an action are framed with (DESIGN §2.6)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class TokenLayout:
+    """Special tokens and caps used to frame chunks and splice states."""
+
+    bos: int | None  # [CLS] (or BOS) at the start of a sequence
+    sep: int  # separator after every segment ([SEP], else EOS)
+    pad: int
+    action_cap: int  # max_action_length (specials included)
+    memory_cap: int  # max_action_length_in_memory (specials included)
+    state_cap: int  # whole-state cap
+    padding_side: str = "right"
+
+    @property
+    def action_content(self) -> int:
+        return max(1, self.action_cap - (2 if self.bos is not None else 1))
+
+    @property
+    def memory_content(self) -> int:
+        return max(1, self.memory_cap - 2)
+
+    @property
+    def content_cut(self) -> int:
+        """Content ids are kept up to the largest cap any phase needs."""
+        return max(self.action_content, self.memory_content)
+
+
+def token_layout(
+    tokenizer: Any, action_cap: int, memory_cap: int, state_cap: int | None, model_max: int
+) -> TokenLayout:
+    bos = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
+    sep = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
+    if sep is None:
+        raise ValueError("the tokenizer has neither a SEP nor an EOS token to separate state segments")
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else sep
+    cap = int(state_cap) if state_cap else int(model_max)
+    return TokenLayout(
+        bos, sep, pad, int(action_cap), int(memory_cap), cap, getattr(tokenizer, "padding_side", "right")
+    )
