@@ -17,7 +17,6 @@ what greedy evaluation ranks by.
 
 from __future__ import annotations
 
-import itertools
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -178,22 +177,18 @@ class DQNLearner(TwinHeadLearner):
 
     @torch.no_grad()
     def _bootstrap(self, episodes: list[Episode], selections: list[list[int]]) -> torch.Tensor:
-        """V′(s) for (sample, selection) pairs, batched over states, grouped by sample."""
+        """V′(s) for (sample, selection) pairs, batched over states (one padded layout)."""
         qnet, pos = self.qnet, self.env.pos
         items = list(zip(episodes, selections))
         states = [qnet.state_ids(ep, self.sort_by_index, selected=sel) for ep, sel in items]
-        target = qnet.chunk_scores(
+        q_target, avail = qnet.chunk_scores(
             items, qnet.embed(qnet.target_state, states, train=False), "target", pos, False, False
         )
-        if not self.hp.double:
-            online = itertools.repeat(None)  # no online scores: V′ = max Q′
-        else:
+        q_online = None  # no online scores: V′ = max Q′
+        if self.hp.double:
             s_on = qnet.embed(qnet.state_enc, states, train=False)
-            online = (q for _, q, _ in qnet.chunk_scores(items, s_on, "online", pos, False, False))
-        out = torch.zeros(len(episodes), device=qnet.device)
-        for (idx, q_target, avail), q_online in zip(target, online):
-            out[torch.tensor(idx, device=qnet.device)] = bootstrap_values(q_target, avail, q_online)
-        return out
+            q_online, _ = qnet.chunk_scores(items, s_on, "online", pos, False, False)
+        return bootstrap_values(q_target, avail, q_online)
 
     # -- one micro-step -------------------------------------------------------------------
     def micro_step(self) -> dict[str, float]:

@@ -11,21 +11,22 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from envs.env import Episode, PositionSettings
+from envs.env import Episode, PositionSettings, state_codes
 from rl.model.caches import ChunkEmbeddings, Haystack, QNetworkCaches
 from rl.model.embedder import Embedder, load_backbone, load_tokenizer
 from rl.model.fast.encoding import EncodingPath
 from rl.model.fast.switches import SpeedSwitches
 from rl.model.model_keys import ModelKeys
+from rl.model.padded import availability_rows, pad_index, pad_rows
 from rl.model.precision import Precision
-from rl.model.qfunc import q_all, twin_heads
+from rl.model.qfunc import NEG_INF, state_scores, twin_heads
 from rl.model.rotary import HalfRotary
 from rl.model.tokens import (
     HaystackTokens,
@@ -271,13 +272,34 @@ class QNetwork(nn.Module):
     ) -> list[torch.Tensor]:
         """Q(s_i, ·) [N_i] of every chunk of each episode's sample, for the state token ids
         ``states[i]`` and the chunks' position codes ``codes[i]`` (None: no positions):
-        Q(s, a) = ⟨E_s(s), R(p̂(a))·E_a(a)⟩ with the online encoders, one state pass."""
+        Q(s, a) = ⟨E_s(s), R(p̂(a))·E_a(a)⟩ with the online encoders, one state pass; one rotation
+        and one product for all episodes in a padded layout (rl/model/padded.py)."""
         s_emb = self.embed(self.state_enc, states, train=train)
-        self.ensure_chunk_embeddings(episodes, "online", train)
-        return [
-            q_all(s_emb[i], self.rotate(self.chunk_embeddings(ep, "online", train), c))
-            for i, (ep, c) in enumerate(zip(episodes, codes))
-        ]
+        u, _ = self._padded_chunks(episodes, "online", train)
+        c = None if any(x is None for x in codes) else pad_rows(codes, 0)
+        q = state_scores(self.rotate(u, c), s_emb, heads=False)
+        return [q[i, : ep.n_chunks] for i, ep in enumerate(episodes)]
+
+    def _padded_chunks(self, episodes: Sequence[Episode], which: str, train: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """(u [R, N_max, d], valid [R, N_max] bool): row r the un-rotated cached chunk embeddings of
+        ``episodes[r]`` ('online' or 'target' encoder), each distinct sample's copied once into
+        the concatenation the rows gather from."""
+        self.ensure_chunk_embeddings(episodes, which, train)
+        cache = self.caches.chunks[which]
+        flat: dict[int, tuple[int, torch.Tensor]] = {}  # id(owner) -> (offset, embeddings)
+        offsets, used = [], 0
+        for ep in episodes:
+            owner = self._chunk_owner(ep)
+            if id(owner) not in flat:
+                emb = cache.get(owner).emb
+                flat[id(owner)] = (used, emb)
+                used += emb.shape[0]
+            offsets.append(flat[id(owner)][0])
+        embs = [e for _, e in flat.values()]
+        index, valid = pad_index([ep.n_chunks for ep in episodes], offsets)
+        index_t, valid_t = torch.from_numpy(np.stack([index, valid])).to(self.device, non_blocking=True)
+        u = (embs[0] if len(embs) == 1 else torch.cat(embs))[index_t]
+        return u, valid_t.bool()
 
     def chunk_scores(
         self,
@@ -287,20 +309,20 @@ class QNetwork(nn.Module):
         pos: PositionSettings,
         train: bool,
         heads: bool,
-    ) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
-        """:meth:`sample_scores` of the states ``items`` = (episode, chunks held) whose state
-        embeddings are ``s_emb`` [len(items), d], per sample: (the items' indices, scores,
-        availability). ``which`` = 'online' or 'target': the cached chunk embeddings of that
-        encoder, computed once per sample for all of its states."""
-        self.ensure_chunk_embeddings([ep for ep, _ in items], which, train)
-        groups: dict[int, list[int]] = {}
-        for i, (ep, _) in enumerate(items):
-            groups.setdefault(id(ep), []).append(i)
-        for idx in groups.values():
-            ep = items[idx[0]][0]
-            u = self.chunk_embeddings(ep, which, train)
-            scores, avail = self.sample_scores(ep, u, s_emb[idx], [items[i][1] for i in idx], pos, heads)
-            yield idx, scores, avail
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scores of every chunk in the states ``items`` = (episode, chunks held) whose state
+        embeddings are ``s_emb`` [S, d], in one padded layout over all samples: (scores [S, N_max]
+        or with ``heads`` [S, 2, N_max], availability [S, N_max] bool); row i holds item i's
+        sample's N_i chunks, then pads (scored −inf, never available). ``which`` = 'online' or
+        'target': the cached chunk embeddings of that encoder. Each state rotates the chunks by
+        its own position codes, ã = R(p̂(a))·u_a (:meth:`sample_scores`)."""
+        episodes = [ep for ep, _ in items]
+        u, valid = self._padded_chunks(episodes, which, train)
+        avail_host, _ = availability_rows([ep.n_chunks for ep in episodes], [sel for _, sel in items])
+        avail = torch.from_numpy(avail_host).to(self.device, non_blocking=True)
+        scores = state_scores(self.rotate(u, state_codes(pos, episodes, avail)), s_emb, heads)
+        pads = ~valid.unsqueeze(1) if heads else ~valid
+        return scores.masked_fill(pads, NEG_INF), avail
 
     def sample_scores(
         self,
@@ -317,28 +339,19 @@ class QNetwork(nn.Module):
         chunks by its own position codes, ã = R(p̂(a))·u_a; scores are Q(s, a) = ⟨s, ã⟩ [S, N], or
         with ``heads`` both heads q_h = ⟨s_h, ã_h⟩ [S, 2, N] (h = each half of the vectors)."""
         avail = availability(ep.n_chunks, selections, self.device)
-        rotated = self.rotate(u.expand(len(selections), -1, -1), ep.codes(pos, avail)).float()  # [S, N, d]
-        s = s_emb.float()
-        if not heads:
-            return torch.einsum("snd,sd->sn", rotated, s), avail
-        h = s.shape[-1] // 2
-        halves = (
-            torch.einsum("snd,sd->sn", rotated[..., :h], s[:, :h]),
-            torch.einsum("snd,sd->sn", rotated[..., h:], s[:, h:]),
-        )
-        return torch.stack(halves, dim=1), avail
+        rotated = self.rotate(u.expand(len(selections), -1, -1), ep.codes(pos, avail))  # [S, N, d]
+        return state_scores(rotated, s_emb, heads), avail
 
     @torch.no_grad()
     def target_heads(
         self, items: Sequence[tuple[Episode, Sequence[int]]], pos: PositionSettings, sort_by_index: bool, train: bool
-    ) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
-        """Both heads of the target network Q′ for every chunk of the states ``items``, per sample:
-        (indices, heads [S, 2, N], availability [S, N]); one target state pass for all of them."""
-        if not items:
-            return
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Both heads of the target network Q′ for every chunk of the states ``items``: (heads
+        [S, 2, N_max], availability [S, N_max]) in :meth:`chunk_scores`'s padded layout; one
+        target state pass for all of them."""
         states = [self.state_ids(ep, sort_by_index, selected=sel) for ep, sel in items]
         s_emb = self.embed(self.target_state, states, train=train)
-        yield from self.chunk_scores(items, s_emb, "target", pos, train, heads=True)
+        return self.chunk_scores(items, s_emb, "target", pos, train, heads=True)
 
     def online_heads(
         self, states: list[list[int]], actions: list[list[int]], codes: list[int] | None
@@ -369,7 +382,5 @@ class QNetwork(nn.Module):
 def availability(n_chunks: int, selections: Sequence[Sequence[int]], device: torch.device) -> torch.Tensor:
     """[S, N] bool: chunk j is available in state i unless it is in ``selections[i]`` (built on the
     host, one copy)."""
-    avail = np.ones((len(selections), n_chunks), dtype=bool)
-    for row, sel in enumerate(selections):
-        avail[row, list(sel)] = False
+    avail, _ = availability_rows([n_chunks] * len(selections), selections)
     return torch.from_numpy(avail).to(device, non_blocking=True)
