@@ -30,7 +30,11 @@ def pad_index(lengths: Sequence[int], offsets: Sequence[int] | None = None) -> t
 
 def pad_rows(rows: Sequence[torch.Tensor], fill: float | bool) -> torch.Tensor:
     """Tensors [N_r, ...] as one [R, N_max, ...], ``fill`` after each row's end: one concatenation,
-    one gather and one masked fill whatever R is."""
+    one gather and one masked fill whatever R is (rows of one length: one stack; one row: a view)."""
+    if len(rows) == 1:
+        return rows[0].unsqueeze(0)
+    if len({len(r) for r in rows}) == 1:
+        return torch.stack(list(rows))
     index, valid = pad_index([len(r) for r in rows])
     dev = rows[0].device
     flat = torch.cat(list(rows))

@@ -72,12 +72,13 @@ def soft_topk_draws(
     probs, idx, support = soft_topk_probs(q, available, k, alpha)
     kk = probs.shape[1]
     host = torch.cat([probs, idx.double(), support.double().unsqueeze(1)], 1).cpu()
+    chunks, sizes = host[:, kk:-1].long().tolist(), host[:, -1].long().tolist()
     picks = []
-    for row in host:
-        if row[-1] == 0:
+    for r, n in enumerate(sizes):
+        if n == 0:
             raise ValueError("the soft top-k policy needs an available chunk in every state")
-        pick = torch.multinomial(row[: int(row[-1])], 1, generator=generator).item()
-        picks.append(int(row[kk + pick]))
+        pick = torch.multinomial(host[r, :n], 1, generator=generator).item()
+        picks.append(chunks[r][pick])
     return picks
 
 

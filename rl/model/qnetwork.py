@@ -280,10 +280,12 @@ class QNetwork(nn.Module):
         q = state_scores(self.rotate(u, c), s_emb, heads=False)
         return [q[i, : ep.n_chunks] for i, ep in enumerate(episodes)]
 
-    def _padded_chunks(self, episodes: Sequence[Episode], which: str, train: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """(u [R, N_max, d], valid [R, N_max] bool): row r the un-rotated cached chunk embeddings of
-        ``episodes[r]`` ('online' or 'target' encoder), each distinct sample's copied once into
-        the concatenation the rows gather from."""
+    def _padded_chunks(
+        self, episodes: Sequence[Episode], which: str, train: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(u [R, N_max, d], valid [R, N_max] bool, None when no row has pads): row r the un-rotated
+        cached chunk embeddings of ``episodes[r]`` ('online' or 'target' encoder), each distinct
+        sample's copied once into the concatenation the rows gather from."""
         self.ensure_chunk_embeddings(episodes, which, train)
         cache = self.caches.chunks[which]
         flat: dict[int, tuple[int, torch.Tensor]] = {}  # id(owner) -> (offset, embeddings)
@@ -296,10 +298,11 @@ class QNetwork(nn.Module):
                 used += emb.shape[0]
             offsets.append(flat[id(owner)][0])
         embs = [e for _, e in flat.values()]
+        if len(embs) == 1:  # one sample (one env, or a beam's states): no pads, no copy
+            return embs[0].expand(len(episodes), -1, -1), None
         index, valid = pad_index([ep.n_chunks for ep in episodes], offsets)
         index_t, valid_t = torch.from_numpy(np.stack([index, valid])).to(self.device, non_blocking=True)
-        u = (embs[0] if len(embs) == 1 else torch.cat(embs))[index_t]
-        return u, valid_t.bool()
+        return torch.cat(embs)[index_t], valid_t.bool()
 
     def chunk_scores(
         self,
@@ -321,6 +324,8 @@ class QNetwork(nn.Module):
         avail_host, _ = availability_rows([ep.n_chunks for ep in episodes], [sel for _, sel in items])
         avail = torch.from_numpy(avail_host).to(self.device, non_blocking=True)
         scores = state_scores(self.rotate(u, state_codes(pos, episodes, avail)), s_emb, heads)
+        if valid is None:
+            return scores, avail
         pads = ~valid.unsqueeze(1) if heads else ~valid
         return scores.masked_fill(pads, NEG_INF), avail
 

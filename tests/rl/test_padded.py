@@ -196,6 +196,8 @@ def test_q_values_equal_each_episodes_own(qnet, pos):
         want = (rotated * s_emb[i]).sum(-1)
         assert got[i].shape == (ep.n_chunks,)
         torch.testing.assert_close(got[i], want, rtol=1e-5, atol=1e-5)
+    alone = qnet.q_values(episodes[2:3], states[2:3], codes[2:3], train=False)  # one sample: no padding
+    torch.testing.assert_close(alone[0], got[2], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("pos", POSITIONS, ids=lambda p: p.processor)
@@ -235,3 +237,8 @@ def test_target_heads_and_values_equal_each_states_own(qnet, pos):
                 v_pad = soft_values(heads, avail, k, 0.3, soft, legacy)[i]
                 torch.testing.assert_close(v_pad, v[0], rtol=1e-6, atol=1e-6)
     assert float(soft_values(heads, avail, 3, 0.3)[1]) == 0.0  # nothing available: V = 0
+    one, one_avail = qnet.target_heads(items[2:4], pos, True, False)  # states of one sample: no pads
+    n = episodes[2].n_chunks
+    assert one.shape == (2, 2, n)
+    torch.testing.assert_close(one, heads[2:4, :, :n], rtol=1e-5, atol=1e-5)
+    assert torch.equal(one_avail, avail[2:4, :n])
