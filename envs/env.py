@@ -86,6 +86,21 @@ class Episode:
         return relative_codes(~avail, pos.step_size, pos.formula)
 
 
+def state_codes(pos: PositionSettings, episodes: Sequence[Episode], available: torch.Tensor) -> torch.Tensor | None:
+    """p̂(i) [S, N_max] of S states in a padded layout: row r is a state of ``episodes[r]``'s sample
+    with availability ``available[r]`` [N_max] (its chunks first, then pads, never available);
+    None for processor 'none'. A real chunk's code equals :meth:`Episode.codes` of that state:
+    relative codes take the pads as selected chunks, so the last gap still ends at N_r."""
+    if pos.processor == "none":
+        return None
+    if pos.processor == "absolute":
+        return torch.arange(available.shape[-1], device=available.device).expand_as(available)
+    if pos.processor == "random":
+        rows = [ep.random_positions for ep in episodes]
+        return torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=0)
+    return relative_codes(~available, pos.step_size, pos.formula)
+
+
 class VecRetrievalEnv:
     """E parallel episodes over one dataset.
 

@@ -42,14 +42,22 @@ from rl.run.config import PROJECT_ROOT, compose_config, seed_everything
 SIZES = {"W2": 1200, "W3": 40000, "W4": 400000}
 
 
-def bert_base_random_folder(tokenizer: str) -> str:
-    """A local folder with BertConfig() (bert-base) + an uncased WordPiece tokenizer."""
+# random-weight encoders built on the fly: bert-base (contriever's shape) for timings, and a BERT
+# of width 64 for counting ops per step on a CPU (the count does not depend on the width)
+RANDOM_ENCODERS = {
+    "bert-base-random": {},
+    "bert-tiny-random": {"hidden_size": 64, "num_attention_heads": 2, "intermediate_size": 128},
+}
+
+
+def bert_base_random_folder(tokenizer: str, encoder: str = "bert-base-random") -> str:
+    """A local folder with the BertConfig of ``encoder`` (RANDOM_ENCODERS) + an uncased WordPiece tokenizer."""
     from transformers import AutoTokenizer, BertConfig
 
     from rl.model.embedder import resolve_model_path
 
-    out = Path(tempfile.mkdtemp(prefix="bert-base-random-"))
-    BertConfig().save_pretrained(out)
+    out = Path(tempfile.mkdtemp(prefix=f"{encoder}-"))
+    BertConfig(**RANDOM_ENCODERS[encoder]).save_pretrained(out)
     AutoTokenizer.from_pretrained(resolve_model_path(tokenizer)).save_pretrained(out)
     return str(out)
 
@@ -111,7 +119,14 @@ def bench_train(args: argparse.Namespace, model: str, extra: list[str], label: s
     ds = build_dataset(cfg.envs, "train", 0)
     skip_length_counts(ds)  # as rl.run.build.train_env does for training runs
     env = VecRetrievalEnv(
-        ds, build_feedback(cfg.feedback, cfg.envs, "train"), 1, 6, PositionSettings.from_cfg(cfg.envs), True, device, 0
+        ds,
+        build_feedback(cfg.feedback, cfg.envs, "train"),
+        int(cfg.envs_parallel),  # E (W1: 1; --set envs_parallel=16 as a qa3 run)
+        6,
+        PositionSettings.from_cfg(cfg.envs),
+        True,
+        device,
+        0,
     )
     learner = build_learner(qnet, env, cfg)
     env.reset_all()
@@ -317,7 +332,11 @@ def git_tree() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workloads", default="W1,W2,W3,W4")
-    ap.add_argument("--encoder", default="bert-base-random", help="bert-base-random or a model folder")
+    ap.add_argument(
+        "--encoder",
+        default="bert-base-random",
+        help="bert-base-random, bert-tiny-random (width 64: op counts on a CPU) or a model folder",
+    )
     ap.add_argument("--tokenizer", default="offline:minilm", help="tokenizer for bert-base-random")
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument(
@@ -355,8 +374,8 @@ def main() -> None:
         "--tree", default=git_tree(), help="label of the code tree in the JSON (default: its git commit, or 'project')"
     )
     args = ap.parse_args()
-    args.random_init = args.encoder == "bert-base-random"
-    model = bert_base_random_folder(args.tokenizer) if args.random_init else args.encoder
+    args.random_init = args.encoder in RANDOM_ENCODERS
+    model = bert_base_random_folder(args.tokenizer, args.encoder) if args.random_init else args.encoder
     try:
         for wid in [w.strip() for w in args.workloads.split(",") if w.strip()]:
             for label, extra in variants(args, model):

@@ -21,7 +21,8 @@ from typing import Any
 import torch
 
 from envs.env import Episode
-from rl.model.qfunc import masked_topk, sample_policy
+from rl.model.padded import pad_rows
+from rl.model.qfunc import NEG_INF, masked_topk, sample_policy, soft_topk_draws, soft_topk_probs
 from rl.schema import Schema, param
 
 QOf = Callable[[list[int]], list[torch.Tensor]]  # slots -> Q(s, ·) [N] of each
@@ -84,8 +85,8 @@ def soft_topk_actions(
     """One action per slot from :class:`SoftPolicy` (uniform while warming up)."""
     if policy.warming_up:
         return [uniform_action(a, generator) for a in available]
-    q = q_of(list(range(len(available))))
-    return [sample_policy(q[i], a, policy.top_k, policy.alpha, generator) for i, a in enumerate(available)]
+    q = pad_rows(q_of(list(range(len(available)))), NEG_INF)
+    return soft_topk_draws(q, pad_rows(available, False), policy.top_k, policy.alpha, generator)
 
 
 def epsilon_greedy_actions(
@@ -113,12 +114,10 @@ def epsilon_greedy_actions(
 
 
 def policy_probs(q: torch.Tensor, available: torch.Tensor, k: int | None, alpha: float) -> torch.Tensor:
-    """[N] float64 probabilities of the soft top-k policy (rl.model.qfunc.sample_policy samples from
+    """[N] float64 probabilities of the soft top-k policy (rl.model.qfunc.soft_topk_draws samples from
     exactly this distribution); 0 outside the top-min(k, |A|) available chunks."""
-    vals, idx = masked_topk(q, available, k)
-    probs = torch.zeros(q.shape[0], dtype=torch.float64, device=q.device)
-    probs[idx] = torch.softmax(((vals - vals.max()) / alpha).double(), 0)
-    return probs
+    top, idx, _ = soft_topk_probs(q.unsqueeze(0), available.unsqueeze(0), k, alpha)
+    return torch.zeros(q.shape[0], dtype=torch.float64, device=q.device).index_put_((idx[0],), top[0])
 
 
 def lr_tied_alpha(hp: Any, lr: float, base_lr: float) -> float:

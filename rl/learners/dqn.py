@@ -17,7 +17,6 @@ what greedy evaluation ranks by.
 
 from __future__ import annotations
 
-import itertools
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -177,19 +176,13 @@ class DQNLearner(TwinHeadLearner):
 
     @torch.no_grad()
     def _bootstrap(self, episodes: list[Episode], selections: list[list[int]]) -> torch.Tensor:
-        """V′(s) for (sample, selection) pairs, batched over states, grouped by sample."""
-        qnet = self.qnet
+        """V′(s) for (sample, selection) pairs, batched over states (one padded layout)."""
         items = list(zip(episodes, selections))
         if not self.hp.double:
-            (target,) = qnet.state_scores(items, ("target",), train=False, heads=False)
-            online = itertools.repeat(None)  # no online scores: V′ = max Q′
-        else:
-            target, on = qnet.state_scores(items, ("target", "online"), train=False, heads=False)
-            online = (q for _, q, _ in on)
-        out = torch.zeros(len(episodes), device=qnet.device)
-        for (idx, q_target, avail), q_online in zip(target, online):
-            out[torch.tensor(idx, device=qnet.device)] = bootstrap_values(q_target, avail, q_online)
-        return out
+            ((q_target, avail),) = self.qnet.state_scores(items, ("target",), train=False, heads=False)
+            return bootstrap_values(q_target, avail, None)  # no online scores: V′ = max Q′
+        (q_target, avail), (q_online, _) = self.qnet.state_scores(items, ("target", "online"), train=False, heads=False)
+        return bootstrap_values(q_target, avail, q_online)
 
     # -- one micro-step -------------------------------------------------------------------
     def micro_step(self) -> dict[str, float]:

@@ -73,17 +73,15 @@ class PQNLearner(TwinHeadLearner):
     @torch.no_grad()
     def _target_values(self, items: list[tuple[Episode, list[int]]]) -> torch.Tensor:
         """V(s) = V_1 + V_2 of the target heads (rl.model.qfunc.soft_values) for (episode, chunks held)."""
-        out = torch.zeros(len(items), device=self.qnet.device)
-        for idx, heads, avail in self.qnet.target_heads(items, self.target_train_mode):
-            out[torch.tensor(idx, device=out.device)] = soft_values(
-                heads,
-                avail,
-                self.hp.top_k_actions,
-                self.alpha,
-                soft=self.hp.soft_target,
-                legacy_topk_before_mask=self.legacy_topk,
-            )
-        return out
+        heads, avail = self.qnet.target_heads(items, self.target_train_mode)
+        return soft_values(
+            heads,
+            avail,
+            self.hp.top_k_actions,
+            self.alpha,
+            soft=self.hp.soft_target,
+            legacy_topk_before_mask=self.legacy_topk,
+        )
 
     # -- one micro-step -------------------------------------------------------------------
     def micro_step(self) -> dict[str, float]:

@@ -135,13 +135,11 @@ class SacDLearner(TwinHeadLearner):
     @torch.no_grad()
     def _target_values(self, items: list[tuple[Episode, list[int]]]) -> torch.Tensor:
         """SAC-D's V(s) for (episode, chunks held) pairs; records the entropies for the α step."""
-        out = torch.zeros(len(items), device=self.qnet.device)
-        for idx, heads, avail in self.qnet.target_heads(items, False):
-            v, h, support = sac_values(heads, avail, self.hp.top_k_actions, self.alpha)
-            out[torch.tensor(idx, device=out.device)] = v
-            self._entropy.append(h.cpu())
-            self._target_h.append(target_entropy(support, self.hp.target_entropy_ratio).cpu())
-        return out
+        heads, avail = self.qnet.target_heads(items, False)
+        v, h, support = sac_values(heads, avail, self.hp.top_k_actions, self.alpha)
+        self._entropy.append(h.cpu())
+        self._target_h.append(target_entropy(support, self.hp.target_entropy_ratio).cpu())
+        return v
 
     def micro_step(self) -> dict[str, float]:
         """Roll out L steps in every env, SAC-D's λ-returns (``lam`` = 0: r + γV(s′)), one

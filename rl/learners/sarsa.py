@@ -74,23 +74,18 @@ class SarsaLearner(TwinHeadLearner):
     @torch.no_grad()
     def _q_taken(self, items: list[tuple[Episode, list[int], int]]) -> torch.Tensor:
         """Q′(s, a) = q′1 + q′2 of the target network for (episode, chunks held, chosen chunk)."""
-        out = torch.zeros(len(items), device=self.qnet.device)
         states = [(ep, sel) for ep, sel, _ in items]
-        for idx, heads, _ in self.qnet.target_heads(states, False):
-            acts = torch.tensor([items[i][2] for i in idx], device=heads.device)
-            q = heads.sum(1)  # [S, N]
-            out[torch.tensor(idx, device=out.device)] = q.gather(1, acts.view(-1, 1)).squeeze(1)
-        return out
+        heads, _ = self.qnet.target_heads(states, False)
+        acts = torch.tensor([a for _, _, a in items], device=heads.device)
+        return heads.sum(1).gather(1, acts.view(-1, 1)).squeeze(1)
 
     @torch.no_grad()
     def _expected_next_q(self, episodes: list[Episode]) -> torch.Tensor:
         """E_{a∼π(·|s)} Q′(s, a) in every env's current state, π the policy of the next acting step."""
         qnet, train = self.qnet, self.hp.acting_dropout
-        q_target: list[torch.Tensor] = [torch.empty(0)] * len(episodes)
         states = [(ep, list(ep.selected)) for ep in episodes]
-        for idx, heads, _ in qnet.target_heads(states, False):
-            for row, i in enumerate(idx):
-                q_target[i] = heads[row].sum(0)
+        heads, _ = qnet.target_heads(states, False)
+        q_target = [heads[i, :, : ep.n_chunks].sum(0) for i, ep in enumerate(episodes)]
         if not self.warming_up:  # the online Q the next acting step will sample from
             q_online = qnet.q_values(episodes, train=train)
         out = torch.zeros(len(episodes), device=qnet.device)

@@ -32,15 +32,61 @@ def masked_topk(scores: torch.Tensor, available: torch.Tensor, k: int | None) ->
     return torch.topk(masked, kk, dim=-1)
 
 
+def rotated_scores(rotated: torch.Tensor, state_emb: torch.Tensor, heads: bool) -> torch.Tensor:
+    """Scores of S states against their rotated chunks ã [S, N, d], state embeddings [S, d]:
+    Q(s, a) = ⟨s, ã⟩ [S, N], or with ``heads`` both heads q_h = ⟨s_h, ã_h⟩ [S, 2, N] (h = each
+    half of the vectors). One batched product per head for all states."""
+    rotated, s = rotated.float(), state_emb.float()
+    if not heads:
+        return torch.einsum("snd,sd->sn", rotated, s)
+    h = s.shape[-1] // 2
+    halves = (
+        torch.einsum("snd,sd->sn", rotated[..., :h], s[:, :h]),
+        torch.einsum("snd,sd->sn", rotated[..., h:], s[:, h:]),
+    )
+    return torch.stack(halves, dim=1)
+
+
+def soft_topk_probs(
+    q: torch.Tensor, available: torch.Tensor, k: int | None, alpha: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The soft top-k behaviour policy (DESIGN §4.2) of R states at once, from Q [R, N] and
+    availability [R, N] (pads unavailable): (probs [R, kk] float64, chunk indices [R, kk], support
+    [R]) with kk = min(k, N). Row r's first support[r] = min(k, |A_r|) entries are its top chunks
+    by Q, probs ∝ exp((Q − Q_max)/α); the rest have probability 0."""
+    n = q.shape[-1]
+    kk = n if k is None else min(int(k), n)
+    vals, idx = torch.topk(q.masked_fill(~available, NEG_INF), kk, dim=-1)
+    support = torch.clamp(available.sum(-1), max=kk)
+    logits = (vals - vals[:, :1]) / alpha  # the tail past the support is -inf: probability 0
+    return torch.softmax(logits.double(), -1), idx, support
+
+
+def soft_topk_draws(
+    q: torch.Tensor, available: torch.Tensor, k: int | None, alpha: float, generator: torch.Generator | None
+) -> list[int]:
+    """One chunk per row drawn from :func:`soft_topk_probs`, rows in order, each from its
+    support's probabilities alone on the CPU ``generator`` (a draw consumes randomness per
+    category, so the stream is that of one draw per state over its top-min(k, |A|)). Every row
+    needs an available chunk. One device-to-host copy for all rows."""
+    probs, idx, support = soft_topk_probs(q, available, k, alpha)
+    kk = probs.shape[1]
+    host = torch.cat([probs, idx.double(), support.double().unsqueeze(1)], 1).cpu()
+    chunks, sizes = host[:, kk:-1].long().tolist(), host[:, -1].long().tolist()
+    picks = []
+    for r, n in enumerate(sizes):
+        if n == 0:
+            raise ValueError("the soft top-k policy needs an available chunk in every state")
+        pick = torch.multinomial(host[r, :n], 1, generator=generator).item()
+        picks.append(chunks[r][pick])
+    return picks
+
+
 def sample_policy(
     q: torch.Tensor, available: torch.Tensor, k: int | None, alpha: float, generator: torch.Generator | None
 ) -> int:
-    """Soft top-k behaviour policy (DESIGN §4.2): softmax((Q − Q_max)/α) over the top-k available."""
-    vals, idx = masked_topk(q, available, k)
-    logits = (vals - vals.max()) / alpha
-    probs = torch.softmax(logits.double(), 0)
-    pick = torch.multinomial(probs.cpu(), 1, generator=generator).item()
-    return int(idx[pick])
+    """Soft top-k behaviour policy (DESIGN §4.2) of one state: softmax((Q − Q_max)/α) over the top-k available."""
+    return soft_topk_draws(q.unsqueeze(0), available.unsqueeze(0), k, alpha, generator)[0]
 
 
 def soft_values(

@@ -18,21 +18,22 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from envs.env import Episode, PositionSettings
+from envs.env import Episode, PositionSettings, state_codes
 from rl.model.caches import ChunkEmbeddings, Haystack, QNetworkCaches
 from rl.model.embedder import Embedder, load_backbone, load_tokenizer
 from rl.model.fast.encoding import EncodingPath
 from rl.model.fast.switches import SpeedSwitches
 from rl.model.model_keys import ModelKeys
+from rl.model.padded import availability_rows, pad_index, pad_rows
 from rl.model.precision import Precision
-from rl.model.qfunc import q_all, twin_heads
+from rl.model.qfunc import NEG_INF, rotated_scores, twin_heads
 from rl.model.rotary import HalfRotary
 from rl.model.tokens.layout import TokenLayout, token_layout
 from rl.model.tokens.ragged import FramedIds, RaggedIds
@@ -287,7 +288,8 @@ class QNetwork(nn.Module):
         episode repeated): Q(s, a) = ⟨E_s(s), R(p̂(a))·E_a(a)⟩ with the online encoders, one state
         pass; ``evaluation``: evaluation's segment cap. ``states`` and ``codes``: the current states'
         ids and codes when the caller already holds them (acting keeps them for its transitions,
-        from :meth:`state_ids` and :meth:`position_codes`)."""
+        from :meth:`state_ids` and :meth:`position_codes`). One rotation and one product for all
+        episodes in a padded layout (rl/model/padded.py)."""
         if selections is None:
             selections = [ep.selected for ep in episodes]
             if codes is None:
@@ -300,11 +302,34 @@ class QNetwork(nn.Module):
         if states is None:
             states = [self.state_ids(ep, evaluation, sel) for ep, sel in zip(episodes, selections)]
         s_emb = self.embed(self.state_enc, states, train=train)
-        self.ensure_chunk_embeddings(episodes, "online", train)
-        return [
-            q_all(s_emb[i], self.rotate(self.chunk_embeddings(ep, "online", train), c))
-            for i, (ep, c) in enumerate(zip(episodes, codes))
-        ]
+        u, _ = self._padded_chunks(episodes, "online", train)
+        c = None if any(x is None for x in codes) else pad_rows(codes, 0)
+        q = rotated_scores(self.rotate(u, c), s_emb, heads=False)
+        return [q[i, : ep.n_chunks] for i, ep in enumerate(episodes)]
+
+    def _padded_chunks(
+        self, episodes: Sequence[Episode], which: str, train: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(u [R, N_max, d], valid [R, N_max] bool, None when no row has pads): row r the un-rotated
+        cached chunk embeddings of ``episodes[r]`` ('online' or 'target' encoder), each distinct
+        sample's copied once into the concatenation the rows gather from."""
+        self.ensure_chunk_embeddings(episodes, which, train)
+        cache = self.caches.chunks[which]
+        flat: dict[int, tuple[int, torch.Tensor]] = {}  # id(owner) -> (offset, embeddings)
+        offsets, used = [], 0
+        for ep in episodes:
+            owner = self._chunk_owner(ep)
+            if id(owner) not in flat:
+                emb = cache.get(owner).emb
+                flat[id(owner)] = (used, emb)
+                used += emb.shape[0]
+            offsets.append(flat[id(owner)][0])
+        embs = [e for _, e in flat.values()]
+        if len(embs) == 1:  # one sample (one env, or a beam's states): no pads, no copy
+            return embs[0].expand(len(episodes), -1, -1), None
+        index, valid = pad_index([ep.n_chunks for ep in episodes], offsets)
+        index_t, valid_t = torch.from_numpy(np.stack([index, valid])).to(self.device, non_blocking=True)
+        return torch.cat(embs)[index_t], valid_t.bool()
 
     def chunk_scores(
         self,
@@ -313,20 +338,22 @@ class QNetwork(nn.Module):
         which: str,
         train: bool,
         heads: bool,
-    ) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
-        """:meth:`sample_scores` of the states ``items`` = (episode, chunks held) whose state
-        embeddings are ``s_emb`` [len(items), d], per sample: (the items' indices, scores,
-        availability). ``which`` = 'online' or 'target': the cached chunk embeddings of that
-        encoder, computed once per sample for all of its states."""
-        self.ensure_chunk_embeddings([ep for ep, _ in items], which, train)
-        groups: dict[int, list[int]] = {}
-        for i, (ep, _) in enumerate(items):
-            groups.setdefault(id(ep), []).append(i)
-        for idx in groups.values():
-            ep = items[idx[0]][0]
-            u = self.chunk_embeddings(ep, which, train)
-            scores, avail = self.sample_scores(ep, u, s_emb[idx], [items[i][1] for i in idx], heads)
-            yield idx, scores, avail
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scores of every chunk in the states ``items`` = (episode, chunks held) whose state
+        embeddings are ``s_emb`` [S, d], in one padded layout over all samples: (scores [S, N_max]
+        or with ``heads`` [S, 2, N_max], availability [S, N_max] bool); row i holds item i's
+        sample's N_i chunks, then pads (scored −inf, never available). ``which`` = 'online' or
+        'target': the cached chunk embeddings of that encoder. Each state rotates the chunks by
+        its own position codes, ã = R(p̂(a))·u_a (:meth:`sample_scores`)."""
+        episodes = [ep for ep, _ in items]
+        u, valid = self._padded_chunks(episodes, which, train)
+        avail_host, _ = availability_rows([ep.n_chunks for ep in episodes], [sel for _, sel in items])
+        avail = torch.from_numpy(avail_host).to(self.device, non_blocking=True)
+        scores = rotated_scores(self.rotate(u, state_codes(self.positions, episodes, avail)), s_emb, heads)
+        if valid is None:
+            return scores, avail
+        pads = ~valid.unsqueeze(1) if heads else ~valid
+        return scores.masked_fill(pads, NEG_INF), avail
 
     def sample_scores(
         self,
@@ -342,16 +369,8 @@ class QNetwork(nn.Module):
         chunks by its own position codes, ã = R(p̂(a))·u_a; scores are Q(s, a) = ⟨s, ã⟩ [S, N], or
         with ``heads`` both heads q_h = ⟨s_h, ã_h⟩ [S, 2, N] (h = each half of the vectors)."""
         avail = availability(ep.n_chunks, selections, self.device)
-        rotated = self.rotate(u.expand(len(selections), -1, -1), self.position_codes(ep, avail)).float()  # [S, N, d]
-        s = s_emb.float()
-        if not heads:
-            return torch.einsum("snd,sd->sn", rotated, s), avail
-        h = s.shape[-1] // 2
-        halves = (
-            torch.einsum("snd,sd->sn", rotated[..., :h], s[:, :h]),
-            torch.einsum("snd,sd->sn", rotated[..., h:], s[:, h:]),
-        )
-        return torch.stack(halves, dim=1), avail
+        rotated = self.rotate(u.expand(len(selections), -1, -1), self.position_codes(ep, avail))  # [S, N, d]
+        return rotated_scores(rotated, s_emb, heads), avail
 
     def held_scores(
         self, episodes: Sequence[Episode], held: Sequence[Sequence[Sequence[int]]], train: bool
@@ -386,21 +405,19 @@ class QNetwork(nn.Module):
     @torch.no_grad()
     def target_heads(
         self, items: Sequence[tuple[Episode, Sequence[int]]], train: bool
-    ) -> Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]:
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Both heads of the target network Q′ for every chunk of the states ``items`` = (episode,
-        chunks held), per sample: (indices, heads [S, 2, N], availability [S, N]); one target state
-        pass for all of them."""
-        if not items:
-            return
-        yield from self.state_scores(items, ("target",), train, heads=True)[0]
+        chunks held): (heads [S, 2, N_max], availability [S, N_max]) in :meth:`chunk_scores`'s
+        padded layout; one target state pass for all of them."""
+        return self.state_scores(items, ("target",), train, heads=True)[0]
 
     @torch.no_grad()
     def state_scores(
         self, items: Sequence[tuple[Episode, Sequence[int]]], which: Sequence[str], train: bool, heads: bool
-    ) -> list[Iterator[tuple[list[int], torch.Tensor, torch.Tensor]]]:
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """For each network of ``which`` ('online' E_s, E_a; 'target' E_s′, E_a′): the scores of
-        every chunk in the states ``items`` = (episode, chunks held), per sample, as
-        :meth:`chunk_scores` yields them; the states' token ids are built once for all of them."""
+        every chunk in the states ``items`` = (episode, chunks held) and their availability, in
+        :meth:`chunk_scores`'s padded layout; the states' token ids are built once for all of them."""
         states = [self.state_ids(ep, selected=sel) for ep, sel in items]
         out = []
         for w in which:
@@ -440,7 +457,5 @@ class QNetwork(nn.Module):
 def availability(n_chunks: int, selections: Sequence[Sequence[int]], device: torch.device) -> torch.Tensor:
     """[S, N] bool: chunk j is available in state i unless it is in ``selections[i]`` (built on the
     host, one copy)."""
-    avail = np.ones((len(selections), n_chunks), dtype=bool)
-    for row, sel in enumerate(selections):
-        avail[row, list(sel)] = False
+    avail, _ = availability_rows([n_chunks] * len(selections), selections)
     return torch.from_numpy(avail).to(device, non_blocking=True)

@@ -171,7 +171,7 @@ BAD_VALUES = {
     "repeat_llm_reward, select_on_test, sft_binary_loss, sft_stop_at_first_miss, silent_llm_failures, "
     "target_topk_before_mask",
     "+speed.turbo=true": "speed.turbo: no such speed switch; known: chunk_cache, compile, cuda_graphs, "
-    "length_bucketing, overlap_tokenization, packed_compile, packed_encoder",
+    "fused_adamw, length_bucketing, overlap_tokenization, packed_compile, packed_encoder",
     # a credential under any key name, or read from the environment, would be saved in config.yaml,
     # config_resolved.yaml, .hydra/ and the checkpoint
     "+feedback.vllm_config.api_key=sk-secret": "feedback.vllm_config.api_key: keys are not taken from the config "

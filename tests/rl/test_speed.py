@@ -210,6 +210,7 @@ def test_speed_switches_from_run_cfg():
         "compile": False,
         "packed_encoder": True,
         "packed_compile": True,
+        "fused_adamw": True,
     }
     assert SpeedSwitches.from_run_cfg(None) == default
     assert SpeedSwitches.from_run_cfg(OmegaConf.create({})) == default

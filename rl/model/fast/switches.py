@@ -5,7 +5,8 @@ runs a learner and an evaluation with all of them on and all off). Only switches
 something are kept: memory (``chunk_cache``), a CPU thread (``overlap_tokenization``), start-up
 time (``cuda_graphs``, ``compile``, ``packed_compile``), the reference's padding for comparisons
 (``length_bucketing``) or the Hugging Face module's own forward (``packed_encoder``, which reorders
-the arithmetic within rounding: tests/rl/test_packed.py). ``precision`` stays a top-level key because it changes the arithmetic.
+the arithmetic within rounding: tests/rl/test_packed.py; ``fused_adamw``, the optimiser's update
+in one kernel, rounds differently from the multi-tensor loop). ``precision`` stays a top-level key because it changes the arithmetic.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class SpeedSwitches(Schema):
     packed_compile: bool = param(
         True, "torch.compile the packed encoder's per-layer elementwise work at bucketed static shapes (GPU only)"
     )
+    fused_adamw: bool = param(True, "AdamW as one fused kernel per step (GPU only; rounds within fp32 of foreach)")
 
     @classmethod
     def from_run_cfg(cls, cfg: Any) -> SpeedSwitches:
