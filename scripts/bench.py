@@ -206,7 +206,7 @@ def bench_questions(args: argparse.Namespace, model: str, extra: list[str], labe
     """W6: Q questions over one text of N sentences, as ``QRAGRetriever.retrieve_batch`` runs them
     (samples without gold holding the same chunk list, evaluation's greedy loop) in groups of one,
     so each question is timed alone: the first one tokenises and embeds the text, the others
-    reuse that (QNetwork.share_haystacks) and cost their state steps."""
+    reuse that (QNetwork.prepare(..., share=True)) and cost their state steps."""
     n, n_q = args.w6_sentences, args.w6_questions
     if n_q < 2:
         raise SystemExit("--w6-questions must be ≥ 2 (the first question embeds the text, the others are timed)")

@@ -69,6 +69,7 @@ def main() -> None:
         learner: SFTLearner = trainer.learner
         probe_set = [learner.env.reset_random(0) for _ in range(args.probe)]  # drawn once, before training
         probe_set = [ep for ep in probe_set if learner.trajectory(ep)]
+        trainer.qnet.prepare(probe_set)  # the probe's samples enter the network
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with args.out.open("w") as f:
             scalars: dict[str, list[float]] = defaultdict(list)

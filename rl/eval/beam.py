@@ -5,7 +5,7 @@ Every partial trajectory is expanded by its ``beam_expand`` best available chunk
 (or when no chunk is left) the trajectory whose last action has the highest Q is returned.
 Per step this costs one batched state-encoder pass over the beam members; chunks are embedded
 once per sample (the episode's cached online embeddings; once for consecutive samples over the
-same chunk list, ``QNetwork.share_haystacks``) and only re-rotated with the relative codes of each
+same chunk list, ``QNetwork.prepare(..., share=True)``) and only re-rotated with the relative codes of each
 member's own selection.
 """
 
@@ -22,7 +22,6 @@ from envs.env import Episode
 from envs.feedback import Feedback
 from rl.eval.greedy import EvalSettings, _record, eval_env
 from rl.model.qnetwork import QNetwork
-from rl.model.tokens.splice import text_length
 
 # q_fn(selections) -> [len(selections), N] Q-values of every chunk for each partial trajectory
 QFunction = Callable[[Sequence[Sequence[int]]], torch.Tensor]
@@ -68,9 +67,7 @@ def _top(row: torch.Tensor, k: int) -> list[tuple[float, int]]:
 def qnet_q_function(qnet: QNetwork, ep: Episode) -> QFunction:
     """Q over the episode's sample for any partial selection: the Q-network's greedy scores
     (:meth:`QNetwork.q_values`, one state pass for the whole beam), each selection's chunks rotated
-    by that selection's own position codes."""
-    # chunks first, before any state is built: a haystack can then be tokenised while it is embedded
-    qnet.ensure_chunk_embeddings([ep], "online", train=False)
+    by that selection's own position codes. ``ep`` has entered the network (:meth:`QNetwork.prepare`)."""
 
     def q_fn(selections: Sequence[Sequence[int]]) -> torch.Tensor:
         rows = qnet.q_values([ep] * len(selections), train=False, evaluation=True, selections=selections)
@@ -97,16 +94,15 @@ def beam_episodes(
             "post-hoc qvalue filter (scripts/stopping_analysis.py) on the beam's q_values"
         )
     env = eval_env(qnet, dataset, feedback, settings, 1)
-    n_special = 2 if qnet.layout.bos is not None else 1
     _held: list[Any] = []  # kept, not read: the previous sample's haystack, alive while the next sample joins it
     for index in indices:
         t0 = time.perf_counter()
         ep = env.start(0, int(index))
-        _held = qnet.share_haystacks([ep])
+        _held = qnet.prepare([ep], share=True, embed=True)  # the sample enters (tokens, chunk embeddings)
         q_fn = qnet_q_function(qnet, ep)
         best = beam_search(q_fn, ep.n_chunks, settings.max_steps, width, expand)
         for a in best.selected:  # replay through the env: rewards from the test feedback
             _, dones, _ = env.step([0], [a])
             if dones[0]:
                 break
-        yield _record(ep, best.q_values[: ep.t], text_length(qnet.tokens(ep), n_special), time.perf_counter() - t0)
+        yield _record(ep, best.q_values[: ep.t], qnet.text_length(ep), time.perf_counter() - t0)

@@ -5,7 +5,7 @@ unless ``legacy.oracle_stop``); they end at ``max_steps``, when no chunk is left
 ``stop_q_threshold`` set, before a step t > 0 whose best Q is ≤ the threshold. Only the online
 action encoder embeds chunks (no target pass, DESIGN §3.4), once per sample, in bounded slices;
 samples that hold the same chunk list (one text asked many questions) share one tokenisation and
-one embedding of it (``QNetwork.share_haystacks``) within a group and from one group to the next.
+one embedding of it (``QNetwork.prepare(..., share=True)``) within a group and from one group to the next.
 """
 
 from __future__ import annotations
@@ -18,18 +18,15 @@ from typing import Any
 
 import torch
 
-from envs.env import Episode, PositionSettings, VecRetrievalEnv
+from envs.env import Episode, VecRetrievalEnv
 from envs.feedback import Feedback
 from prompts_and_metrics.metrics import sample_fact_metrics
 from rl.model.qnetwork import QNetwork
-from rl.model.tokens.splice import text_length
 
 
 @dataclass
 class EvalSettings:
     max_steps: int
-    positions: PositionSettings
-    sort_by_index: bool
     stop_q_threshold: float | None  # None: the fixed budget of max_steps
     group_size: int  # samples stepped together (state encodings batched across them)
 
@@ -41,8 +38,8 @@ def eval_env(qnet: QNetwork, dataset: Any, feedback: Feedback, settings: EvalSet
         feedback,
         n_envs,
         settings.max_steps,
-        settings.positions,
-        settings.sort_by_index,
+        qnet.positions,  # the network's own (bound when it was built)
+        qnet.sort_by_index,
         qnet.device,
         seed=0,
         name="eval",
@@ -60,14 +57,13 @@ def greedy_episodes(
     """Yield one record per sample index, in order."""
     group = max(1, settings.group_size)
     env = eval_env(qnet, dataset, feedback, settings, group)
-    n_special = 2 if qnet.layout.bos is not None else 1
     _held: list[Any] = []  # kept, not read: the previous group's haystacks, alive while the next group joins them
     for start in range(0, len(indices), group):
         t0 = time.perf_counter()
         chunk = list(indices[start : start + group])
         episodes = [env.start(slot, int(i)) for slot, i in enumerate(chunk)]
-        _held = qnet.share_haystacks(episodes)
-        _prefetch(qnet, episodes)
+        # the samples enter: tokenised (a haystack shared by several, once) and their chunks embedded
+        _held = qnet.prepare(episodes, share=True, embed=True)
         q_log: list[list[float]] = [[] for _ in episodes]
         active = list(range(len(episodes)))
         while active:
@@ -89,17 +85,7 @@ def greedy_episodes(
             active = [s for s, d in zip(acting, dones) if not d]
         per_episode = (time.perf_counter() - t0) / len(episodes)
         for s, ep in enumerate(episodes):
-            yield _record(ep, q_log[s], text_length(qnet.tokens(ep), n_special), per_episode)
-
-
-def _prefetch(qnet: QNetwork, episodes: list[Episode]) -> None:
-    """Embed the chunks of several small samples in one pass; large ones alone, before their
-    first state is built (so a haystack can be tokenised while it is embedded)."""
-    small = [ep for ep in episodes if ep.n_chunks < qnet.embed_batch_size]
-    if len(small) > 1:
-        qnet.ensure_chunk_embeddings(small, "online", train=False)
-    for ep in episodes:  # cache hits for the small ones
-        qnet.ensure_chunk_embeddings([ep], "online", train=False)
+            yield _record(ep, q_log[s], qnet.text_length(ep), per_episode)
 
 
 def _record(ep: Episode, q_values: list[float], text_len: int, seconds: float) -> dict[str, Any]:

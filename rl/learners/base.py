@@ -124,6 +124,7 @@ class Observation:
     def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, dropout: bool):
         self.qnet, self.dropout = qnet, dropout
         self.episodes = [env.episodes[s] for s in range(env.n_envs)]
+        qnet.prepare(self.episodes)  # the slots' samples enter the network (the first step, a resume)
         self.codes = [qnet.position_codes(ep) for ep in self.episodes]
         self.available = [ep.available for ep in self.episodes]
         self.states: list[list[int] | None] = [None] * len(self.episodes)
@@ -201,12 +202,14 @@ class LearnerBase:
         slots = list(range(len(trans)))
         rewards, dones, _ = env.step(slots, actions)
         self.counters.env_steps += len(slots)
+        fresh = []
         for slot, tr, r, d in zip(slots, trans, rewards, dones):
             tr.reward, tr.done = r, d
             if d:
                 self._finished_returns.append(tr.ep.ret)
                 self.counters.episodes += 1
-                env.reset_random(slot)
+                fresh.append(env.reset_random(slot))
+        self.qnet.prepare(fresh)  # a reset slot's sample enters the network (a bootstrap may read it)
         return trans
 
     @property

@@ -119,7 +119,7 @@ class DQNLearner(TwinHeadLearner):
     def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any):
         super().__init__(qnet, env, cfg)
         self.hp: Hyper = self.hyperparams(cfg)
-        if env.pos.processor == "random":
+        if qnet.positions.processor == "random":
             raise ValueError(
                 "learner=dqn replays transitions from sample indices, but envs.positions_processor=random "
                 "draws codes per episode that the buffer does not keep: use relative, absolute or none"
@@ -167,6 +167,7 @@ class DQNLearner(TwinHeadLearner):
         if ep is None:
             sample = self.env.dataset[index]
             ep = Episode(index, sample, torch.ones(len(sample["chunks"]), dtype=torch.bool, device=self.qnet.device))
+            self.qnet.prepare([ep])
             self._views[index] = ep
             if len(self._views) > self.VIEW_CACHE:
                 self._views.popitem(last=False)

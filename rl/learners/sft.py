@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -28,7 +27,6 @@ from envs.env import Episode, VecRetrievalEnv
 from envs.types import sf_known
 from rl.learners.base import LearnerBase
 from rl.model.qnetwork import QNetwork
-from rl.model.tokens.ragged import RaggedIds
 from rl.schema import Schema
 
 MAX_DRAWS_PER_TRANSITION = 100  # give up when the training set has (almost) no gold facts
@@ -117,6 +115,7 @@ class SFTLearner(LearnerBase):
             if steps:
                 episodes.append(ep)
                 n += steps
+        self.qnet.prepare(episodes)
         return episodes
 
     # -- loss -----------------------------------------------------------------------------
@@ -145,7 +144,7 @@ class SFTLearner(LearnerBase):
         out: list[list[Episode]] = []
         used = 0
         for ep in episodes:
-            lens = np.minimum(RaggedIds.from_lists(qnet.tokens(ep).action_chunks).lens, qnet.layout.action_content)
+            lens = qnet.action_lengths(ep)
             steps = len(self.trajectory(ep))
             # a state holds the question and at most T′−1 segments of memory_content tokens
             cost = int(lens.sum()) + n_frame * ep.n_chunks + steps * steps * (qnet.layout.memory_content + 1)

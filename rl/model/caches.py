@@ -8,7 +8,7 @@ the Q-network writing onto the environment's objects.
 
 Many questions over one haystack: evaluation and the retriever tool join the episodes whose
 samples hold the same chunk list (the same list object, or an equal one) to one :class:`Haystack`
-(:meth:`rl.model.qnetwork.QNetwork.share_haystacks`), which owns the chunks' token ids and their
+(:meth:`rl.model.qnetwork.QNetwork.prepare` with ``share``), which owns the chunks' token ids and their
 un-rotated embeddings u_j once for all of them. Sharing u_j is exact: u_j depends on the chunk's
 ids and the action encoder only; each question's positions rotate it at every step
 (``QNetwork.rotate``). Training never joins episodes (with dropout on, each episode's chunk
@@ -24,7 +24,7 @@ from typing import Generic, TypeVar
 import torch
 
 from envs.env import Episode
-from rl.model.tokens.splice import HaystackTokens, SampleTokens
+from rl.model.tokens.tokenize import HaystackTokens, SampleTokens
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -132,6 +132,15 @@ class QNetworkCaches:
             "online": IdentityCache(),
             "target": IdentityCache(),
         }
+
+    def join_haystack(self, ep: Episode) -> Haystack:
+        """The haystack of the episode's chunk list, shared with every live episode over the same
+        list object or an equal list; the episode is joined to it (once)."""
+        hay = self.haystack_of.get(ep)
+        if hay is None:
+            hay = self.haystacks.find_or_add(ep.sample["chunks"])
+            self.haystack_of.put(ep, hay)
+        return hay
 
     def sizes(self) -> dict[str, int]:
         """Entries held (for tests and memory checks)."""

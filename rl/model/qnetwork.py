@@ -9,7 +9,8 @@ the reference's hard copy), run in the dropout mode chosen for acting. How the e
 How a state is shown to the encoders is bound here too, when the network is built: the chunks'
 position codes (``positions``), the order of the chunks held (``sort_by_index``) and the token caps.
 Callers hand over episodes or (episode, chunks held) pairs; they build neither token ids nor
-position codes. Acting, greedy and beam evaluation call :meth:`q_values`; the soft-value targets
+position codes. A sample enters once, through :meth:`prepare` (its token ids made there; states and
+embeddings afterwards only read them). Acting, greedy and beam evaluation call :meth:`q_values`; the soft-value targets
 :meth:`target_heads`; the twin-head loss :meth:`online_heads`; DQN's bootstrap :meth:`state_scores`;
 SFT's teacher-forced states :meth:`held_scores`.
 """
@@ -37,8 +38,8 @@ from rl.model.qfunc import NEG_INF, rotated_scores, twin_heads
 from rl.model.rotary import HalfRotary
 from rl.model.tokens.layout import TokenLayout, token_layout
 from rl.model.tokens.ragged import FramedIds, RaggedIds
-from rl.model.tokens.splice import HaystackTokens, SampleTokens, action_ids, state_ids
-from rl.model.tokens.tokenize import tokenize_chunks, tokenize_sample, with_question
+from rl.model.tokens.splice import action_ids, state_ids, text_length
+from rl.model.tokens.tokenize import HaystackTokens, SampleTokens, tokenize_chunks, tokenize_sample, with_question
 
 log = logging.getLogger(__name__)
 
@@ -128,70 +129,131 @@ class QNetwork(nn.Module):
         self._weights_changed()
         return out
 
-    # -- tokens ---------------------------------------------------------------------------
+    # -- a sample enters ---------------------------------------------------------------------
     def tokenize(self, sample: dict[str, Any]) -> SampleTokens:
-        """Content ids of a sample's question and chunks, cut once at the largest cap."""
+        """Content ids of a sample's question and chunks, cut once at the largest cap (what the
+        evaluation haystack cache stores and hands back through :meth:`adopt_tokens`)."""
         return tokenize_sample(
             self.tokenizer, sample["question"], sample["chunks"], self.layout, self.query_prefix, self.passage_prefix
         )
-
-    def tokenize_chunks(self, chunks: Sequence[str]) -> HaystackTokens:
-        """Content ids of a chunk list alone (a haystack several questions share), cut once."""
-        return tokenize_chunks(self.tokenizer, chunks, self.layout, self.passage_prefix)
 
     def adopt_tokens(self, sample: dict[str, Any], tokens: SampleTokens) -> None:
         """Take ``tokens`` (from :meth:`tokenize`, e.g. stored by the evaluation haystack cache)
         for every episode over this very ``sample`` object, for as long as it lives."""
         self.caches.pretokenized.put(sample, tokens)
 
-    def tokens(self, ep: Episode) -> SampleTokens:
-        """The episode's sample tokenised once (or as handed over by :meth:`adopt_tokens`); for an
-        episode joined to a shared haystack (:meth:`share_haystacks`) only its question is
-        tokenised, over the haystack's ids tokenised once."""
-        cached = self.caches.tokens.get(ep)
-        if cached is None:
-            cached = self.caches.pretokenized.get(ep.sample)
-            hay = self.caches.haystack_of.get(ep)
-            if cached is None and hay is None:
-                cached = self.tokenize(ep.sample)
-            elif cached is None:
-                if hay.tokens is None:
-                    hay.tokens = self.tokenize_chunks(hay.chunks)
-                cached = self._with_question(ep, hay.tokens)
-            self.caches.tokens.put(ep, cached)
-        return cached
+    def prepare(self, episodes: Sequence[Episode], share: bool = False, embed: bool = False) -> list[Haystack]:
+        """Where samples enter the network: each episode's token ids, once (handed over by
+        :meth:`adopt_tokens`, else tokenised); from here on states and chunk embeddings only read
+        them. The learners call it when slots are (re)set and for replayed or drawn episodes;
+        evaluation (greedy, beam, the retriever tool) when its episodes start.
+
+        ``share`` (evaluation only): join each episode to the :class:`Haystack` of its chunk list,
+        shared with every other live episode whose sample holds the same list object or an equal
+        one, so the chunks are tokenised and embedded once for all of them (rl/model/caches.py);
+        returns those haystacks (one per episode; a caller that keeps them keeps them alive for
+        the episodes it prepares next), else []. ``embed`` (evaluation only): also embed the
+        chunks with E_a in eval mode, several small samples in one pass, large ones alone; a
+        haystack of ``speed.overlap_tokenization`` size is tokenised on a CPU thread while the
+        GPU embeds it."""
+        hays = [self.caches.join_haystack(ep) for ep in episodes] if share else []
+        streamed = []
+        for ep in episodes:
+            if self.caches.tokens.get(ep) is not None:
+                continue
+            if embed and self.encoding.streams(ep.n_chunks) and self._untokenized(ep):
+                self._stream_chunks(ep)
+                streamed.append(ep)
+            else:
+                self.caches.tokens.put(ep, self._sample_tokens(ep))
+        if embed:
+            small = [ep for ep in episodes if ep.n_chunks < self.embed_batch_size and ep not in streamed]
+            if len(small) > 1:
+                self._embed_chunks(small, "online", train=False)
+            for ep in episodes:  # cache hits for the small and the streamed ones
+                self._embed_chunks([ep], "online", train=False)
+        return hays
+
+    def _sample_tokens(self, ep: Episode) -> SampleTokens:
+        """The sample's ids as handed over, else only the question over its shared haystack's ids
+        (tokenised once for the haystack), else the whole sample tokenised."""
+        tokens = self.caches.pretokenized.get(ep.sample)
+        if tokens is not None:
+            return tokens
+        hay = self.caches.haystack_of.get(ep)
+        if hay is None:
+            return self.tokenize(ep.sample)
+        if hay.tokens is None:
+            hay.tokens = tokenize_chunks(self.tokenizer, hay.chunks, self.layout, self.passage_prefix)
+        return self._with_question(ep, hay.tokens)
 
     def _with_question(self, ep: Episode, hay: HaystackTokens) -> SampleTokens:
         return with_question(self.tokenizer, ep.sample["question"], hay, self.layout, self.query_prefix)
 
-    # -- many questions over one haystack ---------------------------------------------------
-    def share_haystacks(self, episodes: Sequence[Episode]) -> list[Haystack]:
-        """Join each episode to the :class:`Haystack` of its chunk list, shared with every other
-        live episode whose sample holds the same list object or an equal list: the chunks are then
-        tokenised and embedded once for all of them (rl/model/caches.py). Call it before the
-        episodes' first tokens or embeddings. Returns the haystacks (one per episode): a caller
-        that keeps them keeps them alive for episodes it starts later (evaluation's next group)."""
-        out = []
-        for ep in episodes:
-            hay = self.caches.haystack_of.get(ep)
-            if hay is None:
-                hay = self.caches.haystacks.find_or_add(ep.sample["chunks"])
-                self.caches.haystack_of.put(ep, hay)
-            out.append(hay)
-        return out
+    def _untokenized(self, ep: Episode) -> bool:
+        hay = self.caches.haystack_of.get(ep)
+        return self.caches.pretokenized.get(ep.sample) is None and (hay is None or hay.tokens is None)
+
+    def _stream_chunks(self, ep: Episode) -> None:
+        """A large haystack's ids and its online chunk embeddings (eval mode), tokenised slice by
+        slice on a CPU thread while the GPU embeds (:meth:`EncodingPath.tokenize_and_embed`)."""
+        hay, emb = self.embed_chunks(ep.sample["chunks"])
+        owner = self._chunk_owner(ep)
+        if isinstance(owner, Haystack):
+            owner.tokens = hay
+        self.caches.tokens.put(ep, self._with_question(ep, hay))
+        self.caches.chunks["online"].put(owner, ChunkEmbeddings(self._stamp(False), emb))
+
+    @torch.no_grad()
+    def embed_chunks(self, texts: Sequence[str]) -> tuple[HaystackTokens, torch.Tensor]:
+        """Ids and un-rotated embeddings u_j [N, d] of a chunk list with the online action encoder
+        in eval mode (evaluation's chunk embeddings; the corpus index's shards), tokenised while
+        embedded when the list is large enough to stream."""
+        self.set_mode(self.action_enc, False)
+        if self.encoding.streams(len(texts)):
+            return self.encoding.tokenize_and_embed(
+                self.action_enc, self.tokenizer, texts, self.dim, self.passage_prefix
+            )
+        hay = tokenize_chunks(self.tokenizer, texts, self.layout, self.passage_prefix)
+        return hay, self.encoding.chunk_sets(self.action_enc, [hay])[0]
+
+    def _tokens(self, ep: Episode) -> SampleTokens:
+        tokens = self.caches.tokens.get(ep)
+        if tokens is None:
+            raise RuntimeError(
+                f"the episode of sample {ep.index} has not entered the Q-network: call "
+                "QNetwork.prepare(episodes) when its sample starts (a learner slot, an evaluation episode)"
+            )
+        return tokens
+
+    def text_length(self, ep: Episode) -> int:
+        """Encoder-token length of the episode's question and every chunk, each with its special
+        tokens (the records' ``text_len``, DESIGN §2.7)."""
+        return text_length(self._tokens(ep), 2 if self.layout.bos is not None else 1)
+
+    def action_lengths(self, ep: Episode) -> np.ndarray:
+        """Content ids [N] each chunk of the episode's sample keeps as an action (SFT's pass sizes)."""
+        return np.minimum(RaggedIds.from_lists(self._tokens(ep).action_chunks).lens, self.layout.action_content)
 
     def state_ids(self, ep: Episode, evaluation: bool = False, selected: Sequence[int] | None = None) -> list[int]:
         """Token ids of the state holding ``selected`` (default: the episode's current selection),
         with the evaluation or the rollout segment cap; what a transition keeps of its state."""
-        sel = ep.selected if selected is None else selected
-        order = sorted(sel) if self.sort_by_index else list(sel)
-        mem = self.eval_memory_content if evaluation else self.layout.memory_content
-        ids, truncated = state_ids(self.tokens(ep), order, self.layout, mem)
+        ids, truncated = self._splice(self._tokens(ep), ep.selected if selected is None else selected, evaluation)
         self.state_truncations += int(truncated)
         return ids
 
+    def state_ids_of(self, tokens: SampleTokens, selected: Sequence[int], evaluation: bool = False) -> list[int]:
+        """:meth:`state_ids` over ids the caller tokenised (the corpus index: a question and the
+        picked chunks of a corpus no episode holds)."""
+        return self._splice(tokens, selected, evaluation)[0]
+
+    def _splice(self, tokens: SampleTokens, selected: Sequence[int], evaluation: bool) -> tuple[list[int], bool]:
+        order = sorted(selected) if self.sort_by_index else list(selected)
+        mem = self.eval_memory_content if evaluation else self.layout.memory_content
+        return state_ids(tokens, order, self.layout, mem)
+
     def action_ids(self, ep: Episode, j: int) -> list[int]:
-        return action_ids(self.tokens(ep), j, self.layout)
+        return action_ids(self._tokens(ep), j, self.layout)
 
     def position_codes(self, ep: Episode, available: torch.Tensor | None = None) -> torch.Tensor | None:
         """p̂(a) [N] of every chunk in the episode's current state (``available`` [S, N]: [S, N] in
@@ -221,10 +283,16 @@ class QNetwork(nn.Module):
         self.set_mode(encoder, train)
         return self.encoding(encoder, seqs, grad=grad, out=out, chunks=chunks, bucket_grad=bucket_grad)
 
+    @torch.no_grad()
+    def state_embeddings(self, states: Sequence[list[int]]) -> torch.Tensor:
+        """E_s(s) [len(states), d] of state token ids (:meth:`state_ids_of`), eval mode, no
+        gradient: the corpus index's greedy and beam steps."""
+        return self.embed(self.state_enc, states, train=False)
+
     def chunk_embeddings(self, ep: Episode, which: str, train: bool) -> torch.Tensor:
         """Un-rotated embeddings u_j of every chunk of the episode's sample, kept until the
         weights change. ``which`` is 'online' (E_a) or 'target' (E_a′)."""
-        self.ensure_chunk_embeddings([ep], which, train)
+        self._embed_chunks([ep], which, train)
         return self.caches.chunks[which].get(self._chunk_owner(ep)).emb
 
     def _chunk_owner(self, ep: Episode) -> Episode | Haystack:
@@ -232,11 +300,16 @@ class QNetwork(nn.Module):
         hay = self.caches.haystack_of.get(ep)
         return ep if hay is None else hay
 
-    def ensure_chunk_embeddings(self, episodes: Sequence[Episode], which: str, train: bool) -> None:
-        """Embed the chunks of every episode of ``eps`` whose cached embeddings are missing or
+    def _stamp(self, train: bool) -> tuple[int, bool, int]:
+        """When cached chunk embeddings were made: they hold while the weights, the dropout mode and
+        (with ``speed.chunk_cache`` off) the rollout stay the same."""
+        return (self.weights_version, train, 0 if self.speed.chunk_cache else self.tick)
+
+    def _embed_chunks(self, episodes: Sequence[Episode], which: str, train: bool) -> None:
+        """Embed the chunks of every episode of ``episodes`` whose cached embeddings are missing or
         stale, in one encoder pass over all of them; a haystack several of them share, once."""
         cache = self.caches.chunks[which]
-        stamp = (self.weights_version, train, 0 if self.speed.chunk_cache else self.tick)
+        stamp = self._stamp(train)
         todo: dict[int, tuple[Episode | Haystack, Episode]] = {}  # id(owner) -> (owner, an episode of it)
         for ep in episodes:
             owner = self._chunk_owner(ep)
@@ -247,28 +320,9 @@ class QNetwork(nn.Module):
             return
         enc = self.action_enc if which == "online" else self.target_action
         self.set_mode(enc, train)
-        (owner, ep), *more = todo.values()
-        if not more and self.encoding.streams(ep.n_chunks) and self._untokenized(ep):
-            hay, emb = self.encoding.tokenize_and_embed(
-                enc, self.tokenizer, ep.sample["chunks"], self.dim, self.passage_prefix
-            )
-            if isinstance(owner, Haystack):
-                owner.tokens = hay
-            else:
-                self.caches.tokens.put(ep, self._with_question(ep, hay))
-            cache.put(owner, ChunkEmbeddings(stamp, emb))
-            return
         owners = list(todo.values())
-        for (owner, _), emb in zip(owners, self.encoding.chunk_sets(enc, [self.tokens(ep) for _, ep in owners])):
+        for (owner, _), emb in zip(owners, self.encoding.chunk_sets(enc, [self._tokens(ep) for _, ep in owners])):
             cache.put(owner, ChunkEmbeddings(stamp, emb))
-
-    def _untokenized(self, ep: Episode) -> bool:
-        hay = self.caches.haystack_of.get(ep)
-        return (
-            self.caches.tokens.get(ep) is None
-            and self.caches.pretokenized.get(ep.sample) is None
-            and (hay is None or hay.tokens is None)
-        )
 
     def rotate(self, emb: torch.Tensor, codes: torch.Tensor | None) -> torch.Tensor:
         return emb.float() if codes is None else self.rope(emb, codes)
@@ -313,7 +367,7 @@ class QNetwork(nn.Module):
         """(u [R, N_max, d], valid [R, N_max] bool, None when no row has pads): row r the un-rotated
         cached chunk embeddings of ``episodes[r]`` ('online' or 'target' encoder), each distinct
         sample's copied once into the concatenation the rows gather from."""
-        self.ensure_chunk_embeddings(episodes, which, train)
+        self._embed_chunks(episodes, which, train)
         cache = self.caches.chunks[which]
         flat: dict[int, tuple[int, torch.Tensor]] = {}  # id(owner) -> (offset, embeddings)
         offsets, used = [], 0
@@ -380,7 +434,7 @@ class QNetwork(nn.Module):
         and encoders in train mode (SFT's loss), else gradient-free in eval mode. One
         length-bucketed encoder pass over all the samples' chunks, one over all their states."""
         layout = self.layout
-        content = RaggedIds.concat([RaggedIds.from_lists(self.tokens(ep).action_chunks) for ep in episodes])
+        content = RaggedIds.concat([RaggedIds.from_lists(self._tokens(ep).action_chunks) for ep in episodes])
         chunks = self.embed(
             self.action_enc,
             FramedIds(content, layout.bos, layout.sep, layout.action_content),

@@ -70,8 +70,6 @@ def eval_settings(cfg: DictConfig) -> EvalSettings:
     stop = (cfg.get("eval") or {}).get("stop_q_threshold")
     return EvalSettings(
         max_steps=int(cfg.envs.max_steps),
-        positions=PositionSettings.from_cfg(cfg.envs),
-        sort_by_index=bool(cfg.envs.sort_by_index),
         stop_q_threshold=None if stop is None else float(stop),
         group_size=int(cfg.eval_group_size),
     )

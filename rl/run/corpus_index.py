@@ -29,11 +29,9 @@ import torch
 from omegaconf import OmegaConf
 from tqdm.auto import tqdm
 
-from envs.env import PositionSettings
 from rl.eval.beam import beam_search
 from rl.model.qnetwork import QNetwork
-from rl.model.tokens.splice import SampleTokens, state_ids
-from rl.model.tokens.tokenize import encode_texts, with_question
+from rl.model.tokens.tokenize import SampleTokens, encode_texts
 from rl.run.config import PROJECT_ROOT
 from rl.run.corpus_files import TITLE_SEPS, Chunk, fingerprint, iter_chunks, resolve_files
 from rl.run.corpus_search import ExactSearch, FaissSearch, SearchSettings, open_search
@@ -168,18 +166,10 @@ class CorpusIndex:
     @staticmethod
     @torch.no_grad()
     def _write_shard(qnet: QNetwork, store: ShardStore, chunks: list[Any], files: list[str]) -> None:
-        texts = [c.text for c in chunks]
-        enc = qnet.action_enc
-        qnet.set_mode(enc, False)  # evaluation's mode for chunk embeddings (train=False)
-        if qnet.encoding.streams(len(texts)):  # a GPU: tokenised on a thread while it embeds
-            hay, emb = qnet.encoding.tokenize_and_embed(enc, qnet.tokenizer, texts, qnet.dim, qnet.passage_prefix)
-            tokens = with_question(qnet.tokenizer, "", hay, qnet.layout, qnet.query_prefix)
-        else:
-            tokens = qnet.tokenize({"question": "", "chunks": texts})
-            emb = qnet.encoding.chunk_sets(enc, [tokens])[0]
+        # evaluation's chunk embeddings (a GPU tokenises a large shard on a thread while it embeds)
+        hay, emb = qnet.embed_chunks([c.text for c in chunks])
         n_special = 2 if qnet.layout.bos is not None else 1
-        # text_len counts the (empty) question's segment too; the shard's own tokens are the rest
-        shard_tokens = tokens.text_len - len(tokens.question) - n_special
+        shard_tokens = hay.count + n_special * len(chunks)  # each chunk's tokens with its special tokens
         records = [{"text": c.text, **c.meta(), "source": files[c.source]} for c in chunks]
         store.add_shard(emb.float().cpu().numpy(), records, shard_tokens)
 
@@ -201,8 +191,8 @@ class CorpusIndex:
                 f"index={store.folder}: indexing stopped after {store.n_chunks} chunks; run the same command "
                 "with corpus=<files> again to finish it"
             )
-        pos = PositionSettings.from_cfg(retriever.cfg.envs)
-        return cls(retriever, store, open_search(store, retriever.qnet, pos, SearchSettings.from_cfg(s)))
+        qnet = retriever.qnet
+        return cls(retriever, store, open_search(store, qnet, qnet.positions, SearchSettings.from_cfg(s)))
 
     def describe(self) -> str:
         m = self.store.manifest
@@ -260,8 +250,7 @@ class CorpusIndex:
             if j not in self._chunk_ids:
                 ids, _ = encode_texts(qnet.tokenizer, [self.store.chunk(j)["text"]], qnet.layout.content_cut)
                 self._chunk_ids[j] = ids[0]
-        order = sorted(selected) if qnet.sort_by_index else list(selected)
-        return state_ids(SampleTokens(q_ids, self._chunk_ids), order, qnet.layout, qnet.eval_memory_content)[0]
+        return qnet.state_ids_of(SampleTokens(q_ids, self._chunk_ids), selected, evaluation=True)
 
     def _greedy(self, questions: list[str], settings: Any) -> list[tuple[list[int], list[float], int]]:
         """greedy_episodes' loop (rl/eval/greedy.py) with the corpus as every episode's sample."""
@@ -272,7 +261,7 @@ class CorpusIndex:
         active = list(range(len(questions)))
         while active:
             states = [self._state(tokens[s][0], picked[s]) for s in active]
-            s_emb = qnet.embed(qnet.state_enc, states, train=False)
+            s_emb = qnet.state_embeddings(states)
             tops = self.search.top(s_emb, [picked[s] for s in active], 1)
             still = []
             for (ids, q), s in zip(tops, active):
@@ -294,7 +283,7 @@ class CorpusIndex:
         q_ids, q_count = self._question_tokens(question)
 
         def q_fn(selections: Sequence[Sequence[int]]) -> torch.Tensor:
-            s_emb = qnet.embed(qnet.state_enc, [self._state(q_ids, sel) for sel in selections], train=False)
+            s_emb = qnet.state_embeddings([self._state(q_ids, sel) for sel in selections])
             rows = torch.full((len(selections), n), float("-inf"))
             for i, (ids, q) in enumerate(self.search.top(s_emb, selections, expand)):
                 rows[i, torch.from_numpy(ids)] = q

@@ -35,7 +35,7 @@ import numpy as np
 from envs.data.registry import NON_SAMPLE_KEYS
 from envs.legacy import Legacy
 from rl.model.tokens.ragged import RaggedIds
-from rl.model.tokens.splice import SampleTokens
+from rl.model.tokens.tokenize import SampleTokens
 
 log = logging.getLogger(__name__)
 

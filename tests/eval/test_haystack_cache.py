@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from envs.legacy import Legacy
-from rl.model.tokens.splice import SampleTokens
+from rl.model.tokens.tokenize import SampleTokens
 from rl.run.haystack_cache import CachedDataset, CachedSample, dataset_identity, sample_key, tokenizer_identity
 
 
@@ -132,16 +132,15 @@ def test_evaluation_through_the_cache_equals_without(tiny_run: Path, tmp_path: P
     the records of both equal those of a run without the cache."""
     import json
 
+    from rl.model import qnetwork
     from rl.model.qnetwork import QNetwork
     from rl.run.evaluate import run
 
     calls = []
-    tokenize, tokenize_chunks = QNetwork.tokenize, QNetwork.tokenize_chunks
+    tokenize, tokenize_chunks = QNetwork.tokenize, qnetwork.tokenize_chunks
     monkeypatch.setattr(QNetwork, "tokenize", lambda self, sample: calls.append(1) or tokenize(self, sample))
     # evaluation tokenises a haystack alone (shared by the questions over it), then each question
-    monkeypatch.setattr(
-        QNetwork, "tokenize_chunks", lambda self, chunks: calls.append(1) or tokenize_chunks(self, chunks)
-    )
+    monkeypatch.setattr(qnetwork, "tokenize_chunks", lambda *a: calls.append(1) or tokenize_chunks(*a))
 
     from .conftest import eval_cfg
 

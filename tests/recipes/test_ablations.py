@@ -39,6 +39,7 @@ def test_no_soft_q_and_no_target_switches(tiny_cfg):
     assert not learner.hp.soft_target and not learner.hp.use_target_networks
     learner.env.reset_all()
     ep = learner.env.episodes[0]
+    qnet.prepare([ep])  # a new sample enters the network (the learner does this at its next step)
     items = [(ep, []), (ep, [1]), (ep, [0, 3])]
     with torch.no_grad():
         hard = learner._target_values(items)

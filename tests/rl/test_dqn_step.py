@@ -83,6 +83,9 @@ def build(*extra: str):
         _CACHE["agent"] = qnet
         _CACHE["data"] = build_dataset(cfg.envs, "train", int(cfg.seed), 0.0, legacy)
     qnet = copy.deepcopy(_CACHE["agent"])
+    # the cached network was built for the first config: bind this one's positions and order, as
+    # qnet_from_cfg would (DQN reads the processor from the network)
+    qnet.positions, qnet.sort_by_index = PositionSettings.from_cfg(cfg.envs), bool(cfg.envs.sort_by_index)
     feedback = build_feedback(cfg.feedback, cfg.envs, "train", str(cfg.envs.task), legacy)
     env = train_env(cfg, _CACHE["data"], feedback, device, int(cfg.seed))
     env.reset_all()
@@ -181,6 +184,7 @@ def test_dqn_micro_step_matches_definition(case, monkeypatch):
         tr.index: Episode(tr.index, ds[tr.index], torch.ones(len(ds[tr.index]["chunks"]), dtype=torch.bool))
         for tr in batch
     }
+    ref.prepare(list(eps.values()))
     y_ref, plain, crossed = [], [], []
     for tr in batch:
         path, k, ret, done, _ = want[(tr.index, tuple(tr.selected))]

@@ -168,6 +168,7 @@ def rotated(ref, u, codes):
 
 def head_scores(ref, state_enc, action_enc, ep, selected, cfg, train: bool) -> torch.Tensor:
     """[2, N] float64: head h of Q(s, j) for every chunk j, s = question + ``selected``."""
+    ref.prepare([ep])  # the sample enters the reference network too (a no-op once it has)
     s = ref.embed(state_enc, [ref.state_ids(ep, selected=list(selected))], train=train)[0]
     u = ref.embed(action_enc, [ref.action_ids(ep, j) for j in range(ep.n_chunks)], train=train)
     r = rotated(ref, u, codes_of(ep, selected, PositionSettings.from_cfg(cfg.envs))).double()
@@ -178,6 +179,7 @@ def head_scores(ref, state_enc, action_enc, ep, selected, cfg, train: bool) -> t
 def twin_heads_ref(ref, s_emb, chosen, pos: PositionSettings, grad: bool = False):
     """float64 heads (q1, q2) of Q(s, a) for state embeddings ``s_emb`` and ``chosen`` =
     [(episode, selection, action)], each action embedded alone and rotated by its code."""
+    ref.prepare([ep for ep, _, _ in chosen])
     a_emb = torch.cat(
         [
             rotated(
@@ -401,6 +403,7 @@ def test_pqn_micro_step_matches_definition(case, monkeypatch):
     pos = PositionSettings.from_cfg(cfg.envs)
     assert ref.sort_by_index == bool(cfg.envs.sort_by_index)  # the state's chunk order, bound when built
     full = case == "default"
+    ref.prepare([tr.ep for tr in flat])  # the samples enter the reference network too
     s_emb = ref.embed(ref.state_enc, [ref.state_ids(tr.ep, selected=tr.selected) for tr in flat], train=True, grad=full)
     q1, q2 = twin_heads_ref(ref, s_emb, [(tr.ep, tr.selected, tr.action) for tr in flat], pos, grad=full)
     g = G.flatten()
@@ -442,6 +445,7 @@ def test_sft_micro_step_matches_definition(monkeypatch):
     assert ref.sort_by_index == bool(cfg.envs.sort_by_index)
     pos = PositionSettings.from_cfg(cfg.envs)
     losses, n_correct = [], 0
+    ref.prepare(drawn)
     for ep in drawn:
         gold = sorted(set(int(i) for i in ep.sample["sf_idx"]))[:T]  # teacher trajectory, document order
         u = ref.embed(ref.action_enc, [ref.action_ids(ep, j) for j in range(ep.n_chunks)], train=True, grad=True)

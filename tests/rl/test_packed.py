@@ -271,14 +271,15 @@ def test_agent_chunk_sets_and_streamed_haystack_use_the_packed_path(monkeypatch)
     chunks[3], chunks[7] = "", " ".join(words * 5)  # [CLS] prefix [SEP]; a chunk over the cap
     samples = [{"question": "Where is Mary?", "chunks": chunks[i:]} for i in (0, 11)]
     eps = [Episode(0, s, torch.ones(len(s["chunks"]), dtype=torch.bool)) for s in samples]
+    qnet.prepare(eps)
     enc = qnet.action_enc
     qnet.set_mode(enc, False)
-    want = qnet.encoding.chunk_sets(enc, [qnet.tokens(ep) for ep in eps])
+    want = qnet.encoding.chunk_sets(enc, [qnet.caches.tokens.get(ep) for ep in eps])
     qnet.encoding.use_packed([qnet.state_enc, enc], None, attention="grouped")
     calls = []
     real_call = PackedEncoder.__call__
     monkeypatch.setattr(PackedEncoder, "__call__", lambda self, *a, **k: calls.append(1) or real_call(self, *a, **k))
-    got = qnet.encoding.chunk_sets(enc, [qnet.tokens(ep) for ep in eps])
+    got = qnet.encoding.chunk_sets(enc, [qnet.caches.tokens.get(ep) for ep in eps])
     assert calls, "the packed encoder did not serve the chunk sets"
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)

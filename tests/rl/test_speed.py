@@ -322,8 +322,10 @@ def test_agent_tokens_match_the_tokenizer(small_qnet):
     cls, sep = tok.cls_token_id, tok.sep_token_id
     ids = lambda text, cut: tok(text, add_special_tokens=False)["input_ids"][:cut]  # noqa: E731
     ep = _episode()
-    tokens = qnet.tokens(ep)
-    assert qnet.tokens(ep) is tokens  # tokenised once per episode
+    qnet.prepare([ep])
+    tokens = qnet.caches.tokens.get(ep)
+    qnet.prepare([ep])
+    assert qnet.caches.tokens.get(ep) is tokens  # tokenised once per episode
     assert tokens.action_chunks != tokens.chunks  # the passage prefix is in the action ids
     for sel in ([], [1], [3, 0], [4, 1, 2], [0, 1, 2, 3, 4]):
         for sort in (False, True):
@@ -342,7 +344,7 @@ def test_agent_tokens_match_the_tokenizer(small_qnet):
     want_len = len(tok("query: " + SAMPLE["question"])["input_ids"]) + sum(
         len(tok(c)["input_ids"]) for c in SAMPLE["chunks"]
     )
-    assert text_length(tokens, n_special) == want_len
+    assert text_length(tokens, n_special) == want_len == qnet.text_length(ep)
 
 
 def test_agent_caches_are_its_own_and_die_with_the_episode(small_qnet):
@@ -354,6 +356,7 @@ def test_agent_caches_are_its_own_and_die_with_the_episode(small_qnet):
         c.clear()
     ep = _episode()
     before = dict(vars(ep))
+    qnet.prepare([ep])
     u = qnet.chunk_embeddings(ep, "online", train=False)
     assert u.shape == (len(SAMPLE["chunks"]), qnet.dim)
     assert qnet.chunk_embeddings(ep, "online", train=False) is u  # a hit
@@ -370,7 +373,7 @@ def test_agent_caches_are_its_own_and_die_with_the_episode(small_qnet):
     assert alive() is None  # the caches did not keep the finished episode alive
     assert qnet.caches.sizes() == {"tokens": 0, "pretokenized": 0, "chunks_online": 0, "chunks_target": 0}
     many = [_episode() for _ in range(5)]
-    qnet.ensure_chunk_embeddings(many + many[:2], "online", train=False)  # one pass, duplicates once
+    qnet.prepare(many + many[:2], embed=True)  # one pass, duplicates once
     assert len(qnet.caches.chunks["online"]) == 5
     del many
     gc.collect()
@@ -380,6 +383,7 @@ def test_agent_caches_are_its_own_and_die_with_the_episode(small_qnet):
 def test_chunk_cache_off_reembeds_every_rollout(small_qnet):
     qnet = small_qnet
     ep = _episode()
+    qnet.prepare([ep])
     u = qnet.chunk_embeddings(ep, "online", train=False)
     try:
         qnet.speed = dataclasses.replace(qnet.speed, chunk_cache=False)
@@ -404,11 +408,13 @@ def test_streamed_haystack_equals_one_pass(small_qnet, monkeypatch):
     streamed, plain = _episode(), _episode()
     with monkeypatch.context() as m:
         m.setattr(type(qnet), "tokenize", lambda self, sample: pytest.fail("the streamed path tokenised in one go"))
+        qnet.prepare([streamed], embed=True)  # evaluation's entry: the chunks embedded while tokenised
         u_streamed = qnet.chunk_embeddings(streamed, "online", train=False)
     monkeypatch.setattr(qnet.encoding, "streaming", False)
+    qnet.prepare([plain])
     u_plain = qnet.chunk_embeddings(plain, "online", train=False)
     torch.testing.assert_close(u_streamed, u_plain, rtol=1e-5, atol=1e-6)
-    a, b = qnet.tokens(streamed), qnet.tokens(plain)
+    a, b = qnet.caches.tokens.get(streamed), qnet.caches.tokens.get(plain)
     assert (a.question, a.chunks, a.action_chunks, a.text_len) == (b.question, b.chunks, b.action_chunks, b.text_len)
 
 
@@ -422,8 +428,10 @@ def test_adopted_tokens_serve_that_sample_only_while_it_lives(small_qnet):
     tokens = qnet.tokenize(SAMPLE)
     qnet.adopt_tokens(sample, tokens)
     ep = Episode(0, sample, torch.ones(len(SAMPLE["chunks"]), dtype=torch.bool))
-    assert qnet.tokens(ep) is tokens
-    assert qnet.tokens(_episode()) is not tokens  # an equal sample, another object: tokenised itself
+    other = _episode()  # an equal sample, another object: tokenised itself
+    qnet.prepare([ep, other])
+    assert qnet.caches.tokens.get(ep) is tokens
+    assert qnet.caches.tokens.get(other) is not tokens
     with pytest.raises(TypeError, match="weakly referenced"):
         qnet.adopt_tokens(dict(SAMPLE), tokens)
     alive = weakref.ref(sample)

@@ -1,4 +1,4 @@
-"""Many questions over one haystack (rl/model/caches.py's Haystack, QNetwork.share_haystacks): the
+"""Many questions over one haystack (rl/model/caches.py's Haystack, QNetwork.prepare(..., share=True)): the
 chunks are tokenised and embedded once for all the questions, with the same picks and Q-values as
 separate retrievals, and two chunk lists that differ in one chunk are never confused."""
 
@@ -185,16 +185,16 @@ def test_shared_embeddings_are_one_tensor_and_go_stale_with_the_weights(grouped:
     chunks, questions = haystack
     qnet = grouped.qnet
     eps = [Episode(0, {"question": q, "chunks": chunks}, torch.ones(len(chunks), dtype=torch.bool)) for q in questions]
-    held = qnet.share_haystacks(eps)
+    held = qnet.prepare(eps, share=True, embed=True)
     assert all(h is held[0] for h in held)
-    qnet.ensure_chunk_embeddings(eps, "online", train=False)
     u = qnet.chunk_embeddings(eps[0], "online", train=False)
     assert all(qnet.chunk_embeddings(ep, "online", train=False) is u for ep in eps)
-    assert all(qnet.tokens(ep).action_chunks is qnet.tokens(eps[0]).action_chunks for ep in eps)
+    tokens = [qnet.caches.tokens.get(ep) for ep in eps]
+    assert all(t.action_chunks is tokens[0].action_chunks for t in tokens)
     qnet.weights_version += 1  # an optimiser step or a loaded checkpoint
     v = qnet.chunk_embeddings(eps[1], "online", train=False)
     assert v is not u and all(qnet.chunk_embeddings(ep, "online", train=False) is v for ep in eps)
     want = qnet.embed(qnet.action_enc, [qnet.action_ids(eps[0], j) for j in range(len(chunks))], train=False)
     torch.testing.assert_close(v, want, rtol=1e-5, atol=1e-6)
-    del eps, held
+    del eps, held, tokens
     assert len(qnet.caches.haystacks) == 0  # the haystack died with its episodes

@@ -24,8 +24,7 @@ from rl.model.fast.packed import PackedEncoder, unsupported_reason
 from rl.model.fast.switches import SpeedSwitches
 from rl.model.tokens.layout import TokenLayout
 from rl.model.tokens.ragged import FramedIds, RaggedIds
-from rl.model.tokens.splice import HaystackTokens, SampleTokens
-from rl.model.tokens.tokenize import haystack_tokens, stream_chunk_tokens
+from rl.model.tokens.tokenize import HaystackTokens, SampleTokens, haystack_tokens, stream_chunk_tokens
 
 # Haystacks this large are tokenised on a CPU thread while the GPU embeds what is ready, in
 # slices doubling from STREAM_FIRST_SLICE chunks. Smaller values are slower (more, smaller eager

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass
+@dataclass(frozen=True)
 class TokenLayout:
-    """Special tokens and caps used to frame chunks and splice states."""
+    """Special tokens and caps used to frame chunks and splice states. The content caps derived
+    from the caps are computed once, when the layout is built (the network binds them then)."""
 
     bos: int | None  # [CLS] (or BOS) at the start of a sequence
     sep: int  # separator after every segment ([SEP], else EOS)
@@ -17,19 +18,16 @@ class TokenLayout:
     memory_cap: int  # max_action_length_in_memory (specials included)
     state_cap: int  # whole-state cap
     padding_side: str = "right"
+    action_content: int = field(init=False)  # content ids an action keeps
+    memory_content: int = field(init=False)  # content ids a state segment keeps
+    content_cut: int = field(init=False)  # content ids are kept up to the largest cap any phase needs
 
-    @property
-    def action_content(self) -> int:
-        return max(1, self.action_cap - (2 if self.bos is not None else 1))
-
-    @property
-    def memory_content(self) -> int:
-        return max(1, self.memory_cap - 2)
-
-    @property
-    def content_cut(self) -> int:
-        """Content ids are kept up to the largest cap any phase needs."""
-        return max(self.action_content, self.memory_content)
+    def __post_init__(self) -> None:
+        action = max(1, self.action_cap - (2 if self.bos is not None else 1))
+        memory = max(1, self.memory_cap - 2)
+        object.__setattr__(self, "action_content", action)
+        object.__setattr__(self, "memory_content", memory)
+        object.__setattr__(self, "content_cut", max(action, memory))
 
 
 def token_layout(

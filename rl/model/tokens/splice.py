@@ -1,4 +1,4 @@
-"""A sample's token ids and the states and actions spliced from them (DESIGN §2.6).
+"""The states and actions spliced from a sample's token ids (DESIGN §2.6).
 
 Chunks are tokenised once per sample (content ids without special tokens, cut at the largest cap
 any phase needs, rl/model/tokens/tokenize.py) and every state is spliced from those cached segments:
@@ -10,40 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rl.model.tokens.layout import TokenLayout
-
-
-class SampleTokens:
-    """Content token ids (no specials) of one sample's question and chunks, cut once. Chunks are
-    a RaggedIds (flat arrays) or any sequence of id lists.
-
-    ``text_len`` is the exact encoder-token length of question + chunks with their special
-    tokens (DESIGN §2.7), counted before the cut; None when unknown (then recomputed from the cut ids).
-    """
-
-    __slots__ = ("question", "chunks", "action_chunks", "text_len")
-
-    def __init__(
-        self,
-        question: list[int],
-        chunks: Sequence[list[int]],
-        action_chunks: Sequence[list[int]] | None = None,
-        text_len: int | None = None,
-    ):
-        self.question, self.chunks = question, chunks
-        self.action_chunks = action_chunks if action_chunks is not None else chunks
-        self.text_len = text_len
-
-
-class HaystackTokens:
-    """Content token ids (no specials) of a chunk list alone, cut once: what every question asked of
-    the same chunks shares (:func:`with_question` adds one question).
-
-    ``count`` is the chunks' token total before the cut (None when unknown)."""
-
-    __slots__ = ("chunks", "action_chunks", "count")
-
-    def __init__(self, chunks: Sequence[list[int]], action_chunks: Sequence[list[int]], count: int | None):
-        self.chunks, self.action_chunks, self.count = chunks, action_chunks, count
+from rl.model.tokens.tokenize import SampleTokens
 
 
 def state_ids(

@@ -1,5 +1,7 @@
-"""Tokenising many chunks fast: the Rust backend called directly, and slices tokenised on a worker
-thread while the caller (the GPU) works on the previous slice (``speed.overlap_tokenization``).
+"""A sample's token ids (``SampleTokens``; a shared chunk list's, ``HaystackTokens``) and the code
+that builds them: many chunks tokenised fast (the Rust backend called directly), and slices tokenised
+on a worker thread while the caller (the GPU) works on the previous slice
+(``speed.overlap_tokenization``).
 
 The ids are exactly those of the tokenizer's Python API with ``add_special_tokens=False`` and no
 truncation (tests/rl/test_speed.py compares them).
@@ -17,7 +19,40 @@ import numpy as np
 
 from rl.model.tokens.layout import TokenLayout
 from rl.model.tokens.ragged import RaggedIds
-from rl.model.tokens.splice import HaystackTokens, SampleTokens
+
+
+class SampleTokens:
+    """Content token ids (no specials) of one sample's question and chunks, cut once. Chunks are
+    a RaggedIds (flat arrays) or any sequence of id lists.
+
+    ``text_len`` is the exact encoder-token length of question + chunks with their special
+    tokens (DESIGN §2.7), counted before the cut; None when unknown (then recomputed from the cut ids).
+    """
+
+    __slots__ = ("question", "chunks", "action_chunks", "text_len")
+
+    def __init__(
+        self,
+        question: list[int],
+        chunks: Sequence[list[int]],
+        action_chunks: Sequence[list[int]] | None = None,
+        text_len: int | None = None,
+    ):
+        self.question, self.chunks = question, chunks
+        self.action_chunks = action_chunks if action_chunks is not None else chunks
+        self.text_len = text_len
+
+
+class HaystackTokens:
+    """Content token ids (no specials) of a chunk list alone, cut once: what every question asked of
+    the same chunks shares (:func:`with_question` adds one question).
+
+    ``count`` is the chunks' token total before the cut (None when unknown)."""
+
+    __slots__ = ("chunks", "action_chunks", "count")
+
+    def __init__(self, chunks: Sequence[list[int]], action_chunks: Sequence[list[int]], count: int | None):
+        self.chunks, self.action_chunks, self.count = chunks, action_chunks, count
 
 
 class TokenSlice(NamedTuple):
