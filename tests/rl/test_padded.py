@@ -189,6 +189,7 @@ def test_q_values_equal_each_episodes_own(qnet, pos):
             ep.selected.append(a)
     episodes.append(episodes[2])
     qnet.positions = pos  # the network built with these positions
+    qnet.prepare(episodes)
     states = [qnet.state_ids(ep) for ep in episodes]
     codes = [ep.codes(pos) for ep in episodes]
     got = qnet.q_values(episodes, train=False)
@@ -218,6 +219,7 @@ def test_target_heads_and_values_equal_each_states_own(qnet, pos):
         (episodes[3], [2]),
     ]
     qnet.positions = pos  # the network built with these positions
+    qnet.prepare(episodes)
     heads, avail = qnet.target_heads(items, False)
     n_max = max(ep.n_chunks for ep in episodes)
     assert heads.shape == (len(items), 2, n_max) and avail.shape == (len(items), n_max)
