@@ -52,3 +52,10 @@ def availability_rows(n_chunks: Sequence[int], selections: Sequence[Sequence[int
     for row, sel in enumerate(selections):
         avail[row, list(sel)] = False
     return avail, valid
+
+
+def availability(n_chunks: int, selections: Sequence[Sequence[int]], device: torch.device) -> torch.Tensor:
+    """[S, N] bool: chunk j is available in state i unless it is in ``selections[i]`` (built on the
+    host, one copy)."""
+    avail, _ = availability_rows([n_chunks] * len(selections), selections)
+    return torch.from_numpy(avail).to(device, non_blocking=True)

@@ -6,11 +6,9 @@ the reference's hard copy), run in the dropout mode chosen for acting. How the e
 (bucketing, CUDA graphs, compile, streamed tokenisation) is the speed layer's business: an
 :class:`rl.model.fast.encoding.EncodingPath` chosen once here, from the ``speed`` switches.
 
-How a state is shown to the encoders is bound here too, when the network is built: the chunks'
-position codes (``positions``), the order of the chunks held (``sort_by_index``) and the token caps.
-Callers hand over episodes or (episode, chunks held) pairs; they build neither token ids nor
-position codes. A sample enters once, through :meth:`prepare` (its token ids made there; states and
-embeddings afterwards only read them). Acting, greedy and beam evaluation call :meth:`q_values`; the soft-value targets
+How a sample is shown to the encoders (its token ids, states, position codes) is the base class's,
+:class:`rl.model.sample_input.SampleInput`. A sample enters once, through :meth:`prepare` (its
+token ids made there; states and embeddings afterwards only read them). Acting, greedy and beam evaluation call :meth:`q_values`; the soft-value targets
 :meth:`target_heads`; the twin-head loss :meth:`online_heads`; DQN's bootstrap :meth:`state_scores`;
 SFT's teacher-forced states :meth:`held_scores`.
 """
@@ -27,24 +25,23 @@ import torch
 from torch import nn
 
 from envs.env import Episode, PositionSettings, state_codes
-from rl.model.caches import ChunkEmbeddings, Haystack, QNetworkCaches
+from rl.model.caches import ChunkEmbeddings, Haystack
 from rl.model.embedder import Embedder, load_backbone, load_tokenizer
 from rl.model.fast.encoding import EncodingPath
 from rl.model.fast.switches import SpeedSwitches
 from rl.model.model_keys import ModelKeys
-from rl.model.padded import availability_rows, pad_index, pad_rows
+from rl.model.padded import availability, availability_rows, pad_index, pad_rows
 from rl.model.precision import Precision
 from rl.model.qfunc import NEG_INF, rotated_scores, twin_heads
 from rl.model.rotary import HalfRotary
-from rl.model.tokens.layout import TokenLayout, token_layout
+from rl.model.sample_input import SampleInput
 from rl.model.tokens.ragged import FramedIds, RaggedIds
-from rl.model.tokens.splice import action_ids, state_ids, text_length
-from rl.model.tokens.tokenize import HaystackTokens, SampleTokens, tokenize_chunks, tokenize_sample, with_question
+from rl.model.tokens.tokenize import HaystackTokens, tokenize_chunks
 
 log = logging.getLogger(__name__)
 
 
-class QNetwork(nn.Module):
+class QNetwork(SampleInput):
     def __init__(
         self,
         model: ModelKeys,
@@ -56,16 +53,18 @@ class QNetwork(nn.Module):
         positions: PositionSettings,
         sort_by_index: bool,
     ):
-        super().__init__()
-        self.positions = positions  # how chunk positions are coded (DESIGN §3)
-        self.sort_by_index = sort_by_index  # chunks held enter the state in document order, else selection order
         if model.predictor.hidden_dim is not None or model.predictor.output_dim is not None:
             log.warning(
                 "algo.model.predictor.hidden_dim/output_dim are accepted and ignored: "
                 "Q-RAG applies no head to the pooled embedding"
             )
-        self.tokenizer = load_tokenizer(model)
+        tokenizer = load_tokenizer(model)
         backbone = load_backbone(model)
+        model_max = int(getattr(backbone.config, "max_position_embeddings", 512))
+        if getattr(backbone.config, "model_type", "") in ("xlm-roberta", "roberta"):
+            model_max -= 2  # position ids start after the padding index
+        prefixes = (model.query_prefix or "", model.passage_prefix or "")
+        super().__init__(tokenizer, layout_cfg, model_max, *prefixes, positions, sort_by_index)
         pooling = model.pooling
         self.state_enc = Embedder(backbone, pooling, model.pool_scale, model.normalize)
         self.action_enc = copy.deepcopy(self.state_enc)  # load once, deep-copy
@@ -73,20 +72,6 @@ class QNetwork(nn.Module):
         self.target_action = copy.deepcopy(self.state_enc).requires_grad_(False)
         self.dim = self.state_enc.dim
         self.rope = HalfRotary(self.dim, interpolate_factor=model.predictor.interpolate_factor)
-        model_max = int(getattr(backbone.config, "max_position_embeddings", 512))
-        if getattr(backbone.config, "model_type", "") in ("xlm-roberta", "roberta"):
-            model_max -= 2  # position ids start after the padding index
-        self.layout: TokenLayout = token_layout(
-            self.tokenizer,
-            layout_cfg["max_action_length"],
-            layout_cfg["max_action_length_in_memory"],
-            layout_cfg.get("max_state_length"),
-            model_max,
-        )
-        eval_mem = layout_cfg.get("eval_max_action_length_in_memory")
-        self.eval_memory_content = max(1, int(eval_mem) - 2) if eval_mem else self.layout.memory_content
-        self.query_prefix = model.query_prefix or ""
-        self.passage_prefix = model.passage_prefix or ""
         left_pad = pooling == "last" and self.layout.padding_side == "left"
         self.device = device
         self.embed_batch_size = int(embed_batch_size)
@@ -107,41 +92,8 @@ class QNetwork(nn.Module):
             precision.autocast,
             embed_batch_size,
         )
-        self.caches = QNetworkCaches()
-        self.weights_version = 0  # bumped whenever the weights change: cached embeddings go stale
-        self.tick = 0  # bumped at every rollout start; keys the chunk cache when speed.chunk_cache is off
-        self.state_truncations = 0
-
-    # -- cache invalidation ---------------------------------------------------------------
-    def watch(self, optimizer: torch.optim.Optimizer) -> None:
-        """Treat every step of ``optimizer`` (over this network's weights) as a weight change."""
-        optimizer.register_step_post_hook(lambda *_: self._weights_changed())
-
-    def _weights_changed(self) -> None:
-        self.weights_version += 1
-
-    def new_rollout(self) -> None:
-        """A rollout starts: with ``speed.chunk_cache`` off, chunks are embedded again from here."""
-        self.tick += 1
-
-    def load_state_dict(self, state: Any, strict: bool = True, assign: bool = False) -> Any:
-        out = super().load_state_dict(state, strict=strict, assign=assign)
-        self._weights_changed()
-        return out
 
     # -- a sample enters ---------------------------------------------------------------------
-    def tokenize(self, sample: dict[str, Any]) -> SampleTokens:
-        """Content ids of a sample's question and chunks, cut once at the largest cap (what the
-        evaluation haystack cache stores and hands back through :meth:`adopt_tokens`)."""
-        return tokenize_sample(
-            self.tokenizer, sample["question"], sample["chunks"], self.layout, self.query_prefix, self.passage_prefix
-        )
-
-    def adopt_tokens(self, sample: dict[str, Any], tokens: SampleTokens) -> None:
-        """Take ``tokens`` (from :meth:`tokenize`, e.g. stored by the evaluation haystack cache)
-        for every episode over this very ``sample`` object, for as long as it lives."""
-        self.caches.pretokenized.put(sample, tokens)
-
     def prepare(self, episodes: Sequence[Episode], share: bool = False, embed: bool = False) -> list[Haystack]:
         """Where samples enter the network: each episode's token ids, once (handed over by
         :meth:`adopt_tokens`, else tokenised); from here on states and chunk embeddings only read
@@ -174,26 +126,6 @@ class QNetwork(nn.Module):
                 self._embed_chunks([ep], "online", train=False)
         return hays
 
-    def _sample_tokens(self, ep: Episode) -> SampleTokens:
-        """The sample's ids as handed over, else only the question over its shared haystack's ids
-        (tokenised once for the haystack), else the whole sample tokenised."""
-        tokens = self.caches.pretokenized.get(ep.sample)
-        if tokens is not None:
-            return tokens
-        hay = self.caches.haystack_of.get(ep)
-        if hay is None:
-            return self.tokenize(ep.sample)
-        if hay.tokens is None:
-            hay.tokens = tokenize_chunks(self.tokenizer, hay.chunks, self.layout, self.passage_prefix)
-        return self._with_question(ep, hay.tokens)
-
-    def _with_question(self, ep: Episode, hay: HaystackTokens) -> SampleTokens:
-        return with_question(self.tokenizer, ep.sample["question"], hay, self.layout, self.query_prefix)
-
-    def _untokenized(self, ep: Episode) -> bool:
-        hay = self.caches.haystack_of.get(ep)
-        return self.caches.pretokenized.get(ep.sample) is None and (hay is None or hay.tokens is None)
-
     def _stream_chunks(self, ep: Episode) -> None:
         """A large haystack's ids and its online chunk embeddings (eval mode), tokenised slice by
         slice on a CPU thread while the GPU embeds (:meth:`EncodingPath.tokenize_and_embed`)."""
@@ -216,49 +148,6 @@ class QNetwork(nn.Module):
             )
         hay = tokenize_chunks(self.tokenizer, texts, self.layout, self.passage_prefix)
         return hay, self.encoding.chunk_sets(self.action_enc, [hay])[0]
-
-    def _tokens(self, ep: Episode) -> SampleTokens:
-        tokens = self.caches.tokens.get(ep)
-        if tokens is None:
-            raise RuntimeError(
-                f"the episode of sample {ep.index} has not entered the Q-network: call "
-                "QNetwork.prepare(episodes) when its sample starts (a learner slot, an evaluation episode)"
-            )
-        return tokens
-
-    def text_length(self, ep: Episode) -> int:
-        """Encoder-token length of the episode's question and every chunk, each with its special
-        tokens (the records' ``text_len``, DESIGN §2.7)."""
-        return text_length(self._tokens(ep), 2 if self.layout.bos is not None else 1)
-
-    def action_lengths(self, ep: Episode) -> np.ndarray:
-        """Content ids [N] each chunk of the episode's sample keeps as an action (SFT's pass sizes)."""
-        return np.minimum(RaggedIds.from_lists(self._tokens(ep).action_chunks).lens, self.layout.action_content)
-
-    def state_ids(self, ep: Episode, evaluation: bool = False, selected: Sequence[int] | None = None) -> list[int]:
-        """Token ids of the state holding ``selected`` (default: the episode's current selection),
-        with the evaluation or the rollout segment cap; what a transition keeps of its state."""
-        ids, truncated = self._splice(self._tokens(ep), ep.selected if selected is None else selected, evaluation)
-        self.state_truncations += int(truncated)
-        return ids
-
-    def state_ids_of(self, tokens: SampleTokens, selected: Sequence[int], evaluation: bool = False) -> list[int]:
-        """:meth:`state_ids` over ids the caller tokenised (the corpus index: a question and the
-        picked chunks of a corpus no episode holds)."""
-        return self._splice(tokens, selected, evaluation)[0]
-
-    def _splice(self, tokens: SampleTokens, selected: Sequence[int], evaluation: bool) -> tuple[list[int], bool]:
-        order = sorted(selected) if self.sort_by_index else list(selected)
-        mem = self.eval_memory_content if evaluation else self.layout.memory_content
-        return state_ids(tokens, order, self.layout, mem)
-
-    def action_ids(self, ep: Episode, j: int) -> list[int]:
-        return action_ids(self._tokens(ep), j, self.layout)
-
-    def position_codes(self, ep: Episode, available: torch.Tensor | None = None) -> torch.Tensor | None:
-        """p̂(a) [N] of every chunk in the episode's current state (``available`` [S, N]: [S, N] in
-        the states of it with these chunks left); None: no positions (DESIGN §3)."""
-        return ep.codes(self.positions, available)
 
     # -- embeddings -----------------------------------------------------------------------
     @staticmethod
@@ -506,10 +395,3 @@ class QNetwork(nn.Module):
 
     def trainable_parameters(self) -> list[nn.Parameter]:
         return [*self.state_enc.parameters(), *self.action_enc.parameters()]
-
-
-def availability(n_chunks: int, selections: Sequence[Sequence[int]], device: torch.device) -> torch.Tensor:
-    """[S, N] bool: chunk j is available in state i unless it is in ``selections[i]`` (built on the
-    host, one copy)."""
-    avail, _ = availability_rows([n_chunks] * len(selections), selections)
-    return torch.from_numpy(avail).to(device, non_blocking=True)

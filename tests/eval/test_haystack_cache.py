@@ -132,15 +132,15 @@ def test_evaluation_through_the_cache_equals_without(tiny_run: Path, tmp_path: P
     the records of both equal those of a run without the cache."""
     import json
 
-    from rl.model import qnetwork
+    from rl.model import sample_input
     from rl.model.qnetwork import QNetwork
     from rl.run.evaluate import run
 
     calls = []
-    tokenize, tokenize_chunks = QNetwork.tokenize, qnetwork.tokenize_chunks
+    tokenize, tokenize_chunks = QNetwork.tokenize, sample_input.tokenize_chunks
     monkeypatch.setattr(QNetwork, "tokenize", lambda self, sample: calls.append(1) or tokenize(self, sample))
     # evaluation tokenises a haystack alone (shared by the questions over it), then each question
-    monkeypatch.setattr(qnetwork, "tokenize_chunks", lambda *a: calls.append(1) or tokenize_chunks(*a))
+    monkeypatch.setattr(sample_input, "tokenize_chunks", lambda *a: calls.append(1) or tokenize_chunks(*a))
 
     from .conftest import eval_cfg
 

@@ -75,7 +75,7 @@ def test_states_read_only_the_ids_prepared_when_the_sample_entered(qnet, monkeyp
     """A sample enters once (``prepare``): its ids are those the tokenizer gives (checked against
     the tokenizer called text by text), a second ``prepare`` keeps them, and building states or
     embeddings afterwards tokenises nothing; an episode that never entered is refused."""
-    from rl.model import qnetwork
+    from rl.model import qnetwork, sample_input
 
     ep = Episode(0, SAMPLE, torch.ones(len(SAMPLE["chunks"]), dtype=torch.bool))
     with pytest.raises(RuntimeError, match=r"QNetwork.prepare"):
@@ -89,9 +89,10 @@ def test_states_read_only_the_ids_prepared_when_the_sample_entered(qnet, monkeyp
     assert [list(c) for c in tokens.chunks] == ids
     assert list(tokens.question) == tok(SAMPLE["question"], add_special_tokens=False)["input_ids"][:cap]
     fail = lambda *a, **k: pytest.fail("tokenised after the sample entered")  # noqa: E731
-    monkeypatch.setattr(qnetwork, "tokenize_sample", fail)
-    monkeypatch.setattr(qnetwork, "tokenize_chunks", fail)
-    monkeypatch.setattr(qnetwork, "with_question", fail)
+    for mod in (qnetwork, sample_input):  # the ids are made in sample_input.py; qnetwork.py embeds chunk lists
+        monkeypatch.setattr(mod, "tokenize_chunks", fail)
+    monkeypatch.setattr(sample_input, "tokenize_sample", fail)
+    monkeypatch.setattr(sample_input, "with_question", fail)
     qnet.q_values([ep], train=False, evaluation=True)
     cls, sep, mem = tok.cls_token_id, tok.sep_token_id, qnet.layout.memory_content
     assert qnet.state_ids(ep, selected=[2]) == [cls] + tokens.question[:mem] + [sep] + ids[2][:mem] + [sep]
