@@ -7,7 +7,8 @@ Runs the demo preset (``experiment=demo``, CPU) of the tree at ``--tree`` (defau
 checkout or a ``git archive`` of an older commit compares layouts) and records every call and return
 inside the tree's own files (not the libraries). The path a reader follows is the call tree with each
 function expanded the first time it is met (a repeated call, e.g. the same helper per episode, is not
-followed again). Along that path it counts:
+followed again). A function is its code object: file, first line and name, so each comprehension of a
+file (all named ``<listcomp>``, ``<genexpr>``) is a function of its own. Along that path it counts:
 
 * file stops: each change of the file in control (a call into another file, or the return to it);
 * returns to a file already left: stops in a file the path has been in before (the ping-pong);
@@ -32,10 +33,13 @@ import os
 import sys
 from pathlib import Path
 
+Event = tuple[str, str, str, int]  # (event, file, function name, the function's first line)
 
-def trace(call, root: Path) -> list[tuple[str, str, str]]:
-    """(event, file relative to ``root``, function) of every call/return inside ``root`` while ``call`` runs."""
-    events: list[tuple[str, str, str]] = []
+
+def trace(call, root: Path) -> list[Event]:
+    """(event, file relative to ``root``, function, its first line) of every call/return inside
+    ``root`` while ``call`` runs."""
+    events: list[Event] = []
     prefix, me = str(root) + os.sep, os.path.abspath(__file__)
 
     def prof(frame, event, arg):
@@ -46,7 +50,8 @@ def trace(call, root: Path) -> list[tuple[str, str, str]]:
             return
         f = os.path.abspath(name)
         if f.startswith(prefix) and f != me and "site-packages" not in f:
-            events.append((event, os.path.relpath(f, root), frame.f_code.co_name))
+            code = frame.f_code
+            events.append((event, os.path.relpath(f, root), code.co_name, code.co_firstlineno))
 
     sys.setprofile(prof)
     try:
@@ -56,18 +61,18 @@ def trace(call, root: Path) -> list[tuple[str, str, str]]:
     return events
 
 
-def reader_path(events: list[tuple[str, str, str]], start: str) -> list[str]:
+def reader_path(events: list[Event], start: str) -> list[str]:
     """The files in control along the first-visit call tree, one entry per change of file."""
     path, stack, seen, skipping = [start], [start], set(), 0
-    for ev, f, fn in events:
+    for ev, f, fn, line in events:
         if skipping:  # inside a repeated call: not followed again
             skipping += 1 if ev == "call" else -1
             continue
         if ev == "call":
-            if (f, fn) in seen:
+            if (f, line, fn) in seen:  # not (f, fn): a file's comprehensions all share one name
                 skipping = 1
                 continue
-            seen.add((f, fn))
+            seen.add((f, line, fn))
             stack.append(f)
         elif len(stack) > 1:
             stack.pop()
@@ -85,7 +90,7 @@ def scoped(path: list[str], start: str, scope: tuple[str, ...]) -> list[str]:
     return out
 
 
-def summarise(events: list[tuple[str, str, str]], start: str, scope: tuple[str, ...] = ()) -> dict:
+def summarise(events: list[Event], start: str, scope: tuple[str, ...] = ()) -> dict:
     """The counts of the path from ``start``; with ``scope`` (path prefixes) only the stops in
     those files and ``start`` (:func:`scoped`), and the files and functions among them."""
     path = reader_path(events, start)
@@ -93,7 +98,7 @@ def summarise(events: list[tuple[str, str, str]], start: str, scope: tuple[str, 
         path = scoped(path, start, scope)
         events = [e for e in events if e[1] == start or e[1].startswith(scope)]
     returns = sum(1 for k, f in enumerate(path) if f in path[:k])
-    funcs = sorted({f"{f}:{fn}" for _, f, fn in events})
+    funcs = sorted({f"{f}:{line}:{fn}" for _, f, fn, line in events})
     return {
         "file_stops": len(path),
         "returns_to_a_file_already_left": returns,

@@ -7,8 +7,13 @@ from tests.conftest import load_script
 tc = load_script("trace_calls")
 
 
+def lines(*events: tuple[str, str, str]) -> list[tuple[str, str, str, int]]:
+    """Events of functions that each start on line 1 of their file (one function per name)."""
+    return [(*e, 1) for e in events]
+
+
 def test_a_repeated_call_is_not_followed_again_and_returns_are_counted():
-    events = [
+    events = lines(
         ("call", "b.py", "f"),  # a.py -> b.py
         ("call", "c.py", "g"),  # -> c.py
         ("return", "c.py", "g"),  # back in b.py (a return to a file already left)
@@ -19,7 +24,7 @@ def test_a_repeated_call_is_not_followed_again_and_returns_are_counted():
         ("return", "b.py", "f"),
         ("call", "d.py", "h"),  # a new file
         ("return", "d.py", "h"),  # a.py again
-    ]
+    )
     assert tc.reader_path(events, "a.py") == ["a.py", "b.py", "c.py", "b.py", "a.py", "d.py", "a.py"]
     out = tc.summarise(events, "a.py")
     assert out["file_stops"] == 7
@@ -29,7 +34,7 @@ def test_a_repeated_call_is_not_followed_again_and_returns_are_counted():
 
 
 def test_calls_within_one_file_make_no_stop():
-    events = [("call", "a.py", "helper"), ("return", "a.py", "helper"), ("call", "a.py", "other")]
+    events = lines(("call", "a.py", "helper"), ("return", "a.py", "helper"), ("call", "a.py", "other"))
     assert tc.reader_path(events, "a.py") == ["a.py"]
 
 
@@ -44,11 +49,11 @@ def test_trace_records_only_the_trees_own_files(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # "<string>" made absolute would look like a file of the tree
     code = compile("m.f()", "<string>", "exec")
     events = tc.trace(lambda: exec(code, {"m": m}), tmp_path)
-    assert events == [("call", "m.py", "f"), ("return", "m.py", "f")]  # json's own frames are outside the tree
+    assert events == [("call", "m.py", "f", 3), ("return", "m.py", "f", 3)]  # json's own frames are outside the tree
 
 
 def test_scope_keeps_the_stops_in_its_files_followed_through_the_others():
-    events = [
+    events = lines(
         ("call", "rl/learners/base.py", "step"),  # out of scope, but the path goes on through it
         ("call", "rl/model/q.py", "q"),
         ("call", "rl/model/tok.py", "ids"),
@@ -57,7 +62,7 @@ def test_scope_keeps_the_stops_in_its_files_followed_through_the_others():
         ("return", "envs/env.py", "codes"),
         ("return", "rl/model/q.py", "q"),  # base.py: dropped
         ("return", "rl/learners/base.py", "step"),  # the start file again (a return)
-    ]
+    )
     full = tc.reader_path(events, "pqn.py")
     assert full == ["pqn.py", "rl/learners/base.py", "rl/model/q.py", "rl/model/tok.py", "rl/model/q.py"] + [
         "envs/env.py",
@@ -72,3 +77,23 @@ def test_scope_keeps_the_stops_in_its_files_followed_through_the_others():
     assert out["file_stops"] == 5 and out["returns_to_a_file_already_left"] == 2
     assert out["files"] == ["rl/model/q.py", "rl/model/tok.py"] and out["calls"] == 2
     assert tc.summarise(events, "pqn.py")["file_stops"] == 9  # no scope: every file
+
+
+def test_each_comprehension_of_a_file_is_followed(tmp_path, monkeypatch):
+    """Every generator expression of a file is named ``<genexpr>``: keyed by (file, name), the second
+    one would count as met already and the call under it into b.py would be lost."""
+    import importlib.util
+
+    (tmp_path / "b.py").write_text("def g(x):\n    return x\n")
+    (tmp_path / "a.py").write_text(
+        "import b\n\n\ndef f():\n    n = sum(x for x in range(2))\n    return list(b.g(x) for x in range(2)), n\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = importlib.util.spec_from_file_location("a", tmp_path / "a.py")
+    a = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(a)
+    events = tc.trace(a.f, tmp_path)
+    genexprs = {(f, line) for _, f, fn, line in events if fn == "<genexpr>"}
+    assert len(genexprs) == 2  # two code objects of one name
+    assert tc.reader_path(events, "a.py") == ["a.py", "b.py", "a.py"]
+    assert tc.summarise(events, "a.py")["functions"] == 4  # f, both genexprs, g
