@@ -98,6 +98,9 @@ def table(lines: list[dict], baseline: str) -> str:
         tree, wl = str(x.get("tree", "project")), x.get("workload")
         if wl is None or seconds(x) is None:
             continue
+        extra = str(x.get("run", "")).partition("as configured + ")[2]
+        if extra:  # a run with overrides (an ablation, another env count) is a row of its own
+            wl = f"{wl} [{extra}]"
         if tree not in trees:
             trees.append(tree)
         cell[(wl, tree)] = x  # a later line of the same tree and workload replaces an earlier one
@@ -121,7 +124,7 @@ def table(lines: list[dict], baseline: str) -> str:
             if t == baseline:
                 continue
             x = cell.get((wl, t))
-            vals.append(f"{seconds(base) / seconds(x):.1f}×" if base is not None and x is not None else "–")
+            vals.append(f"{seconds(base) / seconds(x):.2f}×" if base is not None and x is not None else "–")
         rows.append("| " + " | ".join([wl, *vals]) + " |")
     return f"Card: {cards[0] if cards else 'unknown'}\n\n" + "\n".join(rows)
 

@@ -42,13 +42,44 @@ def test_table_divides_the_baseline_by_each_tree(peer_dir, tmp_path):
     call.write_text("a log line between the JSON lines\n" + text + "\n")
     out = bt.table(bt.read_lines([call]), "reference")
     rows = {r.split(" | ")[0].strip("| "): r for r in out.splitlines() if r.startswith("| W")}
-    assert "5.0×" in rows["W1 train-babilong-100"]  # 1.5 / 0.3
-    assert "12.0×" in rows["W3 eval-40000"]  # 6.0 / 0.5
+    assert "5.00×" in rows["W1 train-babilong-100"]  # 1.5 / 0.3
+    assert "12.00×" in rows["W3 eval-40000"]  # 6.0 / 0.5
     assert "0.500 s, 5.0 GiB" in rows["W3 eval-40000"]
     assert out.startswith("Card: H200")
     # a workload only the reference ran: a dash for the tree and for the ratio
     program = next(r for r in out.splitlines() if r.startswith("| train-program"))
     assert program.endswith("| 2.000 s | – | – |")
+
+
+def test_a_run_with_overrides_is_a_row_of_its_own():
+    """An ablation line of a tree (``run`` = "as configured + key=value") does not replace the tree's
+    as-configured line of the same workload."""
+    lines = [
+        {
+            "workload": "W1 train-babilong-100",
+            "tree": "old",
+            "card": "H200",
+            "s_per_iter_mean": 0.45,
+            "run": "as configured",
+        },
+        {
+            "workload": "W1 train-babilong-100",
+            "tree": "new",
+            "card": "H200",
+            "s_per_iter_mean": 0.40,
+            "run": "as configured",
+        },
+        {
+            "workload": "W1 train-babilong-100",
+            "tree": "new",
+            "card": "H200",
+            "s_per_iter_mean": 0.44,
+            "run": "as configured + speed.fused_adamw=false",
+        },
+    ]
+    rows = {r.split(" | ")[0].strip("| "): r for r in bt.table(lines, "old").splitlines() if r.startswith("| W")}
+    assert rows["W1 train-babilong-100"].endswith("| 0.450 s | 0.400 s | 1.12× |")
+    assert rows["W1 train-babilong-100 [speed.fused_adamw=false]"].endswith("| – | 0.440 s | – |")
 
 
 def test_table_refuses_two_cards(tmp_path):
