@@ -109,17 +109,17 @@ class QNetwork(SampleInput):
         haystack of ``speed.overlap_tokenization`` size is tokenised on a CPU thread while the
         GPU embeds it."""
         hays = [self.caches.join_haystack(ep) for ep in episodes] if share else []
-        streamed = []
+        streamed = set()  # ids: Episode is a dataclass whose == compares its tensors
         for ep in episodes:
             if self.caches.tokens.get(ep) is not None:
                 continue
             if embed and self.encoding.streams(ep.n_chunks) and self._untokenized(ep):
                 self._stream_chunks(ep)
-                streamed.append(ep)
+                streamed.add(id(ep))
             else:
                 self.caches.tokens.put(ep, self._sample_tokens(ep))
         if embed:
-            small = [ep for ep in episodes if ep.n_chunks < self.embed_batch_size and ep not in streamed]
+            small = [ep for ep in episodes if ep.n_chunks < self.embed_batch_size and id(ep) not in streamed]
             if len(small) > 1:
                 self._embed_chunks(small, "online", train=False)
             for ep in episodes:  # cache hits for the small and the streamed ones

@@ -418,6 +418,23 @@ def test_streamed_haystack_equals_one_pass(small_qnet, monkeypatch):
     assert (a.question, a.chunks, a.action_chunks, a.text_len) == (b.question, b.chunks, b.action_chunks, b.text_len)
 
 
+def test_streamed_and_plain_episodes_of_one_sample_enter_together(small_qnet, monkeypatch):
+    """Two episodes of the same sample index in one evaluation group, the first streamed: the second
+    is looked up among the streamed ones by identity (Episode's == compares its tensors and fails)."""
+    from rl.model.fast import encoding
+
+    qnet = small_qnet
+    monkeypatch.setattr(encoding, "STREAM_MIN_CHUNKS", 3)
+    monkeypatch.setattr(encoding, "STREAM_FIRST_SLICE", 2)
+    monkeypatch.setattr(qnet.encoding, "streaming", True)
+    first, second = _episode(), _episode()
+    qnet.prepare([first], embed=True)  # streamed: tokens and embeddings cached
+    qnet.prepare([first, second], embed=True)  # the second has its own tokens to make
+    torch.testing.assert_close(
+        qnet.chunk_embeddings(second, "online", train=False), qnet.chunk_embeddings(first, "online", train=False)
+    )
+
+
 def test_adopted_tokens_serve_that_sample_only_while_it_lives(small_qnet):
     """The evaluation haystack cache hands pre-tokenised samples over; they are used for every
     episode over that very sample object and dropped with it."""
