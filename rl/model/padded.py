@@ -1,8 +1,8 @@
 """Ragged per-sample rows in one padded layout, so one kernel serves all E episodes or S states.
 
 Each sample has its own chunk count N_r; acting, targets and evaluation once looped over samples,
-paying ~10 small GPU kernels per sample and step (a qa3 step was 21 760 launches, docs/BENCH.md
-"Round 3"). Here row r of a [R, N_max] layout holds sample r's N_r entries first and pads after;
+paying ~10 small GPU kernels per sample and step (a qa3 micro-step with E = 16 ran 20 084 ops on the
+CPU before and 12 128 after, docs/BENCH.md "Round 4"). Here row r of a [R, N_max] layout holds sample r's N_r entries first and pads after;
 the index and masks are built on the host with numpy and copied once.
 """
 
