@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from envs.feedback import Feedback
-from envs.positions import PROCESSORS, random_codes, relative_codes, relative_codes_host
+from envs.positions import PROCESSORS, random_codes, relative_code, relative_codes, relative_codes_host
 from envs.seeding import derive_rng
 from envs.types import Sample
 
@@ -58,7 +58,7 @@ class Episode:
     sample: Sample
     available: torch.Tensor  # bool [N] on the env's device
     selected: list[int] = field(default_factory=list)
-    random_positions: torch.Tensor | None = None
+    random_positions: torch.Tensor | None = None  # int64 [N] on the host (processor 'random')
     ret: float = 0.0
 
     @property
@@ -79,11 +79,22 @@ class Episode:
         if pos.processor == "absolute":
             return torch.arange(self.n_chunks, device=avail.device).expand_as(avail)
         if pos.processor == "random":
-            return self.random_positions.expand_as(avail)
+            return self.random_positions.to(avail.device, non_blocking=True).expand_as(avail)
         if available is None and self.n_chunks <= HOST_CODES_MAX_CHUNKS:
             codes = relative_codes_host(self.n_chunks, self.selected, pos.step_size, pos.formula)
             return torch.from_numpy(codes).to(avail.device, non_blocking=True)
         return relative_codes(~avail, pos.step_size, pos.formula)
+
+    def code_of(self, pos: PositionSettings, chunk: int) -> int:
+        """p̂_t(chunk) in the episode's current state, read on the host (acting keeps it with the
+        transition without reading the device's codes back, a sync per slot); -1 for 'none'."""
+        if pos.processor == "none":
+            return -1
+        if pos.processor == "absolute":
+            return chunk
+        if pos.processor == "random":
+            return int(self.random_positions[chunk])
+        return relative_code(self.n_chunks, self.selected, chunk, pos.step_size, pos.formula)
 
 
 def state_codes(pos: PositionSettings, episodes: Sequence[Episode], available: torch.Tensor) -> torch.Tensor | None:
@@ -97,7 +108,8 @@ def state_codes(pos: PositionSettings, episodes: Sequence[Episode], available: t
         return torch.arange(available.shape[-1], device=available.device).expand_as(available)
     if pos.processor == "random":
         rows = [ep.random_positions for ep in episodes]
-        return torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=0)
+        padded = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=0)
+        return padded.to(available.device, non_blocking=True)
     return relative_codes(~available, pos.step_size, pos.formula)
 
 
@@ -137,9 +149,7 @@ class VecRetrievalEnv:
             raise ValueError(f"sample {sample['id']!r} of the {self.name} set has no chunks")
         ep = Episode(index, sample, torch.ones(len(sample["chunks"]), dtype=torch.bool, device=self.device))
         if self.pos.processor == "random":
-            ep.random_positions = torch.as_tensor(
-                random_codes(ep.n_chunks, self.pos_rng, self.pos.max_chunks_count), device=self.device
-            )
+            ep.random_positions = torch.as_tensor(random_codes(ep.n_chunks, self.pos_rng, self.pos.max_chunks_count))
         self.feedback.reset(slot, sample)
         self.episodes[slot] = ep
         return ep
@@ -155,7 +165,9 @@ class VecRetrievalEnv:
         """Apply one action per slot. Returns (rewards, dones, truncated). Does not reset."""
         eps = [self.episodes[s] for s in slots]
         for ep, a in zip(eps, actions):
-            if not bool(ep.available[a]):
+            # checked on the host: a chunk is unavailable exactly when it was selected (reading the
+            # device mask would wait for the GPU once per slot)
+            if not 0 <= a < ep.n_chunks or a in ep.selected:
                 raise ValueError(f"action {a} is not available in sample {ep.sample['id']!r}")
             ep.available[a] = False
             ep.selected.append(int(a))
@@ -180,7 +192,7 @@ class VecRetrievalEnv:
                     "index": ep.index,
                     "selected": list(ep.selected),
                     "ret": ep.ret,
-                    "random_positions": None if ep.random_positions is None else ep.random_positions.cpu(),
+                    "random_positions": ep.random_positions,
                 }
                 for ep in self.episodes
             ],
@@ -199,7 +211,7 @@ class VecRetrievalEnv:
                 ep.available[a] = False
             ep.selected, ep.ret = list(es["selected"]), float(es["ret"])
             if es["random_positions"] is not None:
-                ep.random_positions = es["random_positions"].to(self.device)
+                ep.random_positions = es["random_positions"].cpu()
             self.feedback.reset(slot, sample)
             self.episodes[slot] = ep
         if state.get("feedback") is not None and hasattr(self.feedback, "load_state_dict"):

@@ -63,6 +63,23 @@ def relative_codes_host(n_chunks: int, selected: list[int], step_size: int, form
     return step_size * j + within
 
 
+def relative_code(n_chunks: int, selected: list[int], chunk: int, step_size: int, formula: str = "linspace") -> int:
+    """:func:`relative_codes` of one chunk in one state, from the selected indices alone (the code
+    acting keeps with a transition): O(|selected|) on the host."""
+    ell = int(0.9 * step_size)
+    j = sum(1 for s in selected if s <= chunk)
+    start = max((s for s in selected if s <= chunk), default=0)
+    end = min((s for s in selected if s > chunk), default=n_chunks)
+    r, n = chunk - start, end - start
+    if formula == "linspace":
+        within = (ell * r) // (n - 1) if n > 1 else 0
+    elif formula == "paper":
+        within = (ell * r) // n
+    else:
+        raise ValueError(f"relative_formula must be 'linspace' or 'paper', got {formula!r}")
+    return step_size * j + within
+
+
 def random_codes(n_chunks: int, rng: np.random.Generator, max_chunks_count: int = 2000) -> np.ndarray:
     """DESIGN §3.5: 5 contiguous segments, each shifted by a sorted random indent."""
     if n_chunks < 6 or n_chunks >= max_chunks_count:

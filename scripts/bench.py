@@ -146,6 +146,7 @@ def bench_train(args: argparse.Namespace, model: str, extra: list[str], label: s
     stop_profile(prof)
     if args.torch_profile:
         kernel_profile(learner.micro_step, device, args.torch_profile)
+    syncs = count_syncs(learner.micro_step, device, args.sync_debug) if args.sync_debug else None
     return {
         "workload": "W1 train-babilong-100",
         "objective": args.objective,
@@ -155,6 +156,7 @@ def bench_train(args: argparse.Namespace, model: str, extra: list[str], label: s
         "torch_threads": torch.get_num_threads(),
         "iters": len(times),
         "peak_gib": peak(device),
+        **({} if syncs is None else {"syncs_per_iter": syncs}),
         **base_info(device, args, cfg, label),
         **qnet.encoding.describe(),
     }
@@ -313,6 +315,27 @@ def kernel_profile(step, device: torch.device, n: int) -> None:
     print(events.table(sort_by=key, row_limit=30), file=sys.stderr)
 
 
+def count_syncs(step, device: torch.device, n: int) -> float | None:
+    """Host-device synchronisations per call of ``step`` over ``n`` more calls (CUDA's sync debug
+    mode warns at each: reading a value back, a blocking copy); None off a GPU. Each one makes the
+    host wait for the card's queue, the longer the more processes share the card."""
+    if device.type != "cuda":
+        return None
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            for _ in range(n):
+                step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    sync(device)
+    hits = [w for w in caught if "synchroniz" in str(w.message)]
+    return len(hits) / n
+
+
 def peak(device: torch.device) -> float | None:
     return torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
 
@@ -369,6 +392,13 @@ def main() -> None:
         default=0,
         metavar="N",
         help="W1: after timing, torch.profiler over N more iterations: kernels by GPU time, launches per step (stderr)",
+    )
+    ap.add_argument(
+        "--sync-debug",
+        type=int,
+        default=0,
+        metavar="N",
+        help="W1 on a GPU: after timing, count host-device synchronisations over N more iterations (syncs_per_iter)",
     )
     ap.add_argument(
         "--tree", default=git_tree(), help="label of the code tree in the JSON (default: its git commit, or 'project')"

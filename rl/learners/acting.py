@@ -142,10 +142,10 @@ def rollout_values(
     items = [(tr.ep, tr.selected) for tr in flat] + bootstrap
     needed = [i for i in range(E, len(items)) if not flat[i - E].done]
     values = torch.zeros(len(items), device=dev)
-    if needed:
-        values[torch.tensor(needed, device=dev)] = target_values([items[i] for i in needed])
+    if needed:  # host-built tensors go over without waiting for the GPU (non_blocking)
+        values[torch.tensor(needed).to(dev, non_blocking=True)] = target_values([items[i] for i in needed])
     v = values[: L * E].view(L, E)
     boot = values[L * E :]
-    rewards = torch.tensor([[tr.reward for tr in s] for s in steps], device=dev)
-    dones = torch.tensor([[float(tr.done) for tr in s] for s in steps], device=dev)
+    rewards = torch.tensor([[tr.reward for tr in s] for s in steps]).to(dev, non_blocking=True)
+    dones = torch.tensor([[float(tr.done) for tr in s] for s in steps]).to(dev, non_blocking=True)
     return rewards, dones, v, boot

@@ -195,9 +195,10 @@ class LearnerBase:
             for slot in range(len(obs.episodes)):
                 obs.state(slot)
         actions = choose(obs)
+        pos = self.qnet.positions  # each action's code from the host (no read-back per slot)
         trans = [
-            Transition(ep, list(ep.selected), st, a, -1 if c is None else int(c[a]))
-            for ep, st, a, c in zip(obs.episodes, obs.states, actions, obs.codes)
+            Transition(ep, list(ep.selected), st, a, ep.code_of(pos, a))
+            for ep, st, a in zip(obs.episodes, obs.states, actions)
         ]
         slots = list(range(len(trans)))
         rewards, dones, _ = env.step(slots, actions)
@@ -328,11 +329,13 @@ class TwinHeadLearner(LearnerBase):
         loss.backward()
         with torch.no_grad():
             q = (q1 + q2).detach()
+            # one read-back for the four scalars (each float() would wait for the GPU)
+            stats = torch.stack([loss.detach(), q.mean(), (q - g).abs().mean(), g.mean()]).tolist()
             scalars = {
-                "qf_loss": float(loss) * self.k_accum,
-                "q_mean": float(q.mean()),
-                "td_abs": float((q - g).abs().mean()),
-                "target_mean": float(g.mean()),
+                "qf_loss": stats[0] * self.k_accum,
+                "q_mean": stats[1],
+                "td_abs": stats[2],
+                "target_mean": stats[3],
             }
         return self.end_micro_step(scalars)
 

@@ -380,7 +380,7 @@ class QNetwork(SampleInput):
             self.action_enc, [self.action_ids(ep, a) for ep, a in zip(episodes, actions)], train=True, grad=True
         )
         if self.positions.processor != "none":
-            a_emb = self.rope(a_emb, torch.tensor(codes, device=self.device))
+            a_emb = self.rope(a_emb, torch.tensor(codes).to(self.device, non_blocking=True))
         return twin_heads(s_emb, a_emb)
 
     # -- target updates -------------------------------------------------------------------

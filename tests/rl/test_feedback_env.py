@@ -107,8 +107,9 @@ def test_env_steps_masks_codes_and_dones():
     r, d, trunc = env.step([0, 1], [1, 4])
     assert d == [True, False] and trunc == [False, False] and r[0] > 0
     assert not bool(ep1.available[4]) and ep1.codes(env.pos).tolist() == [0, 6, 12, 18, 20]
-    with pytest.raises(ValueError):
-        env.step([1], [4])  # already taken
+    for bad in (4, 5, -1):  # taken, past the end, negative (no wrap-around to the last chunk)
+        with pytest.raises(ValueError, match="not available"):
+            env.step([1], [bad])
     env.step([1], [0])
     r, d, trunc = env.step([1], [3])
     assert d == [True] and trunc == [True]  # time limit reached without completion
@@ -138,3 +139,26 @@ def test_env_state_roundtrip():
         assert ea.index == eb.index and ea.selected == eb.selected
         assert torch.equal(ea.available, eb.available) and torch.equal(ea.random_positions, eb.random_positions)
     assert a.rng.integers(1000) == b.rng.integers(1000)
+
+
+@pytest.mark.parametrize("processor", ["none", "absolute", "random", "relative"])
+def test_code_of_reads_the_chunk_code_of_the_current_state(processor):
+    """Episode.code_of (the code acting keeps with a transition, computed on the host) equals the
+    codes tensor's entry for that chunk in every state of an episode."""
+    data = [sample(i, 12, (1, 2)) for i in range(3)]
+    env = VecRetrievalEnv(
+        data,
+        GroundTruthFeedback(settings()),
+        1,
+        6,
+        PositionSettings(processor, 20, "linspace", max_chunks_count=60),
+        True,
+        torch.device("cpu"),
+        seed=3,
+    )
+    ep = env.start(0, 2)
+    for action in (7, 0, 11, 3):
+        codes = ep.codes(env.pos)
+        want = [-1] * ep.n_chunks if codes is None else codes.tolist()
+        assert [ep.code_of(env.pos, a) for a in range(ep.n_chunks)] == want
+        env.step([0], [action])

@@ -82,7 +82,7 @@ def test_host_and_batched_relative_codes_equal_the_single_state_codes():
     import numpy as np
     import torch
 
-    from envs.positions import relative_codes, relative_codes_host
+    from envs.positions import relative_code, relative_codes, relative_codes_host
 
     rng = np.random.default_rng(0)
     for formula in ("linspace", "paper"):
@@ -94,6 +94,9 @@ def test_host_and_batched_relative_codes_equal_the_single_state_codes():
                 mask[sel] = True
                 want = relative_codes(mask, 50, formula)
                 assert torch.equal(torch.from_numpy(relative_codes_host(n, sel, 50, formula)), want)
+                # acting's one-chunk code (the code a transition keeps), in any selection order
+                shuffled = rng.permutation(sel).tolist()
+                assert [relative_code(n, shuffled, i, 50, formula) for i in range(n)] == want.tolist()
                 masks.append((mask, want))
             batched = relative_codes(torch.stack([m for m, _ in masks]), 50, formula)
             assert torch.equal(batched, torch.stack([w for _, w in masks]))
