@@ -285,12 +285,15 @@ def start_profile(args: argparse.Namespace):
 
 
 def stop_profile(prof) -> None:
-    """cProfile of the timed part, top functions by own time, on stderr."""
+    """cProfile of the timed part on stderr: top functions by own time, then by cumulative time
+    (where the host's time goes along the call tree)."""
     if prof is not None:
         import pstats
 
         prof.disable()
-        pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(25)
+        stats = pstats.Stats(prof, stream=sys.stderr)
+        stats.sort_stats("tottime").print_stats(25)
+        stats.sort_stats("cumulative").print_stats(40)
 
 
 def kernel_profile(step, device: torch.device, n: int) -> None:

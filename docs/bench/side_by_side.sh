@@ -5,13 +5,14 @@
 #                                             #   same card, data and random BERT-base: W1, W2, W3, whole program
 #                                             #   (PEER_STEPS=40 training steps each: at 80 the call passed 10 min)
 #   bash docs/bench/side_by_side.sh oldnew    # OLD_TREE and this tree on the repository's data: W1-W4, W6
-#   bash docs/bench/side_by_side.sh train     # 4 qa3 runs sharing the card (old, new, new under CUDA MPS), a
-#                                             #   kernel profile of one qa3 step
+#   bash docs/bench/side_by_side.sh train     # qa3 runs sharing the card (old, new, new under CUDA MPS; RUNS,
+#                                             #   MPS_RUNS), one qa3 step of each tree alone, a kernel profile
 #   bash docs/bench/side_by_side.sh corpus    # the 1M-passage corpus-index demonstration
 #   bash docs/bench/side_by_side.sh parity    # the qa3 recipe's learning curve, OLD_TREE and this tree, 2 seeds
 #                                             #   each, all four runs sharing the card (PARITY_STEPS, default 400)
-# Env: SKIP_CHECK=1 skips setup's packed-encoder self-check; WORKLOADS (oldnew, default W1,W2,W3,W4) and W6=0
-# choose oldnew's workloads; ABLATE_SET="key=value" adds a W1 line of this tree with that override (oldnew).
+# Env: SKIP_CHECK=1 skips setup's packed-encoder self-check; OLD_BENCH=new (setup) gives the old tree this
+# tree's bench.py; WORKLOADS (oldnew, default W1,W2,W3,W4) and W6=0 choose oldnew's workloads, PROFILE_W3=1
+# adds a cProfile of W3; ABLATE_SET="key=value" adds a W1 line of this tree with that override (oldnew).
 # Every JSON line lands in $OUT/<call>.jsonl and names card, tree and workload; scripts/bench_table.py turns
 # them into BENCH.md's tables. Each call re-lays the working tree, so setup copies the code to /tmp/new (this
 # tree) and /tmp/old (OLD_TREE, a `git archive` in .device/old_<commit>.tgz); later calls run those copies.
@@ -81,6 +82,9 @@ case "$1" in
     rm -rf /tmp/new /tmp/old && mkdir -p /tmp/new /tmp/minilm
     (cd "$SRC" && tar cf - --exclude=./.device --exclude=./runs --exclude=./.git --exclude=./docs .) | (cd /tmp/new && tar xf -)
     tar xzf "$SRC/.device/old_$OLD_TREE.tgz" -C /tmp   # -> /tmp/old
+    # OLD_BENCH=new: the old tree runs this tree's scripts/bench.py (when the old one lacks an option used
+    # here, e.g. --sync-debug; only where the two trees' APIs that bench.py calls are the same)
+    [ "${OLD_BENCH:-old}" = new ] && cp /tmp/new/scripts/bench.py /tmp/old/scripts/bench.py
     cp -r "$SRC/.device/tok" /tmp/tok && cp /tmp/tok/* /tmp/minilm/ && cp "$SRC"/.device/ma/* /tmp/minilm/
     rm -rf "$PEER" && cp -r "$SRC/.device/peer/Q-RAG" "$PEER" && H="$SRC/docs/bench/peer_harness" \
       && cp "$H/noise.py" "$PEER/peer_noise.py" && cp "$H"/timed_train.py "$H"/timed_eval.py "$PEER/" \
@@ -124,32 +128,53 @@ case "$1" in
     [ -n "${ABLATE_SET:-}" ] && bench /tmp/new "$NEW_TREE" oldnew --workloads W1 --tokenizer /tmp/tok \
       --data-root /tmp/new/data --iters 40 --warmup 10 --set "$ABLATE_SET"
     [ "${W6:-1}" = 1 ] && bench /tmp/new "$NEW_TREE" oldnew --workloads W6 --tokenizer /tmp/tok --data-root /tmp/new/data
+    if [ "${PROFILE_W3:-0}" = 1 ]; then  # where a W3 episode's host time goes (cProfile, profile.log)
+      bench /tmp/new "$NEW_TREE+cprofile" profile --workloads W3 --tokenizer /tmp/tok --data-root /tmp/new/data \
+        --episodes 2 --profile
+      grep -a -A 30 "function calls" "$OUT/profile.log" | tail -n 32
+    fi
     (cd /tmp/new && python3 scripts/bench_table.py table "$OUT/oldnew.jsonl" --baseline "$OLD_TREE") ;;
-  train)  # training throughput with 4 runs sharing the card; a kernel profile of one qa3 step
+  train)  # training throughput: runs sharing the card, per tree; one qa3 step alone; a kernel profile
+    # Env: TRAIN_TREES (default "old new"), RUNS (runs per card for each tree, a comma list, default 4),
+    # MPS_RUNS (the same for this tree under CUDA MPS, default 4; empty: no MPS), STEP_LINES (default 1: one
+    # qa3 step of each tree alone, host-device syncs counted), PROFILE (default 1: a kernel profile of one step)
     QA3="experiment=offline_babilong_qa3 envs_parallel=16 algo.model.name=/tmp/minilm paths.data_root=/tmp/new/data"
-    for tree in old new; do
-      label=$([ $tree = old ] && echo "$OLD_TREE" || echo "$NEW_TREE")
-      (cd /tmp/$tree && TREE="$label" STEPS="${TRAIN_STEPS:-150}" EVAL_EPISODES=4 OUT=/tmp/runs/conc_$tree PYTHON=python3 \
-        CUDA_VISIBLE_DEVICES=0 timeout 200 bash scripts/bench_concurrency.sh 4 $QA3) 2>> "$OUT/train.log" \
-        | tag "$label" train-concurrent "$CARD" >> "$OUT/train.jsonl"
-      echo "$label concurrency rc=$?"; tail -n 1 "$OUT/train.jsonl"
+    TREES="${TRAIN_TREES:-old new}"
+    if [ "${STEP_LINES:-1}" = 1 ]; then
+      for tree in $TREES; do
+        label=$([ $tree = old ] && echo "$OLD_TREE" || echo "$NEW_TREE")
+        bench /tmp/$tree "$label" train --workloads W1 --encoder /tmp/minilm --task qa3_three-supporting-facts \
+          --data-root /tmp/new/data --iters 20 --warmup 5 --set envs_parallel=16 --sync-debug 3
+      done
+    fi
+    concurrency() {  # concurrency <tree dir> <label> <runs list>
+      local n; n=$(echo "$3" | tr ',' ' ' | wc -w)
+      (cd "$1" && TREE="$2" STEPS="${TRAIN_STEPS:-150}" EVAL_EPISODES=4 OUT=/tmp/runs/conc_"${2//+/_}" PYTHON=python3 \
+        CUDA_VISIBLE_DEVICES=0 timeout $((200 * n)) bash scripts/bench_concurrency.sh "$3" $QA3) 2>> "$OUT/train.log" \
+        | tag "$2" train-concurrent "$CARD" >> "$OUT/train.jsonl"
+      echo "$2 concurrency ($3 runs) rc=${PIPESTATUS[0]}"; tail -n "$n" "$OUT/train.jsonl" | cut -c1-400
+    }
+    for tree in $TREES; do
+      concurrency /tmp/$tree "$([ $tree = old ] && echo "$OLD_TREE" || echo "$NEW_TREE")" "${RUNS:-4}"
     done
-    # the same 4 runs under CUDA's multi-process service (kernels of different processes may overlap; the
-    # card's settings are untouched: a user-space daemon, stopped at the end)
-    if [ "${MPS:-1}" = 1 ] && command -v nvidia-cuda-mps-control > /dev/null; then
+    # under CUDA's multi-process service (kernels of different processes may overlap; the card's settings are
+    # untouched: a user-space daemon, stopped at the end)
+    if [ -n "${MPS_RUNS-4}" ] && command -v nvidia-cuda-mps-control > /dev/null; then
       export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
       mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY" && nvidia-cuda-mps-control -d && echo "MPS on"
-      (cd /tmp/new && TREE="$NEW_TREE+mps" STEPS="${TRAIN_STEPS:-150}" EVAL_EPISODES=4 OUT=/tmp/runs/conc_mps \
-        PYTHON=python3 CUDA_VISIBLE_DEVICES=0 timeout 200 bash scripts/bench_concurrency.sh 4 $QA3) 2>> "$OUT/train.log" \
-        | tag "$NEW_TREE+mps" train-concurrent "$CARD" >> "$OUT/train.jsonl"
-      echo "mps concurrency rc=$?"; tail -n 1 "$OUT/train.jsonl"
+      concurrency /tmp/new "$NEW_TREE+mps" "${MPS_RUNS-4}"
       echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
     else
-      echo "MPS not run (MPS=0 or no nvidia-cuda-mps-control)"
+      echo "MPS not run (MPS_RUNS empty or no nvidia-cuda-mps-control)"
     fi
-    bench /tmp/new "$NEW_TREE" train --workloads W1 --encoder /tmp/minilm --task qa3_three-supporting-facts \
-      --data-root /tmp/new/data --iters 20 --warmup 5 --set envs_parallel=16 --torch-profile 5
-    grep -a -A 40 "torch-profile" "$OUT/train.log" | head -n 45
+    if [ "${PROFILE:-1}" = 1 ]; then
+      bench /tmp/new "$NEW_TREE" train --workloads W1 --encoder /tmp/minilm --task qa3_three-supporting-facts \
+        --data-root /tmp/new/data --iters 20 --warmup 5 --set envs_parallel=16 --torch-profile 5
+      grep -a -A 40 "torch-profile" "$OUT/train.log" | head -n 45
+      # where the host's time goes in one qa3 step (cProfile, by own and cumulative time; timing distorted)
+      bench /tmp/new "$NEW_TREE+cprofile" profile --workloads W1 --encoder /tmp/minilm --task qa3_three-supporting-facts \
+        --data-root /tmp/new/data --iters 10 --warmup 5 --set envs_parallel=16 --profile
+    fi
     ;;
   corpus)  # the corpus index over 1M passages built from the shipped data (an untrained MiniLM Q-network)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
