@@ -115,7 +115,8 @@ class SampleInput(nn.Module):
         if tokens is None:
             raise RuntimeError(
                 f"the episode of sample {ep.index} has not entered the Q-network: call "
-                "QNetwork.prepare(episodes) when its sample starts (a learner slot, an evaluation episode)"
+                "QNetwork.prepare(episodes) when its sample starts (an evaluation episode; a learner's "
+                "slots enter through LearnerBase.start_slots)"
             )
         return tokens
 
@@ -145,10 +146,10 @@ class SampleInput(nn.Module):
         mem = self.eval_memory_content if evaluation else self.layout.memory_content
         return state_ids(tokens, order, self.layout, mem)
 
-    def action_ids(self, ep: Episode, j: int) -> list[int]:
+    def _action_ids(self, ep: Episode, j: int) -> list[int]:
         return action_ids(self._tokens(ep), j, self.layout)
 
-    def position_codes(self, ep: Episode, available: torch.Tensor | None = None) -> torch.Tensor | None:
+    def _position_codes(self, ep: Episode, available: torch.Tensor | None = None) -> torch.Tensor | None:
         """p̂(a) [N] of every chunk in the episode's current state (``available`` [S, N]: [S, N] in
         the states of it with these chunks left); None: no positions (DESIGN §3)."""
         return ep.codes(self.positions, available)

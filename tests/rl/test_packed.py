@@ -273,7 +273,7 @@ def test_agent_chunk_sets_and_streamed_haystack_use_the_packed_path(monkeypatch)
     eps = [Episode(0, s, torch.ones(len(s["chunks"]), dtype=torch.bool)) for s in samples]
     qnet.prepare(eps)
     enc = qnet.action_enc
-    qnet.set_mode(enc, False)
+    enc.eval()
     want = qnet.encoding.chunk_sets(enc, [qnet.caches.tokens.get(ep) for ep in eps])
     qnet.encoding.use_packed([qnet.state_enc, enc], None, attention="grouped")
     calls = []
