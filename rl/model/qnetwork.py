@@ -6,7 +6,7 @@ the reference's hard copy), run in the dropout mode chosen for acting. How the e
 (bucketing, CUDA graphs, compile, streamed tokenisation) is the speed layer's business: an
 :class:`rl.model.fast.encoding.EncodingPath` chosen once here, from the ``speed`` switches.
 
-How a sample is shown to the encoders (its token ids, states, position codes) is the base class's,
+How a sample is shown to the encoders (its token ids and states) is the base class's,
 :class:`rl.model.sample_input.SampleInput`; a sample enters once, through :meth:`QNetwork.prepare`.
 """
 
@@ -236,11 +236,11 @@ class QNetwork(SampleInput):
         One rotation and one product for all episodes in a padded layout (rl/model/padded.py)."""
         if selections is None:
             selections = [ep.selected for ep in episodes]
-            codes = [self._position_codes(ep) for ep in episodes]
+            codes = [ep.codes(self.positions) for ep in episodes]
         else:  # every member's relative codes in one pass over its availability
             if any(ep is not episodes[0] for ep in episodes):
                 raise ValueError("q_values: with selections, every entry of episodes is the same episode")
-            c = self._position_codes(episodes[0], availability(episodes[0].n_chunks, selections, self.device))
+            c = episodes[0].codes(self.positions, availability(episodes[0].n_chunks, selections, self.device))
             codes = [None] * len(selections) if c is None else c
         if states is None:
             states = [self.state_ids(ep, evaluation, sel) for ep, sel in zip(episodes, selections)]
@@ -312,7 +312,7 @@ class QNetwork(SampleInput):
         chunks by its own position codes, ã = R(p̂(a))·u_a; scores are Q(s, a) = ⟨s, ã⟩ [S, N], or
         with ``heads`` both heads q_h = ⟨s_h, ã_h⟩ [S, 2, N] (h = each half of the vectors)."""
         avail = availability(ep.n_chunks, selections, self.device)
-        rotated = self._rotate(u.expand(len(selections), -1, -1), self._position_codes(ep, avail))  # [S, N, d]
+        rotated = self._rotate(u.expand(len(selections), -1, -1), ep.codes(self.positions, avail))  # [S, N, d]
         return rotated_scores(rotated, s_emb, heads), avail
 
     def held_scores(
@@ -323,7 +323,7 @@ class QNetwork(SampleInput):
         and encoders in train mode (SFT's loss), else gradient-free in eval mode. One
         length-bucketed encoder pass over all the samples' chunks, one over all their states."""
         layout = self.layout
-        content = RaggedIds.concat([RaggedIds.from_lists(self._tokens(ep).action_chunks) for ep in episodes])
+        content = RaggedIds.concat([self._tokens(ep).action_chunks for ep in episodes])
         chunks = self._embed(
             self.action_enc,
             FramedIds(content, layout.bos, layout.sep, layout.action_content),

@@ -404,7 +404,9 @@ def test_pqn_micro_step_matches_definition(case, monkeypatch):
     assert ref.sort_by_index == bool(cfg.envs.sort_by_index)  # the state's chunk order, bound when built
     full = case == "default"
     ref.prepare([tr.ep for tr in flat])  # the samples enter the reference network too
-    s_emb = ref._embed(ref.state_enc, [ref.state_ids(tr.ep, selected=tr.selected) for tr in flat], train=True, grad=full)
+    s_emb = ref._embed(
+        ref.state_enc, [ref.state_ids(tr.ep, selected=tr.selected) for tr in flat], train=True, grad=full
+    )
     q1, q2 = twin_heads_ref(ref, s_emb, [(tr.ep, tr.selected, tr.action) for tr in flat], pos, grad=full)
     g = G.flatten()
     loss = twin_loss_ref(q1, q2, g) / int(cfg.accumulate_grads)

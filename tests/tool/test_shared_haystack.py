@@ -18,10 +18,10 @@ from rl.eval.greedy import greedy_episodes
 from rl.model.fast import encoding as encoding_module
 from rl.model.tokens import tokenize as tokens_module
 from rl.run.retriever import QRAGRetriever
+from tests.conftest import chunk_embeddings
 
 from .conftest import eval_cfg
 from .test_api import samples_of
-from tests.conftest import chunk_embeddings
 
 
 def retriever_in_groups_of(run: Path, size: int) -> QRAGRetriever:
