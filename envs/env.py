@@ -73,17 +73,13 @@ class Episode:
         """p̂_t(i) for every chunk, or None for processor 'none'. ``available`` ([N] or [S, N])
         gives the codes of other states of this sample (only relative codes depend on it);
         without it the episode's own state, whose unavailable chunks are ``selected``."""
-        if pos.processor == "none":
-            return None
         avail = self.available if available is None else available
-        if pos.processor == "absolute":
-            return torch.arange(self.n_chunks, device=avail.device).expand_as(avail)
-        if pos.processor == "random":
-            return self.random_positions.to(avail.device, non_blocking=True).expand_as(avail)
-        if available is None and self.n_chunks <= HOST_CODES_MAX_CHUNKS:
+        if pos.processor == "relative" and available is None and self.n_chunks <= HOST_CODES_MAX_CHUNKS:
             codes = relative_codes_host(self.n_chunks, self.selected, pos.step_size, pos.formula)
             return torch.from_numpy(codes).to(avail.device, non_blocking=True)
-        return relative_codes(~avail, pos.step_size, pos.formula)
+        rows = avail.reshape(-1, self.n_chunks)  # the states as state_codes' rows: one formula
+        codes = state_codes(pos, [self] * len(rows), rows)
+        return None if codes is None else codes.reshape(avail.shape)
 
     def code_of(self, pos: PositionSettings, chunk: int) -> int:
         """p̂_t(chunk) in the episode's current state, read on the host (acting keeps it with the

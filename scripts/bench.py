@@ -129,7 +129,7 @@ def bench_train(args: argparse.Namespace, model: str, extra: list[str], label: s
         0,
     )
     learner = build_learner(qnet, env, cfg)
-    env.reset_all()
+    learner.start_slots()
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     times, cpu_times, prof = [], [], None

@@ -23,7 +23,7 @@ MUTANTS = [
     (
         "chosen chunks not rotated by their position codes",
         "rl/model/qnetwork.py",
-        "a_emb = self.rope(a_emb, torch.tensor(codes, device=self.device))",
+        "a_emb = self.rope(a_emb, torch.tensor(codes).to(self.device, non_blocking=True))",
         "pass",
         DEFAULT,
     ),

@@ -131,8 +131,11 @@ def build(what: str):
         ds = build_dataset(cfg.envs, "train", 42, float(cfg.validation_fraction), legacy)
         fb = build_feedback(cfg.feedback, cfg.envs, "train", str(cfg.envs.task), legacy)
         env = train_env(cfg, ds, fb, cpu, 42)
-        env.reset_all()
         learner = build_learner(qnet, env, cfg, legacy)
+        if hasattr(learner, "start_slots"):
+            learner.start_slots()
+        else:  # a --tree older than LearnerBase.start_slots (there the first step prepared the slots)
+            env.reset_all()
         learner.micro_step()
         learner.micro_step()
         return learner.micro_step, "rl/learners/pqn.py"

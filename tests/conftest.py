@@ -61,6 +61,13 @@ DEMO_CUT = [
 ]
 
 
+def chunk_embeddings(qnet, ep, which: str, train: bool):
+    """The Q-network's cached un-rotated chunk embeddings u_j of ``ep``'s sample ('online' E_a or
+    'target' E_a′), embedded first when missing or stale: the cache tests compare them by identity."""
+    qnet._embed_chunks([ep], which, train)
+    return qnet.caches.chunks[which].get(qnet._chunk_owner(ep)).emb
+
+
 def compose_cfg(overrides: list[str], config_name: str = "training", return_hydra_config: bool = False):
     with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
         return compose(config_name, overrides=overrides, return_hydra_config=return_hydra_config)

@@ -117,15 +117,14 @@ class Learner(Protocol):
 
 
 class Observation:
-    """The training slots before a step: their episodes, position codes and (built on first use,
-    once) state token ids, all from the Q-network; :meth:`q_values` is the online Q-function a
-    policy samples from."""
+    """The training slots before a step: their episodes and (built on first use, once, by the
+    Q-network) state token ids; :meth:`q_values` is the online Q-function a policy samples from.
+    Every slot's sample has entered the network already (:meth:`LearnerBase.start_slots`, and
+    :meth:`LearnerBase.env_step` for each reset)."""
 
     def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, dropout: bool):
         self.qnet, self.dropout = qnet, dropout
         self.episodes = [env.episodes[s] for s in range(env.n_envs)]
-        qnet.prepare(self.episodes)  # the slots' samples enter the network (the first step, a resume)
-        self.codes = [qnet.position_codes(ep) for ep in self.episodes]
         self.available = [ep.available for ep in self.episodes]
         self.states: list[list[int] | None] = [None] * len(self.episodes)
 
@@ -140,7 +139,6 @@ class Observation:
             [self.episodes[s] for s in slots],
             train=self.dropout,
             states=[self.state(s) for s in slots],
-            codes=[self.codes[s] for s in slots],
         )
 
 
@@ -182,6 +180,19 @@ class LearnerBase:
         self.policy_gen = torch.Generator().manual_seed(derive_seed(dist.rank_seed(int(cfg.seed)), "policy") % 2**63)
 
     # -- acting ----------------------------------------------------------------------------
+    def start_slots(self, env_state: dict[str, Any] | None = None) -> None:
+        """The training slots start (a new run) or resume (``env_state``: a checkpoint's
+        ``env.state_dict()``); slots still empty get fresh episodes, and every slot's sample enters
+        the Q-network (``QNetwork.prepare``). The one way slots are filled outside :meth:`env_step`
+        (which prepares each slot it resets): an episode that never entered is refused by the
+        network at its first state."""
+        env = self.env
+        if env_state is not None:
+            env.load_state_dict(env_state)
+        if any(ep is None for ep in env.episodes):
+            env.reset_all()
+        self.qnet.prepare(env.episodes)
+
     def env_step(
         self, choose: Callable[[Observation], list[int]], dropout: bool, keep_states: bool = True
     ) -> list[Transition]:
@@ -303,7 +314,7 @@ class LearnerBase:
         self.counters = Counters(**state["counters"])
         if "policy_gen" in state:
             self.policy_gen.set_state(state["policy_gen"])
-        self.env.load_state_dict(state["env"])
+        self.start_slots(state["env"])
         self.load_extra_state(state)
 
 

@@ -6,11 +6,8 @@ the reference's hard copy), run in the dropout mode chosen for acting. How the e
 (bucketing, CUDA graphs, compile, streamed tokenisation) is the speed layer's business: an
 :class:`rl.model.fast.encoding.EncodingPath` chosen once here, from the ``speed`` switches.
 
-How a sample is shown to the encoders (its token ids, states, position codes) is the base class's,
-:class:`rl.model.sample_input.SampleInput`. A sample enters once, through :meth:`prepare` (its
-token ids made there; states and embeddings afterwards only read them). Acting, greedy and beam evaluation call :meth:`q_values`; the soft-value targets
-:meth:`target_heads`; the twin-head loss :meth:`online_heads`; DQN's bootstrap :meth:`state_scores`;
-SFT's teacher-forced states :meth:`held_scores`.
+How a sample is shown to the encoders (its token ids and states) is the base class's,
+:class:`rl.model.sample_input.SampleInput`; a sample enters once, through :meth:`QNetwork.prepare`.
 """
 
 from __future__ import annotations
@@ -42,6 +39,18 @@ log = logging.getLogger(__name__)
 
 
 class QNetwork(SampleInput):
+    """Public, and for whom (the rest is the network's own, named with ``_``): :meth:`prepare`
+    (learners, evaluation), ``tokenize``/``adopt_tokens`` (the evaluation haystack cache);
+    :meth:`q_values` (acting, greedy, beam), :meth:`target_heads` (soft-value targets),
+    :meth:`state_scores` (DQN's bootstrap), :meth:`online_heads` (the twin-head loss),
+    :meth:`held_scores` (SFT); ``state_ids`` (acting and DQN's replay keep a transition's state),
+    ``text_length`` (the records), ``action_lengths`` (SFT); :meth:`embed_chunks`,
+    ``state_ids_of``, :meth:`state_embeddings` and ``rope`` (the corpus index); ``watch``,
+    ``new_rollout``, :meth:`update_targets`, :meth:`trainable_parameters` (training); and what it
+    was built with (encoders, ``positions``, ``sort_by_index``, ``layout``, ``tokenizer``, prefixes,
+    ``device``, ``speed``, ``encoding``, ``caches``, the clocks), read by export, evaluation, tests.
+    """
+
     def __init__(
         self,
         model: ModelKeys,
@@ -77,7 +86,7 @@ class QNetwork(SampleInput):
         self.embed_batch_size = int(embed_batch_size)
         self.to(device)
         # from_pretrained returns the backbone in eval mode inside a wrapper that says "train":
-        # make every encoder's flag true for all its submodules, since set_mode trusts it.
+        # make every encoder's flag true for all its submodules, since _set_mode trusts it.
         self.state_enc.train()
         self.action_enc.train()
         self.target_state.eval()
@@ -141,7 +150,7 @@ class QNetwork(SampleInput):
         """Ids and un-rotated embeddings u_j [N, d] of a chunk list with the online action encoder
         in eval mode (evaluation's chunk embeddings; the corpus index's shards), tokenised while
         embedded when the list is large enough to stream."""
-        self.set_mode(self.action_enc, False)
+        self._set_mode(self.action_enc, False)
         if self.encoding.streams(len(texts)):
             return self.encoding.tokenize_and_embed(
                 self.action_enc, self.tokenizer, texts, self.dim, self.passage_prefix
@@ -151,13 +160,13 @@ class QNetwork(SampleInput):
 
     # -- embeddings -----------------------------------------------------------------------
     @staticmethod
-    def set_mode(module: nn.Module, train: bool) -> None:
+    def _set_mode(module: nn.Module, train: bool) -> None:
         """Switch dropout mode only when it differs: ``train()`` walks every submodule, a cost
         the acting loop would pay twice per encoder call."""
         if module.training != train:
             module.train(train)
 
-    def embed(
+    def _embed(
         self,
         encoder: Embedder,
         seqs: Any,
@@ -169,20 +178,14 @@ class QNetwork(SampleInput):
     ) -> torch.Tensor:
         """Embeddings [len(seqs), d] fp32 of id sequences, dropout in ``train`` mode, through the
         Q-network's encoding path (``chunks``, ``bucket_grad``: see :class:`EncodingPath`)."""
-        self.set_mode(encoder, train)
+        self._set_mode(encoder, train)
         return self.encoding(encoder, seqs, grad=grad, out=out, chunks=chunks, bucket_grad=bucket_grad)
 
     @torch.no_grad()
     def state_embeddings(self, states: Sequence[list[int]]) -> torch.Tensor:
         """E_s(s) [len(states), d] of state token ids (:meth:`state_ids_of`), eval mode, no
         gradient: the corpus index's greedy and beam steps."""
-        return self.embed(self.state_enc, states, train=False)
-
-    def chunk_embeddings(self, ep: Episode, which: str, train: bool) -> torch.Tensor:
-        """Un-rotated embeddings u_j of every chunk of the episode's sample, kept until the
-        weights change. ``which`` is 'online' (E_a) or 'target' (E_a′)."""
-        self._embed_chunks([ep], which, train)
-        return self.caches.chunks[which].get(self._chunk_owner(ep)).emb
+        return self._embed(self.state_enc, states, train=False)
 
     def _chunk_owner(self, ep: Episode) -> Episode | Haystack:
         """Whose chunk embeddings the episode uses: its shared haystack's, else its own."""
@@ -208,12 +211,12 @@ class QNetwork(SampleInput):
         if not todo:
             return
         enc = self.action_enc if which == "online" else self.target_action
-        self.set_mode(enc, train)
+        self._set_mode(enc, train)
         owners = list(todo.values())
         for (owner, _), emb in zip(owners, self.encoding.chunk_sets(enc, [self._tokens(ep) for _, ep in owners])):
             cache.put(owner, ChunkEmbeddings(stamp, emb))
 
-    def rotate(self, emb: torch.Tensor, codes: torch.Tensor | None) -> torch.Tensor:
+    def _rotate(self, emb: torch.Tensor, codes: torch.Tensor | None) -> torch.Tensor:
         return emb.float() if codes is None else self.rope(emb, codes)
 
     # -- Q-values ---------------------------------------------------------------------------
@@ -224,30 +227,27 @@ class QNetwork(SampleInput):
         evaluation: bool = False,
         selections: Sequence[Sequence[int]] | None = None,
         states: Sequence[list[int]] | None = None,
-        codes: Sequence[Any] | None = None,
     ) -> list[torch.Tensor]:
         """Q(s_i, ·) [N_i] of every chunk of each episode's sample in its current state, or in the
         states of ONE episode holding ``selections`` (the beam planner's members; ``episodes`` that
         episode repeated): Q(s, a) = ⟨E_s(s), R(p̂(a))·E_a(a)⟩ with the online encoders, one state
-        pass; ``evaluation``: evaluation's segment cap. ``states`` and ``codes``: the current states'
-        ids and codes when the caller already holds them (acting keeps them for its transitions,
-        from :meth:`state_ids` and :meth:`position_codes`). One rotation and one product for all
-        episodes in a padded layout (rl/model/padded.py)."""
+        pass; ``evaluation``: evaluation's segment cap. ``states``: the current states' ids when the
+        caller already holds them (acting keeps them for its transitions, from :meth:`state_ids`).
+        One rotation and one product for all episodes in a padded layout (rl/model/padded.py)."""
         if selections is None:
             selections = [ep.selected for ep in episodes]
-            if codes is None:
-                codes = [self.position_codes(ep) for ep in episodes]
-        elif codes is None:  # every member's relative codes in one pass over its availability
+            codes = [ep.codes(self.positions) for ep in episodes]
+        else:  # every member's relative codes in one pass over its availability
             if any(ep is not episodes[0] for ep in episodes):
                 raise ValueError("q_values: with selections, every entry of episodes is the same episode")
-            c = self.position_codes(episodes[0], availability(episodes[0].n_chunks, selections, self.device))
+            c = episodes[0].codes(self.positions, availability(episodes[0].n_chunks, selections, self.device))
             codes = [None] * len(selections) if c is None else c
         if states is None:
             states = [self.state_ids(ep, evaluation, sel) for ep, sel in zip(episodes, selections)]
-        s_emb = self.embed(self.state_enc, states, train=train)
+        s_emb = self._embed(self.state_enc, states, train=train)
         u, _ = self._padded_chunks(episodes, "online", train)
         c = None if any(x is None for x in codes) else pad_rows(codes, 0)
-        q = rotated_scores(self.rotate(u, c), s_emb, heads=False)
+        q = rotated_scores(self._rotate(u, c), s_emb, heads=False)
         return [q[i, : ep.n_chunks] for i, ep in enumerate(episodes)]
 
     def _padded_chunks(
@@ -274,7 +274,7 @@ class QNetwork(SampleInput):
         index_t, valid_t = torch.from_numpy(np.stack([index, valid])).to(self.device, non_blocking=True)
         return torch.cat(embs)[index_t], valid_t.bool()
 
-    def chunk_scores(
+    def _chunk_scores(
         self,
         items: Sequence[tuple[Episode, Sequence[int]]],
         s_emb: torch.Tensor,
@@ -287,18 +287,18 @@ class QNetwork(SampleInput):
         or with ``heads`` [S, 2, N_max], availability [S, N_max] bool); row i holds item i's
         sample's N_i chunks, then pads (scored −inf, never available). ``which`` = 'online' or
         'target': the cached chunk embeddings of that encoder. Each state rotates the chunks by
-        its own position codes, ã = R(p̂(a))·u_a (:meth:`sample_scores`)."""
+        its own position codes, ã = R(p̂(a))·u_a (:meth:`_sample_scores`)."""
         episodes = [ep for ep, _ in items]
         u, valid = self._padded_chunks(episodes, which, train)
         avail_host, _ = availability_rows([ep.n_chunks for ep in episodes], [sel for _, sel in items])
         avail = torch.from_numpy(avail_host).to(self.device, non_blocking=True)
-        scores = rotated_scores(self.rotate(u, state_codes(self.positions, episodes, avail)), s_emb, heads)
+        scores = rotated_scores(self._rotate(u, state_codes(self.positions, episodes, avail)), s_emb, heads)
         if valid is None:
             return scores, avail
         pads = ~valid.unsqueeze(1) if heads else ~valid
         return scores.masked_fill(pads, NEG_INF), avail
 
-    def sample_scores(
+    def _sample_scores(
         self,
         ep: Episode,
         u: torch.Tensor,
@@ -312,7 +312,7 @@ class QNetwork(SampleInput):
         chunks by its own position codes, ã = R(p̂(a))·u_a; scores are Q(s, a) = ⟨s, ã⟩ [S, N], or
         with ``heads`` both heads q_h = ⟨s_h, ã_h⟩ [S, 2, N] (h = each half of the vectors)."""
         avail = availability(ep.n_chunks, selections, self.device)
-        rotated = self.rotate(u.expand(len(selections), -1, -1), self.position_codes(ep, avail))  # [S, N, d]
+        rotated = self._rotate(u.expand(len(selections), -1, -1), ep.codes(self.positions, avail))  # [S, N, d]
         return rotated_scores(rotated, s_emb, heads), avail
 
     def held_scores(
@@ -323,15 +323,15 @@ class QNetwork(SampleInput):
         and encoders in train mode (SFT's loss), else gradient-free in eval mode. One
         length-bucketed encoder pass over all the samples' chunks, one over all their states."""
         layout = self.layout
-        content = RaggedIds.concat([RaggedIds.from_lists(self._tokens(ep).action_chunks) for ep in episodes])
-        chunks = self.embed(
+        content = RaggedIds.concat([self._tokens(ep).action_chunks for ep in episodes])
+        chunks = self._embed(
             self.action_enc,
             FramedIds(content, layout.bos, layout.sep, layout.action_content),
             train=train,
             grad=train,
             bucket_grad=train,
         )  # [ΣN, d], un-rotated, same ids as action_ids
-        states = self.embed(
+        states = self._embed(
             self.state_enc,
             [self.state_ids(ep, selected=sel) for ep, sels in zip(episodes, held) for sel in sels],
             train=train,
@@ -341,7 +341,7 @@ class QNetwork(SampleInput):
         out, c0, s0 = [], 0, 0
         for ep, sels in zip(episodes, held):
             n, steps = ep.n_chunks, len(sels)
-            out.append(self.sample_scores(ep, chunks[c0 : c0 + n], states[s0 : s0 + steps], sels, False))
+            out.append(self._sample_scores(ep, chunks[c0 : c0 + n], states[s0 : s0 + steps], sels, False))
             c0, s0 = c0 + n, s0 + steps
         return out
 
@@ -350,7 +350,7 @@ class QNetwork(SampleInput):
         self, items: Sequence[tuple[Episode, Sequence[int]]], train: bool
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Both heads of the target network Q′ for every chunk of the states ``items`` = (episode,
-        chunks held): (heads [S, 2, N_max], availability [S, N_max]) in :meth:`chunk_scores`'s
+        chunks held): (heads [S, 2, N_max], availability [S, N_max]) in :meth:`_chunk_scores`'s
         padded layout; one target state pass for all of them."""
         return self.state_scores(items, ("target",), train, heads=True)[0]
 
@@ -360,12 +360,12 @@ class QNetwork(SampleInput):
     ) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """For each network of ``which`` ('online' E_s, E_a; 'target' E_s′, E_a′): the scores of
         every chunk in the states ``items`` = (episode, chunks held) and their availability, in
-        :meth:`chunk_scores`'s padded layout; the states' token ids are built once for all of them."""
+        :meth:`_chunk_scores`'s padded layout; the states' token ids are built once for all of them."""
         states = [self.state_ids(ep, selected=sel) for ep, sel in items]
         out = []
         for w in which:
-            s_emb = self.embed(self.target_state if w == "target" else self.state_enc, states, train=train)
-            out.append(self.chunk_scores(items, s_emb, w, train, heads=heads))
+            s_emb = self._embed(self.target_state if w == "target" else self.state_enc, states, train=train)
+            out.append(self._chunk_scores(items, s_emb, w, train, heads=heads))
         return out
 
     def online_heads(
@@ -374,10 +374,10 @@ class QNetwork(SampleInput):
         """(q1, q2) [B] of the online network for chosen chunks ``actions`` of the ``episodes``, with
         gradient, dropout on: the states (token ids ``states``, from :meth:`state_ids`) and chunks
         encoded again, each chunk rotated by its position code p̂(a) in its state (``codes``, from
-        :meth:`position_codes`; unused without positions)."""
-        s_emb = self.embed(self.state_enc, states, train=True, grad=True)
-        a_emb = self.embed(
-            self.action_enc, [self.action_ids(ep, a) for ep, a in zip(episodes, actions)], train=True, grad=True
+        ``Episode.code_of`` when acting; unused without positions)."""
+        s_emb = self._embed(self.state_enc, states, train=True, grad=True)
+        a_emb = self._embed(
+            self.action_enc, [self._action_ids(ep, a) for ep, a in zip(episodes, actions)], train=True, grad=True
         )
         if self.positions.processor != "none":
             a_emb = self.rope(a_emb, torch.tensor(codes).to(self.device, non_blocking=True))

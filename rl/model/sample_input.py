@@ -1,6 +1,6 @@
-"""How a sample is shown to the encoders: its token ids, the states spliced from them, the chunks'
-position codes; and the clocks that say when what the network keeps per sample goes stale (DESIGN
-§2.7, §3, §3.4).
+"""How a sample is shown to the encoders: its token ids and the states spliced from them (the
+chunks' position codes are ``Episode.codes`` with the network's ``positions``); and the clocks
+that say when what the network keeps per sample goes stale (DESIGN §2.7, §3, §3.4).
 
 The base of :class:`rl.model.qnetwork.QNetwork`, which adds the encoders, the chunk embeddings and
 the Q-function. Everything here is bound when the network is built (the tokenizer, the token
@@ -25,7 +25,7 @@ from envs.env import Episode, PositionSettings
 from rl.model.caches import QNetworkCaches
 from rl.model.tokens.layout import TokenLayout, token_layout
 from rl.model.tokens.ragged import RaggedIds
-from rl.model.tokens.splice import action_ids, state_ids, text_length
+from rl.model.tokens.splice import action_ids, state_ids
 from rl.model.tokens.tokenize import HaystackTokens, SampleTokens, tokenize_chunks, tokenize_sample, with_question
 
 
@@ -115,14 +115,20 @@ class SampleInput(nn.Module):
         if tokens is None:
             raise RuntimeError(
                 f"the episode of sample {ep.index} has not entered the Q-network: call "
-                "QNetwork.prepare(episodes) when its sample starts (a learner slot, an evaluation episode)"
+                "QNetwork.prepare(episodes) when its sample starts (an evaluation episode; a learner's "
+                "slots enter through LearnerBase.start_slots)"
             )
         return tokens
 
     def text_length(self, ep: Episode) -> int:
         """Encoder-token length of the episode's question and every chunk, each with its special
-        tokens (the records' ``text_len``, DESIGN §2.7)."""
-        return text_length(self._tokens(ep), 2 if self.layout.bos is not None else 1)
+        tokens (the records' ``text_len``, DESIGN §2.7): counted before the cut when the ids were
+        made, else (a haystack cache file without it) recounted from the cut ids."""
+        tokens = self._tokens(ep)
+        if tokens.text_len is not None:
+            return tokens.text_len
+        n_special = 2 if self.layout.bos is not None else 1
+        return len(tokens.question) + n_special + sum(len(c) + n_special for c in tokens.chunks)
 
     def action_lengths(self, ep: Episode) -> np.ndarray:
         """Content ids [N] each chunk of the episode's sample keeps as an action (SFT's pass sizes)."""
@@ -145,10 +151,5 @@ class SampleInput(nn.Module):
         mem = self.eval_memory_content if evaluation else self.layout.memory_content
         return state_ids(tokens, order, self.layout, mem)
 
-    def action_ids(self, ep: Episode, j: int) -> list[int]:
+    def _action_ids(self, ep: Episode, j: int) -> list[int]:
         return action_ids(self._tokens(ep), j, self.layout)
-
-    def position_codes(self, ep: Episode, available: torch.Tensor | None = None) -> torch.Tensor | None:
-        """p̂(a) [N] of every chunk in the episode's current state (``available`` [S, N]: [S, N] in
-        the states of it with these chunks left); None: no positions (DESIGN §3)."""
-        return ep.codes(self.positions, available)

@@ -125,7 +125,7 @@ class ExactSearch:
                 lo = self.store.start(shard)
                 u = self._shard(shard)
                 if codes is not None:
-                    u = self.qnet.rotate(u, torch.from_numpy(codes[lo : lo + len(u)]).to(u.device))
+                    u = self.qnet.rope(u, torch.from_numpy(codes[lo : lo + len(u)]).to(u.device))
                 q = q_all(s_emb[i], u)
                 taken = [j - lo for j in sel if lo <= j < lo + len(u)]
                 if taken:

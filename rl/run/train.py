@@ -144,7 +144,7 @@ class Trainer:
                 fmt(self.untrained_test["fact_em"]),
                 fmt(self.untrained_test["fact_f1"]),
             )
-        self.learner.env.reset_all()
+        self.learner.start_slots()
         self.eval_and_record({})
 
     def finish(self) -> dict[str, Any]:
@@ -268,11 +268,9 @@ class Trainer:
         }
 
     def load_rank_state(self, state: dict[str, Any]) -> None:
-        self.learner.env.load_state_dict(state["env"])
+        self.learner.start_slots(state["env"])  # slots the state leaves empty start afresh
         self.learner.policy_gen.set_state(state["policy_gen"])
         set_rng_state(state["rng"])
-        if any(ep is None for ep in self.learner.env.episodes):
-            self.learner.env.reset_all()
 
     def checkpoint(self) -> dict[str, Any]:
         extra = {} if self._rank_states is None else {"ranks": self._rank_states}

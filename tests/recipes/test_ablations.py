@@ -8,6 +8,7 @@ import torch
 from rl.learners.pqn import PQNLearner
 from rl.learners.sft import SFTLearner, teacher_trajectory
 from rl.run.train import Trainer, run
+from tests.conftest import chunk_embeddings
 
 FAST = ["final_eval_episodes=0", "eval_episodes=2"]
 
@@ -22,11 +23,11 @@ def head_scores(state_emb: torch.Tensor, action_emb: torch.Tensor) -> torch.Tens
 def hard_value(learner, ep, selected):
     """V = Σ_h max_{a ∈ A} q′_h(s, a), written out from the target encoders (DESIGN §4.5)."""
     qnet = learner.qnet
-    s = qnet.embed(qnet.target_state, [qnet.state_ids(ep, selected=selected)], train=False)[0]
+    s = qnet._embed(qnet.target_state, [qnet.state_ids(ep, selected=selected)], train=False)[0]
     avail = torch.ones(ep.n_chunks, dtype=torch.bool)
     avail[selected] = False
-    u = qnet.chunk_embeddings(ep, "target", False)
-    heads = head_scores(s, qnet.rotate(u, ep.codes(learner.env.pos, avail)))
+    u = chunk_embeddings(qnet, ep, "target", False)
+    heads = head_scores(s, qnet.rope(u, ep.codes(learner.env.pos, avail)))
     return float(heads[:, avail].amax(-1).sum())
 
 
@@ -37,9 +38,8 @@ def test_no_soft_q_and_no_target_switches(tiny_cfg):
     learner, qnet = trainer.learner, trainer.qnet
     assert isinstance(learner, PQNLearner)
     assert not learner.hp.soft_target and not learner.hp.use_target_networks
-    learner.env.reset_all()
+    learner.start_slots()
     ep = learner.env.episodes[0]
-    qnet.prepare([ep])  # a new sample enters the network (the learner does this at its next step)
     items = [(ep, []), (ep, [1]), (ep, [0, 3])]
     with torch.no_grad():
         hard = learner._target_values(items)

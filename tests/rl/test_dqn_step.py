@@ -88,8 +88,8 @@ def build(*extra: str):
     qnet.positions, qnet.sort_by_index = PositionSettings.from_cfg(cfg.envs), bool(cfg.envs.sort_by_index)
     feedback = build_feedback(cfg.feedback, cfg.envs, "train", str(cfg.envs.task), legacy)
     env = train_env(cfg, _CACHE["data"], feedback, device, int(cfg.seed))
-    env.reset_all()
     learner = build_learner(qnet, env, cfg, legacy)
+    learner.start_slots()
     assert isinstance(learner, DQNLearner)
     return cfg, learner
 
@@ -210,7 +210,7 @@ def test_dqn_micro_step_matches_definition(case, monkeypatch):
         assert max(abs(a - b) for a, b in zip(plain, crossed)) > 1e-6, "precondition: double ≠ plain max here"
 
     # loss and gradients from the same encoders (train mode, with gradient)
-    s_emb = ref.embed(
+    s_emb = ref._embed(
         ref.state_enc, [ref.state_ids(eps[tr.index], selected=tr.selected) for tr in batch], train=True, grad=True
     )
     q1, q2 = twin_heads_ref(ref, s_emb, [(eps[tr.index], tr.selected, tr.action) for tr in batch], pos, grad=True)

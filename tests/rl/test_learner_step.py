@@ -108,8 +108,8 @@ def build(*extra: str):
         int(cfg.seed),
         "train",
     )
-    env.reset_all()
     learner = build_learner(qnet, env, cfg, legacy)
+    learner.start_slots()
     return cfg, learner, pristine
 
 
@@ -169,8 +169,8 @@ def rotated(ref, u, codes):
 def head_scores(ref, state_enc, action_enc, ep, selected, cfg, train: bool) -> torch.Tensor:
     """[2, N] float64: head h of Q(s, j) for every chunk j, s = question + ``selected``."""
     ref.prepare([ep])  # the sample enters the reference network too (a no-op once it has)
-    s = ref.embed(state_enc, [ref.state_ids(ep, selected=list(selected))], train=train)[0]
-    u = ref.embed(action_enc, [ref.action_ids(ep, j) for j in range(ep.n_chunks)], train=train)
+    s = ref._embed(state_enc, [ref.state_ids(ep, selected=list(selected))], train=train)[0]
+    u = ref._embed(action_enc, [ref._action_ids(ep, j) for j in range(ep.n_chunks)], train=train)
     r = rotated(ref, u, codes_of(ep, selected, PositionSettings.from_cfg(cfg.envs))).double()
     s, h = s.double(), s.shape[0] // 2
     return torch.stack((r[:, :h] @ s[:h], r[:, h:] @ s[h:]))
@@ -184,7 +184,7 @@ def twin_heads_ref(ref, s_emb, chosen, pos: PositionSettings, grad: bool = False
         [
             rotated(
                 ref,
-                ref.embed(ref.action_enc, [ref.action_ids(ep, a)], train=True, grad=grad),
+                ref._embed(ref.action_enc, [ref._action_ids(ep, a)], train=True, grad=grad),
                 codes_of(ep, selected, pos)[a].view(1),
             )
             for ep, selected, a in chosen
@@ -404,7 +404,9 @@ def test_pqn_micro_step_matches_definition(case, monkeypatch):
     assert ref.sort_by_index == bool(cfg.envs.sort_by_index)  # the state's chunk order, bound when built
     full = case == "default"
     ref.prepare([tr.ep for tr in flat])  # the samples enter the reference network too
-    s_emb = ref.embed(ref.state_enc, [ref.state_ids(tr.ep, selected=tr.selected) for tr in flat], train=True, grad=full)
+    s_emb = ref._embed(
+        ref.state_enc, [ref.state_ids(tr.ep, selected=tr.selected) for tr in flat], train=True, grad=full
+    )
     q1, q2 = twin_heads_ref(ref, s_emb, [(tr.ep, tr.selected, tr.action) for tr in flat], pos, grad=full)
     g = G.flatten()
     loss = twin_loss_ref(q1, q2, g) / int(cfg.accumulate_grads)
@@ -448,10 +450,10 @@ def test_sft_micro_step_matches_definition(monkeypatch):
     ref.prepare(drawn)
     for ep in drawn:
         gold = sorted(set(int(i) for i in ep.sample["sf_idx"]))[:T]  # teacher trajectory, document order
-        u = ref.embed(ref.action_enc, [ref.action_ids(ep, j) for j in range(ep.n_chunks)], train=True, grad=True)
+        u = ref._embed(ref.action_enc, [ref._action_ids(ep, j) for j in range(ep.n_chunks)], train=True, grad=True)
         for t, target in enumerate(gold):
             held = gold[:t]
-            s = ref.embed(ref.state_enc, [ref.state_ids(ep, selected=held)], train=True, grad=True)[0]
+            s = ref._embed(ref.state_enc, [ref.state_ids(ep, selected=held)], train=True, grad=True)[0]
             q = rotated(ref, u, codes_of(ep, held, pos)).double() @ s.double()
             avail = [j for j in range(ep.n_chunks) if j not in held]
             logits = q[avail]
@@ -476,3 +478,32 @@ def test_sft_micro_step_matches_definition(monkeypatch):
         alpha_after=None,
     )
     assert not watch.target_modes  # the SFT objective never runs the target encoders
+
+
+def test_the_slots_enter_the_network_where_they_start_resume_or_reset(monkeypatch):
+    """A slot's sample enters the Q-network once: where the slots start (``start_slots``), resume
+    (``load_state_dict``) or reset (``env_step``), never again at a step; slots filled behind the
+    learner's back are refused at their first state, naming the fix."""
+    _, learner, _ = build()
+    qnet, env = learner.qnet, learner.env
+    assert all(qnet.caches.tokens.get(ep) is not None for ep in env.episodes)
+    calls = []
+    real_prepare = qnet.prepare
+    monkeypatch.setattr(qnet, "prepare", lambda eps, *a, **k: calls.append(list(eps)) or real_prepare(eps, *a, **k))
+    first = lambda obs: [int(torch.nonzero(a)[0]) for a in obs.available]  # noqa: E731
+    reset = 0
+    for _ in range(4):  # past max_steps: some episodes end and their slots reset
+        before = {id(ep) for ep in env.episodes}
+        calls.clear()
+        learner.env_step(first, dropout=False)
+        fresh = [id(ep) for ep in env.episodes if id(ep) not in before]
+        assert [[id(ep) for ep in c] for c in calls] == [fresh]  # the resets' episodes only, once
+        reset += len(fresh)
+    assert reset > 0
+    state = learner.state_dict()
+    _, resumed, _ = build()
+    resumed.load_state_dict(state)  # new Episode objects for the saved slots
+    assert all(resumed.qnet.caches.tokens.get(ep) is not None for ep in resumed.env.episodes)
+    env.reset_all()
+    with pytest.raises(RuntimeError, match="start_slots"):
+        learner.env_step(first, dropout=False)

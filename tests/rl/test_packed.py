@@ -222,6 +222,18 @@ def test_packed_ids_equal_the_padded_rows():
         assert seqs.packed(7, 31).tolist() == ids[7:31][mask[7:31]].tolist()
 
 
+def test_concat_takes_ragged_and_plain_parts():
+    """RaggedIds.concat of RaggedIds (cut ones too) and plain id lists: their items in order; one
+    RaggedIds part comes back as it is, no part gives no items."""
+    lists = [[5, 6, 7], [], [8], [9, 10, 11, 12]]
+    cut = RaggedIds.from_lists(lists).cut(2)  # shares flat: starts no longer tile it
+    both = RaggedIds.concat([cut, [[1, 2], [3]], lists[:1]])
+    assert list(both) == [[5, 6], [], [8], [9, 10], [1, 2], [3], [5, 6, 7]]
+    one = RaggedIds.concat([[[4]]])
+    assert RaggedIds.concat([cut]) is cut and isinstance(one, RaggedIds) and list(one) == [[4]]
+    assert len(RaggedIds.concat([])) == 0
+
+
 def test_unsupported_models_keep_the_padded_path(tiny_bert, tiny_xlmr, caplog):
     """Other architectures and left-padded BERT fall back with a log line saying why; a
     left-padded XLM-R (positions from the tokens) is served; dropout in train mode is not."""
@@ -273,7 +285,7 @@ def test_agent_chunk_sets_and_streamed_haystack_use_the_packed_path(monkeypatch)
     eps = [Episode(0, s, torch.ones(len(s["chunks"]), dtype=torch.bool)) for s in samples]
     qnet.prepare(eps)
     enc = qnet.action_enc
-    qnet.set_mode(enc, False)
+    enc.eval()
     want = qnet.encoding.chunk_sets(enc, [qnet.caches.tokens.get(ep) for ep in eps])
     qnet.encoding.use_packed([qnet.state_enc, enc], None, attention="grouped")
     calls = []

@@ -20,6 +20,7 @@ from rl.model.model_keys import ModelKeys, Predictor
 from rl.model.padded import availability_rows, pad_rows
 from rl.model.precision import Precision
 from rl.model.qfunc import soft_topk_draws, soft_topk_probs, soft_values
+from tests.conftest import chunk_embeddings
 
 CPU = torch.device("cpu")
 
@@ -193,9 +194,9 @@ def test_q_values_equal_each_episodes_own(qnet, pos):
     states = [qnet.state_ids(ep) for ep in episodes]
     codes = [ep.codes(pos) for ep in episodes]
     got = qnet.q_values(episodes, train=False)
-    s_emb = qnet.embed(qnet.state_enc, states, train=False)
+    s_emb = qnet._embed(qnet.state_enc, states, train=False)
     for i, ep in enumerate(episodes):
-        u = qnet.chunk_embeddings(ep, "online", False)
+        u = chunk_embeddings(qnet, ep, "online", False)
         rotated = u if codes[i] is None else qnet.rope(u, codes[i])
         want = (rotated * s_emb[i]).sum(-1)
         assert got[i].shape == (ep.n_chunks,)
@@ -224,14 +225,14 @@ def test_target_heads_and_values_equal_each_states_own(qnet, pos):
     n_max = max(ep.n_chunks for ep in episodes)
     assert heads.shape == (len(items), 2, n_max) and avail.shape == (len(items), n_max)
     states = [qnet.state_ids(ep, selected=sel) for ep, sel in items]
-    s_emb = qnet.embed(qnet.target_state, states, train=False)
+    s_emb = qnet._embed(qnet.target_state, states, train=False)
     h = s_emb.shape[-1] // 2
     for i, (ep, sel) in enumerate(items):
         n = ep.n_chunks
         own_avail = torch.ones(n, dtype=torch.bool)
         own_avail[sel] = False
         assert torch.equal(avail[i, :n], own_avail) and not bool(avail[i, n:].any())
-        u = qnet.chunk_embeddings(ep, "target", False)
+        u = chunk_embeddings(qnet, ep, "target", False)
         codes = ep.codes(pos, own_avail.unsqueeze(0))
         rotated = u if codes is None else qnet.rope(u, codes[0])
         want = torch.stack([(rotated[:, :h] * s_emb[i, :h]).sum(-1), (rotated[:, h:] * s_emb[i, h:]).sum(-1)])

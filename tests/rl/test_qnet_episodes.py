@@ -52,7 +52,11 @@ def test_member_states_score_as_the_episodes_holding_them(qnet):
         want = qnet.q_values([holding(qnet, sel)], train=False, evaluation=True)[0]
         torch.testing.assert_close(row, want, rtol=0, atol=1e-6)
     # the positions matter: the same state with its chunks unrotated scores differently
-    plain = qnet.q_values([holding(qnet, [3, 0])], train=False, codes=[None], evaluation=True)[0]
+    relative, qnet.positions = qnet.positions, PositionSettings("none", 1, "paper", 10)
+    try:
+        plain = qnet.q_values([holding(qnet, [3, 0])], train=False, evaluation=True)[0]
+    finally:
+        qnet.positions = relative
     assert not torch.allclose(plain, members[2], atol=1e-4)
 
 

@@ -18,6 +18,7 @@ from rl.eval.greedy import greedy_episodes
 from rl.model.fast import encoding as encoding_module
 from rl.model.tokens import tokenize as tokens_module
 from rl.run.retriever import QRAGRetriever
+from tests.conftest import chunk_embeddings
 
 from .conftest import eval_cfg
 from .test_api import samples_of
@@ -187,14 +188,14 @@ def test_shared_embeddings_are_one_tensor_and_go_stale_with_the_weights(grouped:
     eps = [Episode(0, {"question": q, "chunks": chunks}, torch.ones(len(chunks), dtype=torch.bool)) for q in questions]
     held = qnet.prepare(eps, share=True, embed=True)
     assert all(h is held[0] for h in held)
-    u = qnet.chunk_embeddings(eps[0], "online", train=False)
-    assert all(qnet.chunk_embeddings(ep, "online", train=False) is u for ep in eps)
+    u = chunk_embeddings(qnet, eps[0], "online", train=False)
+    assert all(chunk_embeddings(qnet, ep, "online", train=False) is u for ep in eps)
     tokens = [qnet.caches.tokens.get(ep) for ep in eps]
     assert all(t.action_chunks is tokens[0].action_chunks for t in tokens)
     qnet.weights_version += 1  # an optimiser step or a loaded checkpoint
-    v = qnet.chunk_embeddings(eps[1], "online", train=False)
-    assert v is not u and all(qnet.chunk_embeddings(ep, "online", train=False) is v for ep in eps)
-    want = qnet.embed(qnet.action_enc, [qnet.action_ids(eps[0], j) for j in range(len(chunks))], train=False)
+    v = chunk_embeddings(qnet, eps[1], "online", train=False)
+    assert v is not u and all(chunk_embeddings(qnet, ep, "online", train=False) is v for ep in eps)
+    want = qnet._embed(qnet.action_enc, [qnet._action_ids(eps[0], j) for j in range(len(chunks))], train=False)
     torch.testing.assert_close(v, want, rtol=1e-5, atol=1e-6)
     del eps, held, tokens
     assert len(qnet.caches.haystacks) == 0  # the haystack died with its episodes

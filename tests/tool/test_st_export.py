@@ -34,7 +34,7 @@ def own_embeddings(r: QRAGRetriever, questions: list[str], chunks: list[str]) ->
     states = [state_ids(t, [], q.layout, q.eval_memory_content)[0] for t in per_question]
     actions = [action_ids(per_question[0], j, q.layout) for j in range(len(chunks))]
     with torch.no_grad():
-        return q.embed(q.state_enc, states, train=False), q.embed(q.action_enc, actions, train=False, chunks=True)
+        return q._embed(q.state_enc, states, train=False), q._embed(q.action_enc, actions, train=False, chunks=True)
 
 
 def test_encode_query_and_document_are_the_retrievers_embeddings(trained_run: Path, tmp_path: Path) -> None:

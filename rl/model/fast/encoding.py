@@ -132,7 +132,7 @@ class EncodingPath:
     def chunk_sets(self, encoder: nn.Module, token_sets: Sequence[SampleTokens]) -> list[torch.Tensor]:
         """Un-rotated chunk embeddings of several samples from one gradient-free pass over all
         their chunks (framed ``[bos] ids [sep]`` as :func:`rl.model.tokens.action_ids` frames them)."""
-        content = RaggedIds.concat([RaggedIds.from_lists(t.action_chunks) for t in token_sets])
+        content = RaggedIds.concat([t.action_chunks for t in token_sets])
         bounds = np.concatenate(([0], np.cumsum([len(t.action_chunks) for t in token_sets]))).tolist()
         framed = FramedIds(content, self.layout.bos, self.layout.sep, self.layout.action_content)
         emb = self(encoder, framed, chunks=True)

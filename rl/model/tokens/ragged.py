@@ -39,10 +39,12 @@ class RaggedIds(Sequence):
         return cls.tiling(flat, lens)
 
     @classmethod
-    def concat(cls, parts: Sequence[RaggedIds]) -> RaggedIds:
+    def concat(cls, parts: Sequence[Sequence[Sequence[int]]]) -> RaggedIds:
+        """The items of every part (a RaggedIds or any sequence of id lists) in order; one
+        RaggedIds part is returned as it is."""
         if len(parts) == 1:
-            return parts[0]
-        dense = [p.compact() for p in parts]
+            return cls.from_lists(parts[0])
+        dense = [cls.from_lists(p).compact() for p in parts]
         lens = np.concatenate([p.lens for p in dense]) if dense else np.zeros(0, np.int64)
         flat = np.concatenate([p.flat for p in dense]) if dense else np.zeros(0, np.int32)
         return cls.tiling(flat, lens)

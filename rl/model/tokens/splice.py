@@ -35,10 +35,3 @@ def state_ids(
 def action_ids(tokens: SampleTokens, j: int, layout: TokenLayout) -> list[int]:
     body = tokens.action_chunks[j][: layout.action_content]
     return ([] if layout.bos is None else [layout.bos]) + body + [layout.sep]
-
-
-def text_length(tokens: SampleTokens, n_special: int) -> int:
-    """Encoder-token length of question + every chunk, each with its special tokens (DESIGN §2.7)."""
-    if tokens.text_len is not None:
-        return tokens.text_len
-    return len(tokens.question) + n_special + sum(len(c) + n_special for c in tokens.chunks)

@@ -177,7 +177,7 @@ def assemble_tokens(
 
 def haystack_tokens(parts: Sequence[TokenSlice]) -> HaystackTokens:
     """A HaystackTokens from the chunk slices of :func:`stream_chunk_tokens`."""
-    chunk_ids = RaggedIds.concat([part.ids for part in parts]) if parts else RaggedIds.from_lists([])
+    chunk_ids = RaggedIds.concat([part.ids for part in parts])
     action = (
         RaggedIds.concat([part.action_ids for part in parts]) if parts and parts[0].action_ids is not None else None
     )
