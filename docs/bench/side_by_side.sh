@@ -3,7 +3,7 @@
 #   bash docs/bench/side_by_side.sh setup     # wheels, code copies, data, models; the packed-encoder self-check
 #   bash docs/bench/side_by_side.sh ref       # the reference (authors' code, unchanged) and this tree on the
 #                                             #   same card, data and random BERT-base: W1, W2, W3, whole program
-#                                             #   (PEER_STEPS=40 training steps each: at 80 the call passed 10 min)
+#                                             #   (PEER_STEPS=40 training steps each; REF_PART=train|eval: two calls)
 #   bash docs/bench/side_by_side.sh oldnew    # OLD_TREE and this tree on the repository's data: W1-W4, W6
 #   bash docs/bench/side_by_side.sh train     # qa3 runs sharing the card (old, new, new under CUDA MPS; RUNS,
 #                                             #   MPS_RUNS), one qa3 step of each tree alone, a kernel profile
@@ -100,22 +100,32 @@ case "$1" in
     [ "${SKIP_CHECK:-0}" = 1 ] && { echo "packed-encoder check skipped"; exit 0; }
     (cd /tmp/new && timeout 240 python3 scripts/check_packed_encoder.py --minilm /tmp/minilm-random) > "$OUT/setup.jsonl" 2> "$OUT/setup.log"
     echo "packed-encoder check rc=$?"; cat "$OUT/setup.jsonl"; tail -n 5 "$OUT/setup.log" ;;
-  ref)  # the reference and this tree, same card, data and model, one call
-    cp "$SRC"/.device/mb/* /tmp/minilm/
+  ref)  # the reference and this tree, same card, data and model; REF_PART=train (W1, whole program) or eval
+    # (W2, W3) splits it in two calls of the same workloads (all in one call passed 10 minutes on an H200)
+    PART="${REF_PART:-all}"
+    [ -d "$SRC/.device/mb" ] && cp "$SRC"/.device/mb/* /tmp/minilm/
     cd "$PEER"
-    PYTHONPATH=/tmp/site:/tmp/peer_stubs timeout 280 python3 timed_train.py "$OUT/peer_train.json" $REF_COMMON $REF_TRAIN \
-      steps_count="${PEER_STEPS:-40}" eval_interval=100000 eval_episodes=2 > "$OUT/peer_train.log" 2>&1
-    echo "reference train rc=$?"; grep -a TIMING "$OUT/peer_train.log"
-    for N in 1200 40000; do
-      PYTHONPATH=/tmp/site:/tmp/peer_stubs timeout 150 python3 timed_eval.py "$OUT/peer_eval_$N.json" "$N" 3 \
-        $REF_COMMON $REF_TRAIN > "$OUT/peer_eval_$N.log" 2>&1
-      echo "reference eval $N rc=$?"; grep -a EVALTIMING "$OUT/peer_eval_$N.log" | cut -c1-200
-    done
+    if [ "$PART" != eval ]; then
+      PYTHONPATH=/tmp/site:/tmp/peer_stubs timeout 280 python3 timed_train.py "$OUT/peer_train.json" $REF_COMMON $REF_TRAIN \
+        steps_count="${PEER_STEPS:-40}" eval_interval=100000 eval_episodes=2 > "$OUT/peer_train.log" 2>&1
+      echo "reference train rc=$?"; grep -a TIMING "$OUT/peer_train.log"
+    fi
+    if [ "$PART" != train ]; then
+      for N in 1200 40000; do  # the 40 000-sentence run builds its haystacks for minutes first
+        PYTHONPATH=/tmp/site:/tmp/peer_stubs timeout $([ $N = 1200 ] && echo 120 || echo 330) python3 timed_eval.py "$OUT/peer_eval_$N.json" "$N" 3 \
+          $REF_COMMON $REF_TRAIN > "$OUT/peer_eval_$N.log" 2>&1
+        echo "reference eval $N rc=$?"; grep -a EVALTIMING "$OUT/peer_eval_$N.log" | cut -c1-200
+      done
+    fi
     cd /tmp/new
     python3 scripts/bench_table.py peer "$OUT" --card "$CARD" --torch "$TORCH" >> "$OUT/ref.jsonl"
-    bench /tmp/new "$NEW_TREE" ref --workloads W1,W2,W3 --encoder /tmp/contriever-random --data-root /tmp/pdata \
-      --iters 60 --warmup 10 --episodes 3
-    program /tmp/new "$NEW_TREE" ref "${PEER_STEPS:-40}"
+    if [ "$PART" != eval ]; then
+      bench /tmp/new "$NEW_TREE" ref --workloads W1 --encoder /tmp/contriever-random --data-root /tmp/pdata \
+        --iters 60 --warmup 10
+      program /tmp/new "$NEW_TREE" ref "${PEER_STEPS:-40}"
+    fi
+    [ "$PART" != train ] && bench /tmp/new "$NEW_TREE" ref --workloads W2,W3 --encoder /tmp/contriever-random \
+      --data-root /tmp/pdata --episodes 3
     python3 scripts/bench_table.py table "$OUT/ref.jsonl" ;;
   oldnew)  # OLD_TREE and this tree on the repository's data, interleaved
     for part in mb mc; do [ -d "$SRC/.device/$part" ] && cp "$SRC/.device/$part"/* /tmp/minilm/; done
