@@ -7,8 +7,10 @@
 ``peer_eval_<N>.json``) into JSON lines shaped like scripts/bench.py's, marked ``"tree": "reference"``,
 so that one file holds every tree of a call. ``table`` prints a Markdown table: one row per workload,
 one column per tree (seconds per iteration or episode, peak GiB), and each tree's speed-up over the
-baseline tree (baseline seconds / tree seconds), with the card(s) the lines name. Only lines of one
-card are compared: a file naming two cards is refused.
+baseline tree (baseline seconds / tree seconds, with the host-device syncs per iteration where a
+line counted them), with the card(s) the lines name; then, when the call measured training
+throughput (``train-concurrent`` lines of scripts/bench_concurrency.sh), one row per tree and runs per
+card. Only lines of one card are compared: a file naming two cards is refused.
 """
 
 from __future__ import annotations
@@ -118,7 +120,8 @@ def table(lines: list[dict], baseline: str) -> str:
                 vals.append("–")
                 continue
             mem = f", {x['peak_gib']:.1f} GiB" if x.get("peak_gib") is not None else ""
-            vals.append(f"{seconds(x):.3f} s{mem}")
+            syncs = f", {x['syncs_per_iter']:.0f} syncs" if x.get("syncs_per_iter") is not None else ""
+            vals.append(f"{seconds(x):.3f} s{mem}{syncs}")
         base = cell.get((wl, baseline))
         for t in trees:
             if t == baseline:
@@ -126,7 +129,28 @@ def table(lines: list[dict], baseline: str) -> str:
             x = cell.get((wl, t))
             vals.append(f"{seconds(base) / seconds(x):.2f}×" if base is not None and x is not None else "–")
         rows.append("| " + " | ".join([wl, *vals]) + " |")
-    return f"Card: {cards[0] if cards else 'unknown'}\n\n" + "\n".join(rows)
+    out = f"Card: {cards[0] if cards else 'unknown'}\n\n" + "\n".join(rows)
+    runs = throughput(lines)
+    return out if runs is None else f"{out}\n\n{runs}"
+
+
+def throughput(lines: list[dict]) -> str | None:
+    """The training-throughput lines (scripts/bench_concurrency.sh: several runs sharing a card) as
+    one row per tree and runs per card, in file order; None when the call has none."""
+    rows = [x for x in lines if x.get("workload") == "train-concurrent"]
+    if not rows:
+        return None
+    out = [
+        "| tree | runs per card | per run (steps/s) | aggregate steps/s per card | over the whole window |",
+        "|---|---|---|---|---|",
+    ]
+    for x in rows:
+        per = x["per_run_steps_per_s"]
+        out.append(
+            f"| {x.get('tree', 'project')} | {x['runs_per_gpu']} | {min(per):.2f}-{max(per):.2f} | "
+            f"{x['aggregate_steps_per_s']:.2f} | {x['window_steps_per_s_per_gpu']:.2f} |"
+        )
+    return "\n".join(out)
 
 
 def main() -> None:

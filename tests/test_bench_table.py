@@ -96,3 +96,40 @@ def test_a_broken_json_line_names_file_and_line(tmp_path):
     bad.write_text('{"workload": "W2"}\n{"workload": \n')
     with pytest.raises(SystemExit, match="call.jsonl:2"):
         bt.read_lines([bad])
+
+
+def test_throughput_rows_and_sync_counts():
+    """Training-throughput lines become one row per tree and runs per card (per-run range and the
+    aggregate); a W1 line that counted host-device syncs shows them."""
+    lines = [
+        {
+            "workload": "W1 train-babilong-100",
+            "tree": "new",
+            "card": "H200",
+            "s_per_iter_mean": 0.18,
+            "syncs_per_iter": 70.4,
+        },
+        {
+            "workload": "train-concurrent",
+            "tree": "new",
+            "card": "H200",
+            "runs_per_gpu": 4,
+            "per_run_steps_per_s": [3.6, 3.9, 3.7, 3.8],
+            "aggregate_steps_per_s": 15.0,
+            "window_steps_per_s_per_gpu": 13.2,
+        },
+        {
+            "workload": "train-concurrent",
+            "tree": "new+mps",
+            "card": "H200",
+            "runs_per_gpu": 8,
+            "per_run_steps_per_s": [3.7, 3.8],
+            "aggregate_steps_per_s": 30.093,
+            "window_steps_per_s_per_gpu": 25.6,
+        },
+    ]
+    out = bt.table(lines, "new")
+    assert "0.180 s, 70 syncs" in out
+    assert "| new | 4 | 3.60-3.90 | 15.00 | 13.20 |" in out
+    assert "| new+mps | 8 | 3.70-3.80 | 30.09 | 25.60 |" in out
+    assert bt.throughput(lines[:1]) is None
