@@ -146,6 +146,12 @@ def rollout_values(
         values[torch.tensor(needed).to(dev, non_blocking=True)] = target_values([items[i] for i in needed])
     v = values[: L * E].view(L, E)
     boot = values[L * E :]
+    return *rewards_and_dones(steps, dev), v, boot
+
+
+def rewards_and_dones(steps: list[list[Transition]], dev: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rewards, dones) [L, E] float of a rollout ``steps`` [L][E] on ``dev``, built on the host and
+    copied without waiting for the GPU (non_blocking)."""
     rewards = torch.tensor([[tr.reward for tr in s] for s in steps]).to(dev, non_blocking=True)
     dones = torch.tensor([[float(tr.done) for tr in s] for s in steps]).to(dev, non_blocking=True)
-    return rewards, dones, v, boot
+    return rewards, dones

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from envs.env import Episode, VecRetrievalEnv
-from rl.learners.acting import SoftHyper, Transition, lr_tied_alpha, policy_probs
+from rl.learners.acting import SoftHyper, Transition, lr_tied_alpha, policy_probs, rewards_and_dones
 from rl.learners.base import TwinHeadLearner, ema_weight
 from rl.model.qnetwork import QNetwork
 from rl.schema import param
@@ -106,8 +106,7 @@ class SarsaLearner(TwinHeadLearner):
         qnet, L, E, n = self.qnet, self.rollout_len, self.env.n_envs, self.n_steps
         qnet.new_rollout()
         steps: list[list[Transition]] = [self._act() for _ in range(L)]
-        rewards = torch.tensor([[tr.reward for tr in s] for s in steps], device=qnet.device)
-        dones = torch.tensor([[float(tr.done) for tr in s] for s in steps], device=qnet.device)
+        rewards, dones = rewards_and_dones(steps, qnet.device)
         # Q′(s_t, a_t) enters only the target of step t − n, and only if no episode ended in
         # between: the others are multiplied by zero and not computed.
         needed = [(t, e) for t in range(n, L) for e in range(E) if not any(steps[j][e].done for j in range(t - n, t))]
