@@ -130,8 +130,8 @@ def table(lines: list[dict], baseline: str) -> str:
             vals.append(f"{seconds(base) / seconds(x):.2f}×" if base is not None and x is not None else "–")
         rows.append("| " + " | ".join([wl, *vals]) + " |")
     out = f"Card: {cards[0] if cards else 'unknown'}\n\n" + "\n".join(rows)
-    runs = throughput(lines)
-    return out if runs is None else f"{out}\n\n{runs}"
+    extra = [t for t in (throughput(lines), floors(lines)) if t is not None]
+    return "\n\n".join([out, *extra])
 
 
 def throughput(lines: list[dict]) -> str | None:
@@ -150,6 +150,25 @@ def throughput(lines: list[dict]) -> str | None:
             f"| {x.get('tree', 'project')} | {x['runs_per_gpu']} | {min(per):.2f}-{max(per):.2f} | "
             f"{x['aggregate_steps_per_s']:.2f} | {x['window_steps_per_s_per_gpu']:.2f} |"
         )
+    return "\n".join(out)
+
+
+def floors(lines: list[dict]) -> str | None:
+    """scripts/encoder_floor.py's lines (``"workload": "floor"``) as one row per measured part; None
+    when the call has none. W1's acting line is seconds per 64-step rollout, the others per 1 M tokens."""
+    rows = [x for x in lines if x.get("workload") == "floor"]
+    if not rows:
+        return None
+    out = ["| part | seconds | per 1 M tokens | |", "|---|---|---|---|"]
+    for x in rows:
+        note = ", ".join(
+            f"{k} {x[k]:.0f}" if isinstance(x[k], float) else f"{k} {x[k]}"
+            for k in ("tflops", "gb_per_s", "backend", "path", "steps")
+            if k in x
+        )
+        if "elementwise_s_per_1m_tokens" in x:
+            note = f"elementwise (tail minus its matmuls) {x['elementwise_s_per_1m_tokens']:.3f} s per 1 M tokens"
+        out.append(f"| {x['part']} | {x['s']:.4f} | {x['s_per_1m_tokens']:.3f} s | {note} |")
     return "\n".join(out)
 
 

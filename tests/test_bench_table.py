@@ -133,3 +133,34 @@ def test_throughput_rows_and_sync_counts():
     assert "| new | 4 | 3.60-3.90 | 15.00 | 13.20 |" in out
     assert "| new+mps | 8 | 3.70-3.80 | 30.09 | 25.60 |" in out
     assert bt.throughput(lines[:1]) is None
+
+
+def test_floor_rows():
+    """scripts/encoder_floor.py's lines (tagged workload "floor") become one row per part, with the
+    matmul rate, the elementwise share of the layer tail and the acting path."""
+    base = {"workload": "floor", "tree": "new", "card": "H200"}
+    lines = [
+        {**base, "part": "gemm", "tokens": 131000, "s": 0.0393, "s_per_1m_tokens": 0.3, "tflops": 566.4},
+        {
+            **base,
+            "part": "layer_tail",
+            "tokens": 131000,
+            "s": 0.03,
+            "s_per_1m_tokens": 0.229,
+            "elementwise_s_per_1m_tokens": 0.061,
+        },
+        {
+            **base,
+            "part": "acting",
+            "tokens": 12288,
+            "s": 0.0712,
+            "s_per_1m_tokens": 5.79,
+            "path": "cuda_graph",
+            "steps": 64,
+        },
+    ]
+    out = bt.table(lines, "new")
+    assert "| gemm | 0.0393 | 0.300 s | tflops 566 |" in out
+    assert "| layer_tail | 0.0300 | 0.229 s | elementwise (tail minus its matmuls) 0.061 s per 1 M tokens |" in out
+    assert "| acting | 0.0712 | 5.790 s | path cuda_graph, steps 64 |" in out
+    assert bt.floors(lines[:0]) is None

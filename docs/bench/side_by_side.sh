@@ -8,11 +8,13 @@
 #   bash docs/bench/side_by_side.sh train     # qa3 runs sharing the card (old, new, new under CUDA MPS; RUNS,
 #                                             #   MPS_RUNS), one qa3 step of each tree alone, a kernel profile
 #   bash docs/bench/side_by_side.sh corpus    # the 1M-passage corpus-index demonstration
+#   bash docs/bench/side_by_side.sh floor     # this tree's GPU tests (-m cuda), then scripts/encoder_floor.py:
+#                                             #   what the card allows for W1's acting and W3/W4's encoder
 #   bash docs/bench/side_by_side.sh parity    # the qa3 recipe's learning curve, OLD_TREE and this tree, 2 seeds
 #                                             #   each, all four runs sharing the card (PARITY_STEPS, default 400)
 # Env: SKIP_CHECK=1 skips setup's packed-encoder self-check; OLD_BENCH=new (setup) gives the old tree this
 # tree's bench.py; WORKLOADS (oldnew, default W1,W2,W3,W4) and W6=0 choose oldnew's workloads, PROFILE_W3=1
-# adds a cProfile of W3; ABLATE_SET="key=value" adds a W1 line of this tree with that override (oldnew).
+# adds a cProfile of W3, PROFILE_W1=1 one of W1; ABLATE_SET="key=value" adds a W1 line of this tree with that override (oldnew).
 # Every JSON line lands in $OUT/<call>.jsonl and names card, tree and workload; scripts/bench_table.py turns
 # them into BENCH.md's tables. Each call re-lays the working tree, so setup copies the code to /tmp/new (this
 # tree) and /tmp/old (OLD_TREE, a `git archive` in .device/old_<commit>.tgz); later calls run those copies.
@@ -143,6 +145,11 @@ case "$1" in
         --episodes 2 --profile
       grep -a -A 30 "function calls" "$OUT/profile.log" | tail -n 32
     fi
+    if [ "${PROFILE_W1:-0}" = 1 ]; then  # the same for a W1 iteration (profile_w1.log)
+      (cd /tmp/new && timeout 300 python3 scripts/bench.py --workloads W1 --tokenizer /tmp/tok --data-root /tmp/new/data \
+        --iters 15 --warmup 5 --profile) > /dev/null 2> "$OUT/profile_w1.log"
+      grep -a -A 30 "function calls" "$OUT/profile_w1.log" | tail -n 32
+    fi
     (cd /tmp/new && python3 scripts/bench_table.py table "$OUT/oldnew.jsonl" --baseline "$OLD_TREE") ;;
   train)  # training throughput: runs sharing the card, per tree; one qa3 step alone; a kernel profile
     # Env: TRAIN_TREES (default "old new"), RUNS (runs per card for each tree, a comma list, default 4),
@@ -169,10 +176,13 @@ case "$1" in
     done
     # under CUDA's multi-process service (kernels of different processes may overlap; the card's settings are
     # untouched: a user-space daemon, stopped at the end)
+    # MPS_TREES (default new): the trees run under MPS
     if [ -n "${MPS_RUNS-4}" ] && command -v nvidia-cuda-mps-control > /dev/null; then
       export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
       mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY" && nvidia-cuda-mps-control -d && echo "MPS on"
-      concurrency /tmp/new "$NEW_TREE+mps" "${MPS_RUNS-4}"
+      for tree in ${MPS_TREES:-new}; do
+        concurrency /tmp/$tree "$([ $tree = old ] && echo "$OLD_TREE" || echo "$NEW_TREE")+mps" "${MPS_RUNS-4}"
+      done
       echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
     else
       echo "MPS not run (MPS_RUNS empty or no nvidia-cuda-mps-control)"
@@ -186,6 +196,15 @@ case "$1" in
         --data-root /tmp/new/data --iters 10 --warmup 5 --set envs_parallel=16 --profile
     fi
     ;;
+  floor)  # this tree's GPU tests, then the floors under W1 and W3/W4 (scripts/encoder_floor.py)
+    [ -d "$SRC/.device/twhl" ] && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+      --target /tmp/site "$SRC"/.device/twhl/*.whl  # pytest, when the machine lacks it
+    (cd /tmp/new && timeout 300 python3 -m pytest -q -m cuda tests/rl -p no:cacheprovider) \
+      > "$OUT/gpu_tests.log" 2>&1
+    echo "GPU tests rc=$?"; tail -n 5 "$OUT/gpu_tests.log"
+    (cd /tmp/new && timeout 240 python3 scripts/encoder_floor.py --tree "$NEW_TREE") 2>> "$OUT/floor.log" \
+      | tag "$NEW_TREE" floor "$CARD" >> "$OUT/floor.jsonl"
+    echo "floor rc=${PIPESTATUS[0]}"; cat "$OUT/floor.jsonl" | cut -c1-300; tail -n 3 "$OUT/floor.log" ;;
   corpus)  # the corpus index over 1M passages built from the shipped data (an untrained MiniLM Q-network)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
       "$SRC"/.device/xwhl/*.whl || exit 1

@@ -18,9 +18,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from envs.env import Episode
+from rl.model.fast.staging import to_device
 from rl.model.padded import pad_rows
 from rl.model.qfunc import NEG_INF, masked_topk, sample_policy, soft_topk_draws, soft_topk_probs
 from rl.schema import Schema, param
@@ -142,8 +144,8 @@ def rollout_values(
     items = [(tr.ep, tr.selected) for tr in flat] + bootstrap
     needed = [i for i in range(E, len(items)) if not flat[i - E].done]
     values = torch.zeros(len(items), device=dev)
-    if needed:  # host-built tensors go over without waiting for the GPU (non_blocking)
-        values[torch.tensor(needed).to(dev, non_blocking=True)] = target_values([items[i] for i in needed])
+    if needed:  # host-built tensors go over without waiting for the GPU (the pinned ring)
+        values[to_device(np.asarray(needed, dtype=np.int64), dev)] = target_values([items[i] for i in needed])
     v = values[: L * E].view(L, E)
     boot = values[L * E :]
     return *rewards_and_dones(steps, dev), v, boot
@@ -151,7 +153,7 @@ def rollout_values(
 
 def rewards_and_dones(steps: list[list[Transition]], dev: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """(rewards, dones) [L, E] float of a rollout ``steps`` [L][E] on ``dev``, built on the host and
-    copied without waiting for the GPU (non_blocking)."""
-    rewards = torch.tensor([[tr.reward for tr in s] for s in steps]).to(dev, non_blocking=True)
-    dones = torch.tensor([[float(tr.done) for tr in s] for s in steps]).to(dev, non_blocking=True)
+    copied without waiting for the GPU (one copy through the pinned ring)."""
+    host = np.array([[[tr.reward for tr in s] for s in steps], [[float(tr.done) for tr in s] for s in steps]])
+    rewards, dones = to_device(host.astype(np.float32), dev)
     return rewards, dones

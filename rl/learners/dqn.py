@@ -21,12 +21,14 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from envs.env import Episode, VecRetrievalEnv
 from rl.learners.acting import epsilon_greedy_actions
 from rl.learners.base import BatchShape, TwinHeadLearner
 from rl.learners.replay import NStepAssembler, ReplayBuffer, Step, physical_memory
+from rl.model.fast.staging import to_device
 from rl.model.qfunc import NEG_INF
 from rl.model.qnetwork import QNetwork
 from rl.schema import Schema, param
@@ -198,13 +200,14 @@ class DQNLearner(TwinHeadLearner):
         batch = [self.buffer.get(i) for i in self.buffer.sample(self.batch_size, self.policy_gen)]
         episodes = [self._view(tr.index) for tr in batch]
         dev = qnet.device
-        ret = torch.tensor([tr.ret for tr in batch], device=dev)
-        k = torch.tensor([tr.k for tr in batch], device=dev)
-        done = torch.tensor([tr.done for tr in batch], device=dev)
+        # host-built, copied through the pinned ring: the host does not wait for the GPU's queue
+        ret = to_device(np.array([tr.ret for tr in batch], dtype=np.float32), dev)
+        k = to_device(np.array([tr.k for tr in batch], dtype=np.int64), dev)
+        done = to_device(np.array([tr.done for tr in batch], dtype=bool), dev)
         v_next = torch.zeros(len(batch), device=dev)
         need = [i for i, tr in enumerate(batch) if not tr.done]  # V′ after a done is multiplied by 0
         if need:
-            v_next[torch.tensor(need, device=dev)] = self._bootstrap(
+            v_next[to_device(np.array(need, dtype=np.int64), dev)] = self._bootstrap(
                 [episodes[i] for i in need], [batch[i].path for i in need]
             )
         y = nstep_targets(ret, k, done, v_next, hp.gamma)

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from rl.model.fast.staging import to_device
+
 
 def pad_index(lengths: Sequence[int], offsets: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(index [R, N_max] int64, valid [R, N_max] bool) for rows of ``lengths`` stored at ``offsets``
@@ -38,7 +40,7 @@ def pad_rows(rows: Sequence[torch.Tensor], fill: float | bool) -> torch.Tensor:
     index, valid = pad_index([len(r) for r in rows])
     dev = rows[0].device
     flat = torch.cat(list(rows))
-    index_t, valid_t = torch.from_numpy(np.stack([index, valid])).to(dev, non_blocking=True)
+    index_t, valid_t = to_device(np.stack([index, valid]), dev)
     out = flat[index_t]
     pads = ~valid_t.bool().view(*valid_t.shape, *([1] * (out.dim() - 2)))
     return out.masked_fill(pads, fill)
@@ -58,4 +60,4 @@ def availability(n_chunks: int, selections: Sequence[Sequence[int]], device: tor
     """[S, N] bool: chunk j is available in state i unless it is in ``selections[i]`` (built on the
     host, one copy)."""
     avail, _ = availability_rows([n_chunks] * len(selections), selections)
-    return torch.from_numpy(avail).to(device, non_blocking=True)
+    return to_device(avail, device)

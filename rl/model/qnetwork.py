@@ -25,6 +25,7 @@ from envs.env import Episode, PositionSettings, state_codes
 from rl.model.caches import ChunkEmbeddings, Haystack
 from rl.model.embedder import Embedder, load_backbone, load_tokenizer
 from rl.model.fast.encoding import EncodingPath
+from rl.model.fast.staging import to_device
 from rl.model.fast.switches import SpeedSwitches
 from rl.model.model_keys import ModelKeys
 from rl.model.padded import availability, availability_rows, pad_index, pad_rows
@@ -271,7 +272,7 @@ class QNetwork(SampleInput):
         if len(embs) == 1:  # one sample (one env, or a beam's states): no pads, no copy
             return embs[0].expand(len(episodes), -1, -1), None
         index, valid = pad_index([ep.n_chunks for ep in episodes], offsets)
-        index_t, valid_t = torch.from_numpy(np.stack([index, valid])).to(self.device, non_blocking=True)
+        index_t, valid_t = to_device(np.stack([index, valid]), self.device)
         return torch.cat(embs)[index_t], valid_t.bool()
 
     def _chunk_scores(
@@ -291,7 +292,7 @@ class QNetwork(SampleInput):
         episodes = [ep for ep, _ in items]
         u, valid = self._padded_chunks(episodes, which, train)
         avail_host, _ = availability_rows([ep.n_chunks for ep in episodes], [sel for _, sel in items])
-        avail = torch.from_numpy(avail_host).to(self.device, non_blocking=True)
+        avail = to_device(avail_host, self.device)
         scores = rotated_scores(self._rotate(u, state_codes(self.positions, episodes, avail)), s_emb, heads)
         if valid is None:
             return scores, avail
@@ -380,7 +381,7 @@ class QNetwork(SampleInput):
             self.action_enc, [self._action_ids(ep, a) for ep, a in zip(episodes, actions)], train=True, grad=True
         )
         if self.positions.processor != "none":
-            a_emb = self.rope(a_emb, torch.tensor(codes).to(self.device, non_blocking=True))
+            a_emb = self.rope(a_emb, to_device(np.asarray(codes, dtype=np.int64), self.device))
         return twin_heads(s_emb, a_emb)
 
     # -- target updates -------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rl.model.fast.staging import to_device
 from rl.model.tokens.ragged import as_seq_set
 
 
@@ -30,15 +31,7 @@ def pad_batch(
     seqs = as_seq_set(seqs)
     idx = np.arange(len(seqs)) if idx is None else idx
     ids, mask = seqs.rows(idx, max(int(seqs.lens[idx].max()), width or 0), pad, left)
-    return to_device(torch.from_numpy(ids), device), to_device(torch.from_numpy(mask.astype(np.int64)), device)
-
-
-def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A host tensor on ``device``: to a GPU through pinned memory, so the copy does not wait for
-    the GPU to finish its queue (a pageable copy synchronises)."""
-    if device.type != "cuda":
-        return t
-    return t.pin_memory().to(device, non_blocking=True)
+    return to_device(ids, device), to_device(mask.astype(np.int64), device)
 
 
 def plan_slices(
@@ -125,7 +118,7 @@ def embed_sequences(
         if staged >= 1 << 20 or k == len(calls) - 1:
             hosts = [seqs.rows(order[a:b], int(lens[order[b - 1]]), pad, left) for a, b in group]
             flat = np.concatenate([x.ravel() for ids, mask in hosts for x in (ids, mask.astype(np.int64))])
-            dev = to_device(torch.from_numpy(flat), device)
+            dev = to_device(flat, device)
             pos = 0
             for (a, b), (ids, _) in zip(group, hosts):
                 ids_t = dev[pos : pos + ids.size].view(ids.shape)
@@ -134,5 +127,5 @@ def embed_sequences(
                 with torch.autocast(**amp):  # equal first and last length (sorted) = no padding
                     sorted_out[a:b] = encoder(ids_t, mask_t, bool(lens[order[a]] != lens[order[b - 1]])).float()
             group, staged = [], 0
-    out.index_copy_(0, to_device(torch.from_numpy(order), device), sorted_out)
+    out.index_copy_(0, to_device(order, device), sorted_out)
     return out

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rl.model.fast.batching import to_device
+from rl.model.fast.staging import to_device
 from rl.model.fast.varlen import BACKENDS, Packing, pick_attention
 from rl.model.tokens.ragged import as_seq_set
 
@@ -280,7 +280,7 @@ class PackedEncoder:
         pos = np.arange(s.width) - np.repeat(cu[:-1], all_lens) + self.pos_offset
         ids = np.concatenate((seqs.packed(s.lo, s.hi), np.full(fill, self.pad, dtype=np.int64)))
         seg = np.repeat(np.arange(s.hi - s.lo), lens)
-        flat = to_device(torch.from_numpy(np.concatenate((ids, pos, seg, cu))), device)
+        flat = to_device(np.concatenate((ids, pos, seg, cu)), device)
         w = s.width
         cu_t = flat[2 * w + tokens :].to(torch.int32)
         return flat[:w], flat[w : 2 * w], flat[2 * w : 2 * w + tokens], Packing(cu_t, all_lens)
