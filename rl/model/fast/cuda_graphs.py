@@ -101,7 +101,7 @@ class GraphedEncoder:
                 return None
             parts.append(e)
         order = to_device(np.concatenate(pieces), parts[0].device)
-        return torch.empty_like(parts[0], size=(len(seqs), parts[0].shape[1])).index_copy_(0, order, torch.cat(parts))
+        return parts[0].new_empty((len(seqs), parts[0].shape[1])).index_copy_(0, order, torch.cat(parts))
 
     def _replay(self, seqs: Any, idx: np.ndarray) -> torch.Tensor | None:
         """Embeddings of rows ``idx`` of ``seqs`` from one replay, or None when they fit no bucket."""
