@@ -14,7 +14,7 @@
 #                                             #   each, all four runs sharing the card (PARITY_STEPS, default 400)
 # Env: SKIP_CHECK=1 skips setup's packed-encoder self-check; OLD_BENCH=new (setup) gives the old tree this
 # tree's bench.py; WORKLOADS (oldnew, default W1,W2,W3,W4) and W6=0 choose oldnew's workloads, PROFILE_W3=1
-# adds a cProfile of W3, PROFILE_W1=1 one of W1; ABLATE_SET="key=value" adds a W1 line of this tree with that override (oldnew).
+# adds a cProfile of W3, PROFILE_W1=1 one of W1, ORDER="new old" runs this tree first; ABLATE_SET="key=value" adds a W1 line of this tree with that override (oldnew).
 # Every JSON line lands in $OUT/<call>.jsonl and names card, tree and workload; scripts/bench_table.py turns
 # them into BENCH.md's tables. Each call re-lays the working tree, so setup copies the code to /tmp/new (this
 # tree) and /tmp/old (OLD_TREE, a `git archive` in .device/old_<commit>.tgz); later calls run those copies.
@@ -132,7 +132,7 @@ case "$1" in
   oldnew)  # OLD_TREE and this tree on the repository's data, interleaved
     for part in mb mc; do [ -d "$SRC/.device/$part" ] && cp "$SRC/.device/$part"/* /tmp/minilm/; done
     cat /tmp/minilm/msplit.0? > /tmp/minilm/model.safetensors && rm /tmp/minilm/msplit.0? && ls -la /tmp/minilm
-    for tree in old new; do
+    for tree in ${ORDER:-old new}; do  # ORDER="new old": this tree first
       label=$([ $tree = old ] && echo "$OLD_TREE" || echo "$NEW_TREE")
       bench /tmp/$tree "$label" oldnew --workloads "${WORKLOADS:-W1,W2,W3,W4}" --tokenizer /tmp/tok \
         --data-root /tmp/new/data --iters 40 --warmup 10 --episodes 3

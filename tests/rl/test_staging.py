@@ -1,28 +1,40 @@
-"""The pinned ring of host-to-device copies (rl/model/fast/staging.py): values arrive intact, a
-buffer is reused only after the copy that last read it is done, buffers grow and are kept."""
+"""The pinned pool of host-to-device copies (rl/model/fast/staging.py): values arrive intact, a
+buffer is reused only once the copy that read it is done, the host waits only at the pool's cap."""
 
 import numpy as np
 import pytest
 import torch
 
-from rl.model.fast.staging import PinnedRing, copy_into, to_device
+from rl.model.fast.staging import MIN_BUFFER, PinnedPool, copy_into, to_device
+
+CPU = torch.device("cpu")
 
 
-class RecordingEvent:
-    """Stands in for a CUDA event: logs when it is recorded and waited for."""
+class Event:
+    """Stands in for a CUDA event: the test says when its copy is done; waits are logged."""
 
-    log: list[tuple[str, int]] = []
-    count = 0
+    made: list["Event"] = []
+    waits: list[int] = []
 
     def __init__(self):
-        RecordingEvent.count += 1
-        self.id = RecordingEvent.count
+        self.done = False
+        self.id = len(Event.made)
+        Event.made.append(self)
 
     def record(self, stream=None):
-        RecordingEvent.log.append(("record", self.id))
+        self.done = False
+
+    def query(self):
+        return self.done
 
     def synchronize(self):
-        RecordingEvent.log.append(("wait", self.id))
+        Event.waits.append(self.id)
+        self.done = True
+
+
+@pytest.fixture(autouse=True)
+def fresh_events():
+    Event.made, Event.waits = [], []
 
 
 def _arrays(rng):
@@ -38,48 +50,64 @@ def _arrays(rng):
     ]
 
 
-def test_ring_copies_values_and_waits_before_reuse():
-    RecordingEvent.log, RecordingEvent.count = [], 0
-    ring = PinnedRing(slots=3, pin=False, event=RecordingEvent)
-    rng = np.random.default_rng(0)
-    arrays = _arrays(rng)
-    outs = [ring.to_device(a, torch.device("cpu")) for a in arrays]
+def test_values_arrive_intact_and_the_host_never_waits_under_the_cap():
+    pool = PinnedPool(pin=False, event=Event)
+    arrays = _arrays(np.random.default_rng(0))
+    outs = [pool.to_device(a, CPU) for a in arrays]  # no copy is ever done: every one needs its own buffer
     for a, o in zip(arrays, outs):
         assert o.dtype == torch.from_numpy(np.ascontiguousarray(a)).dtype and o.shape == a.shape
         np.testing.assert_array_equal(o.numpy(), a)
         assert not np.shares_memory(o.numpy(), a)  # a copy, not a view of the caller's array
-    # copy k (k ≥ 3) reuses slot k mod 3: it first waits for that slot's event, recorded by copy k - 3
-    events = [e for kind, e in RecordingEvent.log if kind == "record"]
-    waits = [e for kind, e in RecordingEvent.log if kind == "wait"]
-    assert events == [1, 2, 3, 1, 2, 3, 1] and waits == [1, 2, 3, 1]
-    order = RecordingEvent.log
-    for k in range(3, len(arrays)):  # each wait comes before the record of the copy that reuses the slot
-        assert order.index(("wait", events[k])) < [i for i, x in enumerate(order) if x == ("record", events[k])][1]
+    assert Event.waits == [] and len(pool.busy) == len(arrays) and pool.free == []
+    assert len({id(b) for b, _ in pool.busy}) == len(arrays)  # no buffer handed out twice while busy
 
 
-def test_buffers_grow_and_are_kept():
-    ring = PinnedRing(slots=1, pin=False, event=RecordingEvent)
-    small = np.arange(10, dtype=np.int64)
-    ring.to_device(small, torch.device("cpu"))
-    first = ring.buffers[0]
-    ring.to_device(small[:3], torch.device("cpu"))
-    assert ring.buffers[0] is first  # a smaller copy reuses the buffer
-    big = np.arange(100_000, dtype=np.int64)
-    out = ring.to_device(big, torch.device("cpu"))
-    assert ring.buffers[0] is not first and ring.buffers[0].numel() >= big.nbytes
-    np.testing.assert_array_equal(out.numpy(), big)
+def test_done_copies_free_their_buffers_for_reuse():
+    pool = PinnedPool(pin=False, event=Event)
+    small, big = np.arange(10, dtype=np.int64), np.arange(10_000, dtype=np.int64)
+    pool.to_device(small, CPU)
+    pool.to_device(big, CPU)
+    small_buf, big_buf = (b for b, _ in pool.busy)
+    assert small_buf.numel() == MIN_BUFFER and big_buf.numel() == 1 << 17  # powers of two
+    for e in Event.made:
+        e.done = True
+    out = pool.to_device(small[:3], CPU)
+    assert pool.busy[-1][0] is small_buf  # the smallest free buffer that fits, not the big one
+    out2 = pool.to_device(big[:5000], CPU)
+    assert pool.busy[-1][0] is big_buf and len(Event.made) == 2  # events reused too
+    assert out.tolist() == [0, 1, 2] and out2.tolist() == list(range(5000))
+    assert Event.waits == [] and pool.held_bytes == MIN_BUFFER + (1 << 17)
+
+
+def test_at_the_cap_the_host_waits_for_the_oldest_copy():
+    pool = PinnedPool(cap_bytes=3 * MIN_BUFFER, pin=False, event=Event)
+    a = [np.full(100, k, dtype=np.int64) for k in range(5)]
+    outs = [pool.to_device(x, CPU) for x in a]
+    # 3 buffers fit the cap; the 4th copy waits for copy 0, the 5th for copy 1, and reuse their buffers
+    assert Event.waits == [0, 1] and pool.held_bytes == 3 * MIN_BUFFER
+    assert [o[0].item() for o in outs] == [0, 1, 2, 3, 4]
+
+
+def test_at_the_cap_too_small_free_buffers_make_room_for_a_larger_one():
+    pool = PinnedPool(cap_bytes=4 * MIN_BUFFER, pin=False, event=Event)
+    for _ in range(3):
+        pool.to_device(np.zeros(10, dtype=np.int64), CPU)
+    for e in Event.made:
+        e.done = True
+    out = pool.to_device(np.arange(1000, dtype=np.int64), CPU)  # 8 000 bytes: a 2 * MIN_BUFFER buffer
+    assert out.tolist() == list(range(1000)) and pool.held_bytes <= 4 * MIN_BUFFER and Event.waits == []
 
 
 def test_copy_into_converts_to_the_destinations_dtype():
-    ring = PinnedRing(slots=2, pin=False, event=RecordingEvent)
+    pool = PinnedPool(pin=False, event=Event)
     dst = torch.zeros(6, dtype=torch.float64)
-    ring.copy_into(dst, np.arange(6, dtype=np.int32))
+    pool.copy_into(dst, np.arange(6, dtype=np.int32))
     assert dst.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
 
 
 def test_cpu_helpers_need_no_gpu():
     a = np.arange(6).reshape(2, 3)
-    t = to_device(a, torch.device("cpu"))
+    t = to_device(a, CPU)
     assert np.shares_memory(t.numpy(), a)  # on the CPU: no copy, as before
     dst = torch.empty(2, 3, dtype=torch.int64)
     copy_into(dst, a)
@@ -88,17 +116,18 @@ def test_cpu_helpers_need_no_gpu():
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_gpu_copies_survive_a_busy_queue():
-    """The host runs far ahead of a busy GPU and reuses 2 buffers for 32 copies: each device tensor
-    must hold its own array (without the event wait, later arrays overwrite pending copies)."""
+@pytest.mark.parametrize("cap", [4 << 20, 1 << 30])
+def test_gpu_copies_survive_a_busy_queue(cap):
+    """The host runs far ahead of a busy GPU: each device tensor must hold its own array, whether
+    the pool waits (a cap of two buffers) or grows."""
     dev = torch.device("cuda")
-    ring = PinnedRing(slots=2)
+    pool = PinnedPool(cap_bytes=cap)
     x = torch.randn(4096, 4096, device=dev)
     for _ in range(20):  # a long queue ahead of the copies
         x = x @ x
         x = x / x.norm()
     arrays = [np.full((256, 1024), k, dtype=np.int64) for k in range(32)]
-    outs = [ring.to_device(a, dev) for a in arrays]
+    outs = [pool.to_device(a, dev) for a in arrays]
     torch.cuda.synchronize()
     for k, o in enumerate(outs):
         assert bool((o == k).all()), k
