@@ -4,7 +4,7 @@
 
 Three ways: ``pageable`` (``torch.from_numpy(a).to(dev, non_blocking=True)``), ``pin`` (a fresh
 pinned block per copy, ``pin_memory()``, what rl/model/fast/batching.py did before the ring) and
-``ring`` (rl/model/fast/staging.py's reused pinned buffers). "busy" queues about 0.3 s of matmuls
+``pool`` (rl/model/fast/staging.py: reused pinned buffers). "busy" queues about 0.3 s of matmuls
 first: a way whose copies wait for the GPU's queue shows a host time near that (it blocks), a way
 that does not shows its own cost. One JSON line per (way, size, GPU state): host microseconds per
 copy; ``blocked`` when the host spent more than half the queued GPU time in the copies.
@@ -21,7 +21,7 @@ import time
 import numpy as np
 import torch
 
-from rl.model.fast.staging import PinnedRing
+from rl.model.fast.staging import PinnedPool
 
 SIZES = (1536, 16 << 10, 128 << 10, 1 << 20, 4 << 20)  # bytes: a state's ids ... a haystack slice
 
@@ -37,7 +37,7 @@ def main() -> int:
     dev = torch.device("cuda")
     tree = args.tree or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
     meta = dict(card=torch.cuda.get_device_name(dev), torch=torch.__version__, tree=tree.strip() or "unknown")
-    ring = PinnedRing()
+    pool = PinnedPool()
     x = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
 
     def queue_work() -> None:
@@ -53,13 +53,13 @@ def main() -> int:
     ways = {
         "pageable": lambda a: torch.from_numpy(a).to(dev, non_blocking=True),
         "pin": lambda a: torch.from_numpy(a).pin_memory().to(dev, non_blocking=True),
-        "ring": lambda a: ring.to_device(a, dev),
+        "pool": lambda a: pool.to_device(a, dev),
     }
     for size in SIZES:
         arrays = [np.full(size // 8, k, dtype=np.int64) for k in range(args.copies)]
         for way, copy in ways.items():
             for state in ("idle", "busy"):
-                copy(arrays[0])  # warm-up (first pinned allocation, the ring's buffer)
+                copy(arrays[0])  # warm-up (first pinned allocation, the pool's buffers)
                 torch.cuda.synchronize()
                 if state == "busy":
                     queue_work()
