@@ -3,7 +3,7 @@
     python scripts/bench_copies.py [--copies 200] [--tree LABEL]
 
 Three ways: ``pageable`` (``torch.from_numpy(a).to(dev, non_blocking=True)``), ``pin`` (a fresh
-pinned block per copy, ``pin_memory()``, what rl/model/fast/batching.py did before the ring) and
+pinned block per copy, ``pin_memory()``, what rl/model/fast/batching.py did before the pool) and
 ``pool`` (rl/model/fast/staging.py: reused pinned buffers). "busy" queues about 0.3 s of matmuls
 first: a way whose copies wait for the GPU's queue shows a host time near that (it blocks), a way
 that does not shows its own cost. One JSON line per (way, size, GPU state): host microseconds per
