@@ -4,7 +4,8 @@
 
 Three ways: ``pageable`` (``torch.from_numpy(a).to(dev, non_blocking=True)``), ``pin`` (a fresh
 pinned block per copy, ``pin_memory()``, what rl/model/fast/batching.py did before the pool) and
-``pool`` (rl/model/fast/staging.py: reused pinned buffers). "busy" queues about 0.3 s of matmuls
+``pool`` (rl/model/fast/staging.py: reused pinned buffers), and ``to_device``, what the project
+calls (pageable up to ``PAGEABLE_MAX`` bytes, the pool above). "busy" queues about 0.3 s of matmuls
 first: a way whose copies wait for the GPU's queue shows a host time near that (it blocks), a way
 that does not shows its own cost. One JSON line per (way, size, GPU state): host microseconds per
 copy; ``blocked`` when the host spent more than half the queued GPU time in the copies.
@@ -21,7 +22,7 @@ import time
 import numpy as np
 import torch
 
-from rl.model.fast.staging import PinnedPool
+from rl.model.fast.staging import PinnedPool, to_device
 
 SIZES = (1536, 16 << 10, 128 << 10, 1 << 20, 4 << 20)  # bytes: a state's ids ... a haystack slice
 
@@ -54,6 +55,7 @@ def main() -> int:
         "pageable": lambda a: torch.from_numpy(a).to(dev, non_blocking=True),
         "pin": lambda a: torch.from_numpy(a).pin_memory().to(dev, non_blocking=True),
         "pool": lambda a: pool.to_device(a, dev),
+        "to_device": lambda a: to_device(a, dev),
     }
     for size in SIZES:
         arrays = [np.full(size // 8, k, dtype=np.int64) for k in range(args.copies)]

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from rl.model.fast.staging import MIN_BUFFER, PinnedPool, copy_into, to_device
+from rl.model.fast.staging import MIN_BUFFER, PAGEABLE_MAX, PinnedPool, copy_into, to_device
 
 CPU = torch.device("cpu")
 
@@ -58,7 +58,7 @@ def test_values_arrive_intact_and_the_host_never_waits_under_the_cap():
         assert o.dtype == torch.from_numpy(np.ascontiguousarray(a)).dtype and o.shape == a.shape
         np.testing.assert_array_equal(o.numpy(), a)
         assert not np.shares_memory(o.numpy(), a)  # a copy, not a view of the caller's array
-    assert Event.waits == [] and len(pool.busy) == len(arrays) and pool.free == []
+    assert Event.waits == [] and len(pool.busy) == len(arrays) and not any(pool.free.values())
     assert len({id(b) for b, _ in pool.busy}) == len(arrays)  # no buffer handed out twice while busy
 
 
@@ -72,10 +72,10 @@ def test_done_copies_free_their_buffers_for_reuse():
     for e in Event.made:
         e.done = True
     out = pool.to_device(small[:3], CPU)
-    assert pool.busy[-1][0] is small_buf  # the smallest free buffer that fits, not the big one
-    out2 = pool.to_device(big[:5000], CPU)
+    assert pool.busy[-1][0] is small_buf  # its size class's free buffer, not the big one
+    out2 = pool.to_device(big[:9000], CPU)
     assert pool.busy[-1][0] is big_buf and len(Event.made) == 2  # events reused too
-    assert out.tolist() == [0, 1, 2] and out2.tolist() == list(range(5000))
+    assert out.tolist() == [0, 1, 2] and out2.tolist() == list(range(9000))
     assert Event.waits == [] and pool.held_bytes == MIN_BUFFER + (1 << 17)
 
 
@@ -119,7 +119,7 @@ def test_cpu_helpers_need_no_gpu():
 @pytest.mark.parametrize("cap", [4 << 20, 1 << 30])
 def test_gpu_copies_survive_a_busy_queue(cap):
     """The host runs far ahead of a busy GPU: each device tensor must hold its own array, whether
-    the pool waits (a cap of two buffers) or grows."""
+    the pool waits (a cap of two buffers) or grows; small copies (pageable) too."""
     dev = torch.device("cuda")
     pool = PinnedPool(cap_bytes=cap)
     x = torch.randn(4096, 4096, device=dev)
@@ -128,6 +128,13 @@ def test_gpu_copies_survive_a_busy_queue(cap):
         x = x / x.norm()
     arrays = [np.full((256, 1024), k, dtype=np.int64) for k in range(32)]
     outs = [pool.to_device(a, dev) for a in arrays]
+    small = [np.full(PAGEABLE_MAX // 8, k, dtype=np.int64) for k in range(32)]
+    small_outs = [to_device(a, dev) for a in small]
+    for a in small:
+        a[:] = -1  # the caller reuses its arrays at once
+    torch.cuda.synchronize()
+    for k, o in enumerate(small_outs):
+        assert bool((o == k).all()), k
     torch.cuda.synchronize()
     for k, o in enumerate(outs):
         assert bool((o == k).all()), k
