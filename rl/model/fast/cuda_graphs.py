@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rl.model.fast.staging import copy_into, to_device
+from rl.model.fast.staging import copy_into
 from rl.model.tokens.ragged import as_seq_set
 
 log = logging.getLogger(__name__)
@@ -37,23 +37,6 @@ def _bucket(x: int, grid: Sequence[int]) -> int | None:
         if x <= b:
             return b
     return None
-
-
-def plan_pieces(lens: np.ndarray, max_tokens: int, max_width: int) -> list[np.ndarray] | None:
-    """Row indices of the replays that embed sequences of lengths ``lens``: sorted by length, so each
-    piece pads only to its own longest member, as many rows as a bucket holds (fewer where wide rows
-    would pass ``max_tokens``); None when some sequence is wider than every bucket."""
-    if int(lens.max()) > min(max_width, WIDTH_BUCKETS[-1]):
-        return None
-    order = np.argsort(lens, kind="stable")
-    pieces, lo = [], 0
-    while lo < len(order):
-        rows = ROW_BUCKETS[-1]
-        while rows > 1 and rows * _bucket(int(lens[order[min(lo + rows, len(order)) - 1]]), WIDTH_BUCKETS) > max_tokens:
-            rows //= 2
-        pieces.append(order[lo : lo + rows])
-        lo += rows
-    return pieces
 
 
 class GraphedEncoder:
@@ -84,29 +67,8 @@ class GraphedEncoder:
         """[len(seqs), d] fp32 embeddings, or None when the call fits no bucket (run it eagerly).
         ``seqs``: id lists or an IdLists/FramedIds set."""
         seqs = as_seq_set(seqs)
-        return self._replay(seqs, np.arange(len(seqs)))
-
-    def in_pieces(self, seqs: Any) -> torch.Tensor | None:
-        """A call of more rows than a bucket holds (a rollout's freshly reset chunk sets, embedded
-        with dropout, which the packed encoder does not serve) as several replays, or None when
-        some sequence is wider than every bucket."""
-        seqs = as_seq_set(seqs)
-        pieces = plan_pieces(seqs.lens, self.max_tokens, self.max_width)
-        if self.failed or pieces is None:
-            return None
-        parts = []
-        for idx in pieces:
-            e = self._replay(seqs, idx)
-            if e is None:  # a capture failed on the way
-                return None
-            parts.append(e)
-        order = to_device(np.concatenate(pieces), parts[0].device)
-        return parts[0].new_empty((len(seqs), parts[0].shape[1])).index_copy_(0, order, torch.cat(parts))
-
-    def _replay(self, seqs: Any, idx: np.ndarray) -> torch.Tensor | None:
-        """Embeddings of rows ``idx`` of ``seqs`` from one replay, or None when they fit no bucket."""
-        n = len(idx)
-        key = self.key(n, int(seqs.lens[idx].max()))
+        n = len(seqs)
+        key = self.key(n, int(seqs.lens.max()))
         if key is None:
             return None
         if key not in self.graphs:
@@ -117,9 +79,9 @@ class GraphedEncoder:
         graph, ids, mask, out = entry
         host_ids = np.full((key[0], key[1]), self.pad, dtype=np.int64)
         host_mask = np.zeros((key[0], key[1]), dtype=np.int64)
-        host_ids[:n], host_mask[:n] = seqs.rows(idx, key[1], self.pad, self.left)
+        host_ids[:n], host_mask[:n] = seqs.rows(np.arange(n), key[1], self.pad, self.left)
         host_mask[n:, -1 if self.left else 0] = 1  # filler rows attend to one pad token (no NaN)
-        copy_into(ids, host_ids)  # through the pinned ring: the host does not wait for the GPU
+        copy_into(ids, host_ids)  # pageable if tiny, else the pinned pool: the host does not wait
         copy_into(mask, host_mask)
         graph.replay()
         return out[:n].clone()

@@ -114,9 +114,6 @@ class EncodingPath:
             packed = self.packed.get(encoder)
             if packed is not None and packed.serves():
                 return packed(seqs, out, self.amp)
-            e = graphed.in_pieces(seqs) if graphed is not None else None  # e.g. chunk sets with dropout
-            if e is not None:
-                return e if out is None else out.copy_(e)
         fn = encoder if grad else self.compiled.get(encoder, encoder)
         with torch.set_grad_enabled(grad):
             return embed_sequences(
