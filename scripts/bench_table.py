@@ -129,8 +129,8 @@ def table(lines: list[dict], baseline: str) -> str:
             x = cell.get((wl, t))
             vals.append(f"{seconds(base) / seconds(x):.2f}×" if base is not None and x is not None else "–")
         rows.append("| " + " | ".join([wl, *vals]) + " |")
-    out = f"Card: {cards[0] if cards else 'unknown'}\n\n" + "\n".join(rows)
-    extra = [t for t in (throughput(lines), floors(lines)) if t is not None]
+    out = f"Card: {cards[0] if cards else 'unknown'}"
+    extra = [t for t in ("\n".join(rows) if workloads else None, throughput(lines), floors(lines)) if t is not None]
     return "\n\n".join([out, *extra])
 
 

@@ -164,3 +164,19 @@ def test_floor_rows():
     assert "| layer_tail | 0.0300 | 0.229 s | elementwise (tail minus its matmuls) 0.061 s per 1 M tokens |" in out
     assert "| acting | 0.0712 | 5.790 s | path cuda_graph, steps 64 |" in out
     assert bt.floors(lines[:0]) is None
+
+
+def test_a_call_without_timed_workloads_prints_no_empty_table():
+    lines = [
+        {
+            "workload": "floor",
+            "tree": "new",
+            "card": "H200",
+            "part": "gemm",
+            "tokens": 10,
+            "s": 1.0,
+            "s_per_1m_tokens": 1e5,
+        }
+    ]
+    out = bt.table(lines, "new")
+    assert "| workload |" not in out and out.startswith("Card: H200\n\n| part |")
