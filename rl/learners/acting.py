@@ -144,7 +144,7 @@ def rollout_values(
     items = [(tr.ep, tr.selected) for tr in flat] + bootstrap
     needed = [i for i in range(E, len(items)) if not flat[i - E].done]
     values = torch.zeros(len(items), device=dev)
-    if needed:  # host-built tensors go over without waiting for the GPU (the pinned ring)
+    if needed:  # host-built tensors go over without waiting for the GPU (rl/model/fast/staging.py)
         values[to_device(np.asarray(needed, dtype=np.int64), dev)] = target_values([items[i] for i in needed])
     v = values[: L * E].view(L, E)
     boot = values[L * E :]
@@ -153,7 +153,7 @@ def rollout_values(
 
 def rewards_and_dones(steps: list[list[Transition]], dev: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """(rewards, dones) [L, E] float of a rollout ``steps`` [L][E] on ``dev``, built on the host and
-    copied without waiting for the GPU (one copy through the pinned ring)."""
+    copied without waiting for the GPU (one copy, rl/model/fast/staging.py)."""
     host = np.array([[[tr.reward for tr in s] for s in steps], [[float(tr.done) for tr in s] for s in steps]])
     rewards, dones = to_device(host.astype(np.float32), dev)
     return rewards, dones

@@ -200,7 +200,7 @@ class DQNLearner(TwinHeadLearner):
         batch = [self.buffer.get(i) for i in self.buffer.sample(self.batch_size, self.policy_gen)]
         episodes = [self._view(tr.index) for tr in batch]
         dev = qnet.device
-        # host-built, copied through the pinned ring: the host does not wait for the GPU's queue
+        # host-built, copied without waiting for the GPU's queue (rl/model/fast/staging.py)
         ret = to_device(np.array([tr.ret for tr in batch], dtype=np.float32), dev)
         k = to_device(np.array([tr.k for tr in batch], dtype=np.int64), dev)
         done = to_device(np.array([tr.done for tr in batch], dtype=bool), dev)
