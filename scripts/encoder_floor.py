@@ -1,15 +1,15 @@
 """What the card allows: the floors under W1 and W3/W4 (docs/BENCH.md), measured piece by piece.
 
-    python scripts/encoder_floor.py [--tokens 131072] [--repeats 5] [--tree LABEL]
+    python scripts/encoder_floor.py [--tokens 131072] [--repeats 5] [--steps 64] [--tree LABEL] [--device cpu]
 
 GPU only; about a minute on an H100/H200 (compilation included). A random BERT-base (the benchmark's
 encoder) in bf16, one JSON line per measurement, each with card, torch and tree:
 
 * ``"part": "gemm"``: the encoder's matmuls alone (per layer QKV 768→2304, output 768→768, FFN
-  768→3072→768; 12 layers) over ``--tokens`` packed tokens: s per 1 M tokens and TFLOP/s. No
-  encoder that computes BERT-base in bf16 can be faster than this line;
+  768→3072→768; 12 layers) over ``--tokens`` packed tokens: s per 1 M tokens and TFLOP/s, what
+  the card's matmul library delivers for BERT-base's matmuls (compare with the card's dense peak);
 * ``"part": "attention"``: the packed encoder's attention kernel (rl/model/fast/varlen.py) over
-  chunk-like sequences (~34 tokens), 12 layers;
+  chunk-like sequences (~37 tokens), 12 layers;
 * ``"part": "layer_tail"`` and ``"embed"``: the packed encoder's compiled per-layer tail (output
   projection, FFN, residuals, LayerNorms, GELU) and input embedding; ``elementwise_s_per_1m_tokens``
   is the tail minus its three matmuls;
