@@ -138,3 +138,21 @@ def test_gpu_copies_survive_a_busy_queue(cap):
     torch.cuda.synchronize()
     for k, o in enumerate(outs):
         assert bool((o == k).all()), k
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+def test_copies_to_a_device_that_is_not_the_current_one():
+    """A sweep job on cuda:1 keeps cuda:0 as its current device: the pool's events must follow the
+    copies' own stream, or buffers are reused while their copies are still pending."""
+    dev = torch.device("cuda:1")
+    assert torch.cuda.current_device() == 0
+    pool = PinnedPool(cap_bytes=4 << 20)
+    x = torch.randn(4096, 4096, device=dev)
+    for _ in range(20):
+        x = x @ x
+        x = x / x.norm()
+    outs = [pool.to_device(np.full((256, 1024), k, dtype=np.int64), dev) for k in range(32)]
+    torch.cuda.synchronize(dev)
+    for k, o in enumerate(outs):
+        assert o.device == dev and bool((o == k).all()), k

@@ -56,7 +56,8 @@ class PinnedPool:
             np.copyto(host.numpy(), src, casting="no")
             dst.copy_(host, non_blocking=True)
             ev = self.spare_events.pop() if self.spare_events else self.event()
-            ev.record()
+            # on the copy's own stream: a sweep job on cuda:1 keeps cuda:0 as its current device
+            ev.record(torch.cuda.current_stream(dst.device) if dst.is_cuda else None)
             self.busy.append((buf, ev))
         return dst
 
