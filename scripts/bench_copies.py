@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 
@@ -23,6 +22,7 @@ import numpy as np
 import torch
 
 from rl.model.fast.staging import PinnedPool, to_device
+from rl.run.config import code_version
 
 SIZES = (1536, 16 << 10, 128 << 10, 1 << 20, 4 << 20)  # bytes: a state's ids ... a haystack slice
 
@@ -36,8 +36,8 @@ def main() -> int:
         print("bench_copies.py needs a CUDA GPU")
         return 2
     dev = torch.device("cuda")
-    tree = args.tree or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
-    meta = dict(card=torch.cuda.get_device_name(dev), torch=torch.__version__, tree=tree.strip() or "unknown")
+    tree = args.tree or code_version()
+    meta = dict(card=torch.cuda.get_device_name(dev), torch=torch.__version__, tree=tree)
     pool = PinnedPool()
     x = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
 

@@ -155,7 +155,7 @@ def throughput(lines: list[dict]) -> str | None:
 
 def floors(lines: list[dict]) -> str | None:
     """scripts/encoder_floor.py's lines (``"workload": "floor"``) as one row per measured part; None
-    when the call has none. W1's acting line is seconds per 64-step rollout, the others per 1 M tokens."""
+    when the call has none. The acting lines are seconds per rollout of their ``steps``, the others per 1 M tokens."""
     rows = [x for x in lines if x.get("workload") == "floor"]
     if not rows:
         return None

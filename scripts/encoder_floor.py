@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 
@@ -36,6 +35,7 @@ from rl.model.fast.cuda_graphs import GraphedEncoder
 from rl.model.fast.packed import PackedEncoder, _compiled, embed_tokens, layer_tail
 from rl.model.fast.varlen import BACKENDS, Packing, pick_attention
 from rl.model.tokens.ragged import FramedIds, RaggedIds
+from rl.run.config import code_version
 
 HIDDEN, INTER, LAYERS, HEADS = 768, 3072, 12, 12
 
@@ -81,10 +81,8 @@ def main() -> int:
     dt = torch.bfloat16
     torch.backends.cuda.enable_cudnn_sdp(False)
     compile_backend = "inductor" if gpu else None  # on the CPU: eager (no C++ toolchain needed)
-    tree = args.tree or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
-    meta = dict(
-        card=torch.cuda.get_device_name(dev) if gpu else "cpu", torch=torch.__version__, tree=tree.strip() or "unknown"
-    )
+    tree = args.tree or code_version()
+    meta = dict(card=torch.cuda.get_device_name(dev) if gpu else "cpu", torch=torch.__version__, tree=tree)
 
     def emit(part: str, seconds: float, tokens: int, **extra) -> None:
         row = dict(part=part, tokens=tokens, s=seconds, s_per_1m_tokens=seconds / tokens * 1e6, **extra, **meta)

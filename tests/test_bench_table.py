@@ -135,14 +135,17 @@ def test_throughput_rows_and_sync_counts():
     assert bt.throughput(lines[:1]) is None
 
 
+# what side_by_side.sh's floor mode adds to each line of scripts/encoder_floor.py
+FLOOR_LINE = {"workload": "floor", "tree": "new", "card": "H200"}
+
+
 def test_floor_rows():
     """scripts/encoder_floor.py's lines (tagged workload "floor") become one row per part, with the
     matmul rate, the elementwise share of the layer tail and the acting path."""
-    base = {"workload": "floor", "tree": "new", "card": "H200"}
     lines = [
-        {**base, "part": "gemm", "tokens": 131000, "s": 0.0393, "s_per_1m_tokens": 0.3, "tflops": 566.4},
+        {**FLOOR_LINE, "part": "gemm", "tokens": 131000, "s": 0.0393, "s_per_1m_tokens": 0.3, "tflops": 566.4},
         {
-            **base,
+            **FLOOR_LINE,
             "part": "layer_tail",
             "tokens": 131000,
             "s": 0.03,
@@ -150,7 +153,7 @@ def test_floor_rows():
             "elementwise_s_per_1m_tokens": 0.061,
         },
         {
-            **base,
+            **FLOOR_LINE,
             "part": "acting",
             "tokens": 12288,
             "s": 0.0712,
@@ -167,16 +170,6 @@ def test_floor_rows():
 
 
 def test_a_call_without_timed_workloads_prints_no_empty_table():
-    lines = [
-        {
-            "workload": "floor",
-            "tree": "new",
-            "card": "H200",
-            "part": "gemm",
-            "tokens": 10,
-            "s": 1.0,
-            "s_per_1m_tokens": 1e5,
-        }
-    ]
+    lines = [{**FLOOR_LINE, "part": "gemm", "tokens": 10, "s": 1.0, "s_per_1m_tokens": 1e5}]
     out = bt.table(lines, "new")
     assert "| workload |" not in out and out.startswith("Card: H200\n\n| part |")

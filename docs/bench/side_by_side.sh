@@ -78,10 +78,13 @@ PYEOF
   echo "$label program rc=$rc $(tail -n 1 "$OUT/$call.jsonl")"
 }
 
+wheels() {  # wheels <folder under .device>: install its wheels into /tmp/site (no index, no dependencies)
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$SRC/.device/$1"/*.whl
+}
+
 case "$1" in
   setup)
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
-      "$SRC"/.device/whl/*.whl || exit 1
+    wheels whl || exit 1
     rm -rf /tmp/new /tmp/old && mkdir -p /tmp/new /tmp/minilm
     (cd "$SRC" && tar cf - --exclude=./.device --exclude=./runs --exclude=./.git --exclude=./docs .) | (cd /tmp/new && tar xf -)
     tar xzf "$SRC/.device/old_$OLD_TREE.tgz" -C /tmp   # -> /tmp/old
@@ -201,8 +204,7 @@ case "$1" in
     fi
     ;;
   floor)  # this tree's GPU tests, then the floors under W1 and W3/W4 (scripts/encoder_floor.py)
-    [ -d "$SRC/.device/twhl" ] && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-      --target /tmp/site "$SRC"/.device/twhl/*.whl  # pytest, when the machine lacks it
+    [ -d "$SRC/.device/twhl" ] && wheels twhl  # pytest, when the machine lacks it
     (cd /tmp/new && timeout 300 python3 -m pytest -q -m cuda tests/rl -p no:cacheprovider) \
       > "$OUT/gpu_tests.log" 2>&1
     echo "GPU tests rc=$?"; tail -n 5 "$OUT/gpu_tests.log"
@@ -210,8 +212,7 @@ case "$1" in
       | tag "$NEW_TREE" floor "$CARD" >> "$OUT/floor.jsonl"
     echo "floor rc=${PIPESTATUS[0]}"; cat "$OUT/floor.jsonl" | cut -c1-300; tail -n 3 "$OUT/floor.log" ;;
   corpus)  # the corpus index over 1M passages built from the shipped data (an untrained MiniLM Q-network)
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
-      "$SRC"/.device/xwhl/*.whl || exit 1
+    wheels xwhl || exit 1
     (cd /tmp/new && timeout 560 python3 scripts/corpus_index_demo.py --out /tmp/cidx --model /tmp/minilm \
       --n-passages 1000000 --questions 50 --device cuda --no-progress --time-limit 480) >> "$OUT/corpus.jsonl" 2>> "$OUT/corpus.log"
     echo "corpus index demo rc=$?"; tail -n 2 "$OUT/corpus.jsonl"; tail -n 5 "$OUT/corpus.log" ;;
