@@ -136,13 +136,23 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+CODE_VERSION_FILE = PROJECT_ROOT / ".code_version"
+
+
 def code_version() -> str:
+    """The commit of this code: git's short hash, or, in a copy of the tree without .git (a lease's
+    copy on a lent machine), the one line of ``.code_version`` that scripts/lease.sh writes there."""
     try:
         out = subprocess.run(
             ["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5
         )
-        return out.stdout.strip() or "unknown"
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        return CODE_VERSION_FILE.read_text(encoding="utf-8").strip() or "unknown"
+    except OSError:
         return "unknown"
 
 

@@ -52,6 +52,7 @@ from rl.run.eval_records import (
 )
 from rl.run.haystack_cache import CachedDataset, maybe_cached
 from rl.run.progress import progress
+from rl.run.run_folder import METRICS
 from rl.run.validate import check_eval
 from runstore import (
     DISK_FULL,
@@ -59,6 +60,7 @@ from runstore import (
     FolderLock,
     disk_full_message,
     load_checkpoint,
+    read_jsonl_rows,
     remove_stale_tmp,
     require_keys,
 )
@@ -73,6 +75,24 @@ def checkpoint_path(cfg: DictConfig) -> Path:
 
 
 def load_qnet(cfg: DictConfig, ckpt: Path, device: torch.device) -> Any:
+    return _load_qnet(cfg, ckpt, device)[0]
+
+
+def checkpoint_provenance(state: dict[str, Any], ckpt: Path) -> dict[str, Any]:
+    """Which model an evaluation scored: the checkpoint's optimiser step, the validation row the
+    training loop wrote at that step (metrics.jsonl) and the commit of the code that trained it."""
+    rows = state.get("metrics") or read_jsonl_rows(ckpt.parent / METRICS)  # model_last.pt holds its rows
+    step = state.get("step", rows[-1]["step"] if rows else None)
+    row = next((r for r in reversed(rows) if r.get("step") == step), {})
+    return {
+        "file": ckpt.name,
+        "step": step,
+        "validation": {k.removeprefix("eval/"): row.get(k) for k in ("eval/return", "eval/fact_em", "eval/fact_f1")},
+        "code_version": state.get("code_version", "unknown"),
+    }
+
+
+def _load_qnet(cfg: DictConfig, ckpt: Path, device: torch.device) -> tuple[Any, dict[str, Any]]:
     qnet = qnet_from_cfg(cfg, device)
     state = load_checkpoint(ckpt, map_location=device)
     require_keys(state, ckpt, ("learner.agent",), "restore it from a copy")
@@ -84,7 +104,7 @@ def load_qnet(cfg: DictConfig, ckpt: Path, device: torch.device) -> Any:
             f"run folder's checkpoint and config.yaml from the same run"
         ) from None
     qnet.eval()
-    return qnet
+    return qnet, checkpoint_provenance(state, ckpt)
 
 
 def prepare_files(cfg: DictConfig, out_path: Path, meta_path: Path, summary_path: Path) -> tuple:
@@ -143,7 +163,7 @@ def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
         return prepare_files(cfg, out_path, meta_path, summary_path)
 
     ckpt, meta, records = dist.run_on_main(prepare)
-    qnet = load_qnet(cfg, ckpt, device)
+    qnet, provenance = _load_qnet(cfg, ckpt, device)
 
     legacy = Legacy.from_cfg(cfg.legacy)  # the switches the evaluation's objects are built with
     split = str(cfg.envs.test_split)
@@ -199,9 +219,9 @@ def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
             return dist.broadcast_object(None)
         records = merge_parts(out_path)
         cache = None if cache is None else tuple(sum(c[k] for c in caches) for k in range(3))  # type: ignore
-        summary = _summarize(cfg, records, indices, out_path, summary_path, meta, n, t0, cache)
+        summary = _summarize(cfg, records, indices, out_path, summary_path, meta, n, t0, cache, provenance)
         return dist.broadcast_object(summary)
-    return _summarize(cfg, records, indices, out_path, summary_path, meta, n, t0, cache)
+    return _summarize(cfg, records, indices, out_path, summary_path, meta, n, t0, cache, provenance)
 
 
 def _append_records(write_path: Path, todo: list[int], episodes: Any, records: list[dict[str, Any]], bar: Any) -> None:
@@ -228,6 +248,7 @@ def _summarize(
     n: int,
     t0: float,
     cache: tuple | None,
+    provenance: dict[str, Any],
 ) -> dict[str, Any]:
     stem = out_path.stem
     wanted = set(indices)
@@ -242,6 +263,7 @@ def _summarize(
             "settings": meta,
             "num_samples": n,
             "run": str(cfg.pretrained_path),
+            "checkpoint": provenance,
         }
     )
     if cache is not None:

@@ -264,3 +264,31 @@ def test_empty_or_unknown_gold_gives_null_fact_metrics_not_em_one() -> None:
     assert found["em"] == 0.0 and found["recall"] == 0.0
     s = summarize([empty, unknown, found])
     assert s["fact_em"] == 0.0 and s["n_gold_known"] == 1
+
+
+def test_summary_names_the_checkpoint_it_scored(tiny_run: Path, tmp_path: Path) -> None:
+    """The summary records the evaluated checkpoint's step, the validation row written at that step
+    (not the last one) and the commit that trained it."""
+    import shutil
+
+    import torch
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(tiny_run, run_dir)
+    state = torch.load(run_dir / "model_best.pt", weights_only=False)
+    torch.save({**state, "step": 200, "best": 0.5, "code_version": "abc1234"}, run_dir / "model_best.pt")
+    rows = [
+        {"step": s, "eval/return": r, "eval/fact_em": e, "eval/fact_f1": f}
+        for s, r, e, f in [(100, 0.2, 0.1, 0.3), (200, 0.5, 0.4, 0.6), (300, 0.3, 0.2, 0.5)]
+    ]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    summary = go(run_dir, tmp_path / "out", "num_samples=1")
+    expected = {
+        "file": "model_best.pt",
+        "step": 200,
+        "validation": {"return": 0.5, "fact_em": 0.4, "fact_f1": 0.6},
+        "code_version": "abc1234",
+    }
+    assert summary["checkpoint"] == expected
+    on_disk = json.loads((tmp_path / "out" / "eval_seed42_ns12.summary.json").read_text())
+    assert on_disk["checkpoint"] == expected
