@@ -373,3 +373,19 @@ def test_a_missing_index_without_run_says_so(tmp_path: Path) -> None:
     cfg.corpus = "passages.jsonl"  # a new build: run= is what is missing, said by eval_config
     fill_run_from_index(cfg)
     assert OmegaConf.is_missing(cfg, "run")
+
+
+# -- issue 47 item 8: library log lines -------------------------------------------------------
+@needs_faiss
+def test_library_log_lines_are_not_tagged_hydra(none_run: Path, plain: QRAGRetriever, tmp_path: Path) -> None:
+    """FAISS's loader reported each instruction set it tried ("Could not load library with AVX2
+    support ...") at INFO, and Hydra's root handler printed it on stdout as ``[HYDRA]``."""
+    from tests.tool.test_cli_export import cli
+
+    idx = tmp_path / "idx"
+    build(plain, idx)
+    done = cli(f"index={idx}", "question=Where is Anne?", "steps=1", "corpus_index.search=flat")
+    assert done.returncode == 0, done.stderr
+    assert "[HYDRA]" not in done.stdout + done.stderr
+    assert "faiss" not in done.stdout.lower() and "Could not load library" not in done.stderr
+    assert done.stdout.startswith("question: Where is Anne?")
