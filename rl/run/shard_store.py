@@ -220,8 +220,8 @@ def _manifest_problem(m: dict[str, Any]) -> str | None:
         return "'shards' is not a list of shards with counts 'n' and 'tokens'"
     if not all(_files_ok(x.get("files", {})) for x in shards):
         return "a shard's 'files' is not a list of sizes and checksums"
-    if m.get("n_chunks") != sum(x["n"] for x in shards) or not _count(m.get("tokens")):
-        return "'n_chunks' or 'tokens' does not add up to the shards'"
+    if m.get("n_chunks") != sum(x["n"] for x in shards) or m.get("tokens") != sum(x["tokens"] for x in shards):
+        return "'n_chunks' or 'tokens' is not the sum of the shards'"
     if not isinstance(m.get("encoder"), dict) or not _count(m["encoder"].get("dim")):
         return "'encoder' holds no dimension 'dim'"
     if not isinstance(m.get("complete"), bool) or not isinstance(m.get("shard_size"), int):

@@ -264,7 +264,7 @@ def test_shapes_are_checked_without_checksums(plain: QRAGRetriever, tmp_path: Pa
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda m: m.update(n_chunks=10_000), "'n_chunks' or 'tokens' does not add up to the shards'"),
+        (lambda m: m.update(n_chunks=10_000), "'n_chunks' or 'tokens' is not the sum of the shards'"),
         (lambda m: m.update(shards={"a": 1}), "'shards' is not a list of shards with counts 'n' and 'tokens'"),
         (lambda m: m["shards"][0].update(n="40"), "'shards' is not a list of shards"),
         (lambda m: m["shards"][0].update(files={"emb.npy": 3}), "a shard's 'files' is not a list of sizes"),
