@@ -3,6 +3,9 @@
 * :func:`atomic_save` writes a checkpoint to a temporary file in the same folder and renames it
   over the old one: a kill at any moment leaves either the old or the new file, never a torn one.
   A full disk removes the temporary file, keeps the old checkpoint and raises :class:`DiskFullError`.
+  The temporary file is created exclusively under an unpredictable name, so a symlink planted in
+  a folder someone sent (an index folder, a run) is never written through. Every writer of a
+  whole file goes through :func:`atomic_write` (:func:`atomic_save`, :func:`atomic_write_text`).
 * :class:`FolderLock` is one writer per run folder / evaluation output (``flock``: the kernel drops
   it when its process dies, even by ``kill -9``, so a lock is never left stale).
 * :func:`save_checkpoint` stores a sha256 of the checkpoint's contents (every tensor's bytes and
@@ -25,6 +28,7 @@ import json
 import logging
 import os
 import pickle
+import secrets
 import socket
 import time
 from collections.abc import Iterable
@@ -115,8 +119,9 @@ def probe_writable(folder: Path) -> OSError | None:
 
 
 def _open_for_write(path: Path):
-    """The file object every run file is written through (one place to inject a full disk in tests)."""
-    return open(path, "wb")
+    """The file object every run file is written through (one place to inject a full disk in tests):
+    a new file, created exclusively (``O_EXCL`` fails on anything already there, a symlink included)."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb")
 
 
 def _open_for_append(path: Path):
@@ -124,10 +129,29 @@ def _open_for_append(path: Path):
     return open(path, "ab", buffering=0)
 
 
-def _write_atomically(path: Path, write: Any, then: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+def raise_storage_error(exc: BaseException, path: Path, then: str = "rerun the same command") -> None:
+    """A full disk or a read-only folder behind ``exc`` (writing ``path``) raised as
+    :class:`DiskFullError` / :class:`NotWritableError`; returns if it is neither."""
+    if disk_full_cause(exc) is not None:
+        kept = f"the previous {path.name} is kept" if path.exists() else ""
+        raise DiskFullError(disk_full_message(path, kept, then)) from None
+    cause = not_writable_cause(exc)
+    if cause is not None:
+        raise NotWritableError(not_writable_message(path, cause, then)) from None
+
+
+def atomic_write(path: Path, write: Any, then: str = "rerun the same command") -> None:
+    """``write(f)`` into a new temporary file beside ``path``, then renamed over it; a full disk or a
+    read-only folder is :class:`DiskFullError` / :class:`NotWritableError` (``then``: how to go on)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{secrets.randbits(63)}")  # unpredictable: no planted link waits there
     try:
-        with _open_for_write(tmp) as f:
+        f = _open_for_write(tmp)
+    except BaseException as exc:  # (nothing of ours to remove: what is at tmp is not ours)
+        raise_storage_error(exc, path, then)
+        raise
+    try:
+        with f:
             write(f)
         os.replace(tmp, path)
     except BaseException as exc:
@@ -135,12 +159,7 @@ def _write_atomically(path: Path, write: Any, then: str) -> None:
             tmp.unlink(missing_ok=True)
         except OSError:  # a folder that became read-only: nothing was written there either
             pass
-        if disk_full_cause(exc) is not None:
-            kept = f"the previous {path.name} is kept" if path.exists() else ""
-            raise DiskFullError(disk_full_message(path, kept, then)) from None
-        cause = not_writable_cause(exc)
-        if cause is not None:
-            raise NotWritableError(not_writable_message(path, cause, then)) from None
+        raise_storage_error(exc, path, then)
         raise
 
 
@@ -148,11 +167,15 @@ def atomic_save(obj: Any, path: Path, then: str = "rerun the same command") -> N
     """torch.save ``obj`` to ``path`` through a temporary file and a rename."""
     import torch
 
-    _write_atomically(Path(path), lambda f: torch.save(obj, f), then)
+    atomic_write(path, lambda f: torch.save(obj, f), then)
+
+
+def atomic_write_bytes(path: Path, data: bytes, then: str = "rerun the same command") -> None:
+    atomic_write(path, lambda f: f.write(data), then)
 
 
 def atomic_write_text(path: Path, text: str, then: str = "rerun the same command") -> None:
-    _write_atomically(Path(path), lambda f: f.write(text.encode("utf-8")), then)
+    atomic_write_bytes(path, text.encode("utf-8"), then)
 
 
 def remove_stale_tmp(folder: Path, names: Iterable[str]) -> list[Path]:

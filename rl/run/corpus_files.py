@@ -2,19 +2,22 @@
 
 Two kinds of file, plain or gzip-compressed (``.gz``):
 
-* ``.jsonl``: one object per non-empty line, the chunk in its text field (``text`` by default);
+* ``.jsonl`` (or ``.ndjson``): one object per non-empty line, the chunk in its text field (``text`` by default);
   an ``id`` and a ``title`` are kept as metadata, and a title is joined to the text as the
   open-domain loaders join a paragraph's title and text (envs/data/hotpotqa.py: ``title + " " + text``,
   envs/data/musique.py: ``title + ". " + text``), so chunks look like the ones the run trained on;
 * anything else: text split as retrieve.py's ``split=`` splits it (``sentences``: the project's
   sentence splitter, whose newlines are hard breaks, so splitting line by line gives the chunks
   of the whole text; ``lines``: one chunk per non-empty line), with character spans in the file.
+  A ``.json`` file, or a text file that opens like JSON (``{`` or ``[{``), is refused: indexed as
+  text its chunks would be JSON syntax.
 
 Memory does not grow with the corpus: nothing is read ahead of the chunk being yielded.
 """
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import json
 import os
@@ -59,8 +62,19 @@ class Chunk:
 
 
 def is_jsonl(path: Path) -> bool:
-    name = path.name.lower()
-    return name.endswith(".jsonl") or name.endswith(".jsonl.gz")
+    return path.name.lower().removesuffix(".gz").endswith((".jsonl", ".ndjson"))
+
+
+def _not_json(path: Path, line: str) -> None:
+    """A file read as text must not be JSON: its chunks would be JSON syntax and every query "work"."""
+    head = line.strip()
+    opens_like_json = head.startswith("{") or head == "[" or head[:2] in ("[{", '["')
+    if path.name.lower().removesuffix(".gz").endswith(".json") or opens_like_json:
+        raise CorpusError(
+            f"{path}: JSON, which would be indexed as plain text: a corpus of records is one object per line "
+            "in a .jsonl file: rename a file of such lines to .jsonl, or convert a JSON array, e.g. "
+            "jq -c '.[]' in.json > in.jsonl"
+        )
 
 
 def _open(path: Path) -> IO[str]:
@@ -72,23 +86,28 @@ def _open(path: Path) -> IO[str]:
 
 def resolve_files(given: str | Sequence[str]) -> list[Path]:
     """The corpus files of ``corpus=``: one path or a list; an entry with ``*``/``?`` is a glob
-    (sorted, so the chunk order is fixed)."""
+    (sorted, so the chunk order is fixed). A file named twice, or matched by two globs, is read once."""
     entries = [given] if isinstance(given, (str, os.PathLike)) else list(given)
     if not entries:
         raise CorpusError("corpus=: no file given")
-    files: list[Path] = []
+    files: dict[Path, Path] = {}  # resolved -> as given, in order
     for entry in entries:
         path = Path(str(entry)).expanduser()
         if any(c in str(entry) for c in "*?["):
             matches = sorted(p for p in path.parent.glob(path.name) if p.is_file())
             if not matches:
                 raise CorpusError(f"corpus={entry}: no file matches")
-            files += matches
+        elif path.is_dir():
+            raise CorpusError(f"corpus={path}: a folder; name its files, e.g. corpus='{path}/*.jsonl'")
+        elif path.exists() and not path.is_file():
+            raise CorpusError(f"corpus={path}: not a regular file (a pipe or a device); save it to a file first")
         elif not path.is_file():
             raise CorpusError(f"corpus={path}: no such file")
         else:
-            files.append(path)
-    return files
+            matches = [path]
+        for p in matches:
+            files.setdefault(p.resolve(), p)
+    return list(files.values())
 
 
 def fingerprint(files: Sequence[Path]) -> list[dict[str, Any]]:
@@ -117,15 +136,32 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
     try:
         with _open(path) as f:
             yield from enumerate(f, 1)
-    except UnicodeDecodeError as e:
-        raise CorpusError(f"{path}: not UTF-8 text (byte {e.start} of a block)") from None
+    except UnicodeDecodeError:
+        raise CorpusError(f"{path}:{_first_bad_line(path)}: not UTF-8 text; convert the file to UTF-8") from None
     except (OSError, EOFError) as e:  # a truncated or corrupt .gz
         raise CorpusError(f"{path}: cannot be read ({e})") from None
 
 
+def _first_bad_line(path: Path) -> int:
+    """The line of the first byte that is not UTF-8 (the text reader decodes blocks, not lines)."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rb") as f:
+        decoder, no = codecs.getincrementaldecoder("utf-8")(), 0
+        for no, line in enumerate(f, 1):
+            try:
+                decoder.decode(line)
+            except UnicodeDecodeError:
+                return no
+    return no
+
+
 def _text_chunks(path: Path, source: int, split: str) -> Iterator[Chunk]:
     offset = 0  # characters before this line in the decoded text (retrieve.py's spans)
+    opened = False
     for no, line in _lines(path):
+        if not opened and line.strip():
+            _not_json(path, line)
+            opened = True
         body = line.rstrip("\n")
         # split_text's own rules on this line (both split at str.splitlines' breaks)
         pieces = split_sentences(body) if split == "sentences" else [x.strip() for x in body.splitlines() if x.strip()]

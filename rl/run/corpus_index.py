@@ -88,6 +88,14 @@ def _check_same(store: ShardStore, key: str, want: Any, fix: str) -> None:
         raise IndexStoreError(f"index={store.folder}: built with another {key}{what}: {fix}")
 
 
+def _check_unchanged(files: Sequence[Path], recorded: list[dict[str, Any]]) -> None:
+    if fingerprint(files) != recorded:
+        raise IndexStoreError(
+            f"corpus={', '.join(map(str, files))}: changed while it was being indexed; run the command "
+            "again once nothing writes to it (with a new index folder if shards were already written)"
+        )
+
+
 class CorpusIndex:
     """An index folder opened for retrieval with a loaded retriever; see the module docstring."""
 
@@ -125,6 +133,7 @@ class CorpusIndex:
             "corpus": fingerprint(files),
             "shard_size": int(s.shard_size),
         }
+        store = None
         if (folder / MANIFEST).is_file():
             store = ShardStore.open(folder)
             _check_same(store, "encoder", header["encoder"], "this run's chunk encoder differs; use a new index folder")
@@ -134,8 +143,6 @@ class CorpusIndex:
             _check_same(store, "shard_size", header["shard_size"], f"resume with the same shard_size or {new}")
             if store.manifest["complete"]:
                 return store
-        else:
-            store = ShardStore.create(folder, header)
 
         def chunks() -> Iterator[Chunk]:
             return iter_chunks(files, split, title_sep, str(s.text_key))
@@ -143,6 +150,9 @@ class CorpusIndex:
         total = sum(1 for _ in chunks())  # reads the whole corpus once: a bad line stops us before any embedding
         if total == 0:
             raise IndexStoreError(f"corpus={', '.join(map(str, files))}: holds no chunk")
+        _check_unchanged(files, header["corpus"])
+        if store is None:  # only now: a refused corpus leaves no folder that would block the corrected rerun
+            store = ShardStore.create(folder, header)
         done = store.n_chunks
         bar = tqdm(total=total, initial=done, unit="chunk", desc="index", disable=not progress, file=sys.stderr)
         buf: list[Any] = []
@@ -159,6 +169,7 @@ class CorpusIndex:
                         on_shard(store.n_shards - 1)
         finally:
             bar.close()
+        _check_unchanged(files, header["corpus"])  # records appended meanwhile would be indexed uncounted
         store.manifest["complete"] = True
         store.save_manifest()
         return store

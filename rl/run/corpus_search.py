@@ -15,8 +15,8 @@ which evaluation's ``argmax`` (first index among equals) and the beam planner br
 
 from __future__ import annotations
 
+import logging
 import math
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +30,7 @@ from envs.positions import relative_codes_host
 from rl.model.qfunc import q_all
 from rl.model.qnetwork import QNetwork
 from rl.run.shard_store import IndexStoreError, ShardStore
+from runstore import StorageError, atomic_write
 
 SEARCHES = ("auto", "exact", "flat", "ivf", "hnsw")
 Top = tuple[np.ndarray, torch.Tensor]  # (corpus indices int64 [m], exact Q float32 [m] on the CPU)
@@ -67,6 +68,9 @@ def stable_top(q: torch.Tensor, ids: np.ndarray, k: int) -> Top:
 
 def faiss_module() -> Any | None:
     """faiss if the optional extra ``index`` is installed, else None."""
+    # its loader reports at INFO each instruction set it tries: "Could not load library with AVX2
+    # support ..." is its expected fallback on a build without one, not an error
+    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
     try:
         import faiss
     except ImportError:
@@ -185,6 +189,11 @@ class FaissSearch:
 def faiss_params(kind: str, n: int, s: SearchSettings) -> dict[str, Any]:
     """What a built FAISS index depends on (recorded in the manifest; query-time knobs excluded)."""
     if kind == "ivf":
+        if s.ivf_nlist is not None and s.ivf_nlist > n:  # k-means cannot make more lists than points
+            raise IndexStoreError(
+                f"corpus_index.ivf_nlist={s.ivf_nlist}: more inverted lists than the {n} chunks to train them "
+                f"on; FAISS wants 39 chunks per list (at most {max(1, n // 39)} here): lower it, or leave it null"
+            )
         nlist = s.ivf_nlist or max(1, min(n // 39, int(4 * math.sqrt(n))))  # FAISS wants ≥ 39 points per list
         return {"kind": kind, "n_chunks": n, "nlist": int(nlist)}
     if kind == "hnsw":
@@ -213,6 +222,32 @@ def build_faiss(faiss: Any, store: ShardStore, params: dict[str, Any]) -> Any:
         index.hnsw.efConstruction = params["ef_construction"]
     _add_shards(index, store)
     return index
+
+
+def _saved_faiss(faiss: Any, store: ShardStore, kind: str, params: dict[str, Any]) -> Any | None:
+    """The FAISS index saved for ``params``, or None (none saved, or its file damaged: rebuilt)."""
+    path = store.folder / f"faiss-{kind}.index"
+    if store.manifest.get("faiss", {}).get(kind) != params or not path.is_file():
+        return None
+    try:
+        index = faiss.read_index(str(path))
+    except RuntimeError as e:  # FAISS's reader on a truncated or foreign file
+        print(f"[index] warning: {path} is damaged ({str(e).splitlines()[0]}); building it again", file=sys.stderr)
+        return None
+    return index if index.ntotal == store.n_chunks and index.d == store.manifest["encoder"]["dim"] else None
+
+
+def _save_faiss(faiss: Any, store: ShardStore, kind: str, params: dict[str, Any], index: Any) -> None:
+    """Keep a built FAISS index in the folder for the next query; a folder that cannot take it (read
+    only, full) is searched with it in memory."""
+    path = store.folder / f"faiss-{kind}.index"
+    try:
+        # serialised first, then written by runstore's atomic writer (never through a planted link)
+        atomic_write(path, lambda f: f.write(memoryview(faiss.serialize_index(index))))
+        store.manifest.setdefault("faiss", {})[kind] = params
+        store.save_manifest()
+    except StorageError as e:
+        print(f"[index] warning: {e}; the FAISS {kind} index is searched in memory, not saved", file=sys.stderr)
 
 
 def open_search(
@@ -247,17 +282,11 @@ def open_search(
             f"corpus_index.search={kind} needs faiss: pip install -e '.[index]' (faiss-cpu), or use search=exact"
         )
     params = faiss_params(kind, store.n_chunks, s)
-    path = store.folder / f"faiss-{kind}.index"
-    if store.manifest.get("faiss", {}).get(kind) == params and path.is_file():
-        index = faiss.read_index(str(path))
-    else:
+    index = _saved_faiss(faiss, store, kind, params)
+    if index is None:
         print(f"[index] building the FAISS {kind} index over {store.n_chunks} chunks", file=sys.stderr, flush=True)
         index = build_faiss(faiss, store, params)
-        tmp = path.with_name(path.name + ".tmp")
-        faiss.write_index(index, str(tmp))
-        os.replace(tmp, path)
-        store.manifest.setdefault("faiss", {})[kind] = params
-        store.save_manifest()
+        _save_faiss(faiss, store, kind, params, index)
     if kind == "ivf":
         index.nprobe = s.ivf_nprobe
     elif kind == "hnsw":

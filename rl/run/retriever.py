@@ -339,10 +339,17 @@ TOOL_KEYS = (
 
 
 def fill_run_from_index(cfg: DictConfig) -> None:
-    """``index=`` without ``run=``: the run the index was built with (its manifest's ``run``)."""
+    """``index=`` without ``run=``: the run the index was built with (its manifest's ``run``, a path
+    taken as written: a folder someone sent must not make this process resolve ``${...}``)."""
     if (OmegaConf.is_missing(cfg, "run") or not cfg.get("run")) and cfg.get("index") is not None:
-        if (Path(str(cfg.index)).expanduser() / MANIFEST).is_file():
-            cfg.run = ShardStore.open(Path(str(cfg.index)).expanduser()).manifest["run"]
+        folder = Path(str(cfg.index)).expanduser()
+        if cfg.get("corpus") is None or (folder / MANIFEST).is_file():  # (a new build needs run=)
+            run = ShardStore.open(folder).manifest.get("run")
+            if not isinstance(run, str) or not run or "${" in run:
+                raise IndexStoreError(
+                    f"index={folder}: its manifest names no plain run folder ({run!r}); pass run=<the run folder>"
+                )
+            cfg.run = run
 
 
 def eval_config(cfg: DictConfig) -> DictConfig:
