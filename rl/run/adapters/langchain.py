@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rl.run.adapters.bound import BoundRetriever, Options, bind_haystack, load_retriever
+from rl.run.adapters.bound import BoundRetriever, Options, bind_haystack, framework_keywords, load_retriever
 from rl.run.retriever import QRAGRetriever
 
 try:
@@ -35,7 +35,8 @@ class QRAGLangChainRetriever(BaseRetriever):
     ``run``: a run folder (its ``model_best.pt``, or ``model_last.pt`` with ``use_last``, on
     ``device``) or a loaded QRAGRetriever. ``haystack``: a text (split into chunks by ``split``), a
     list of chunk strings, or a list of Documents whose texts are the chunks, in this order. The stop
-    rule and planner are QRAGRetriever.retrieve's. Each returned Document holds the picked chunk, the
+    rule and planner are QRAGRetriever.retrieve's; any other keyword must be one of LangChain's
+    BaseRetriever (``name``, ``tags``, ``metadata``). Each returned Document holds the picked chunk, the
     source Document's metadata and id, and ``step`` (1 = first pick), ``q_value``, ``position`` (the
     chunk's index) and, for a text, ``char_start`` / ``char_end`` (``text[char_start:char_end]``)."""
 
@@ -51,11 +52,14 @@ class QRAGLangChainRetriever(BaseRetriever):
         planner: str = "greedy",
         beam_width: int = 4,
         beam_expand: int = 3,
-        split: str = "sentences",
+        split: str | None = None,
         use_last: bool = False,
         device: str = "auto",
-        **kwargs: Any,  # BaseRetriever's own: tags, metadata
+        **kwargs: Any,  # BaseRetriever's own: name, tags, metadata
     ):
+        # pydantic ignores unknown fields: checked here, so that a misspelt option is not dropped
+        own = set(BaseRetriever.model_fields)
+        kwargs = framework_keywords(type(self).__name__, kwargs, own)
         options = Options(steps, stop_threshold, planner, beam_width, beam_expand)
         hay = bind_haystack(haystack, split, read_document, "LangChain Documents")
         bound = BoundRetriever(load_retriever(run, use_last, device), hay, options)
