@@ -13,13 +13,29 @@ embeddings of a question alone and of a chunk."""
 from __future__ import annotations
 
 import json
+import logging
+import os
+import re
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import DictConfig
+
+from rl.run.retriever import RetrieverError
+from runstore import (
+    DiskFullError,
+    FolderLock,
+    NotWritableError,
+    disk_full_cause,
+    disk_full_message,
+    not_writable_cause,
+    not_writable_message,
+)
+
+log = logging.getLogger(__name__)
+WORD = re.compile(r"\w+")
 
 # the project's pooling names as sentence-transformers' Pooling modes
 ST_POOLING = {"mean": "mean", "cls": "cls", "last": "lasttoken"}
@@ -59,22 +75,82 @@ def settings_of(qnet: Any, cfg: DictConfig, checkpoint: Path) -> dict[str, Any]:
     }
 
 
+def export_target(folder: Path) -> Path:
+    """The folder an export to ``folder`` creates or replaces (a link's target, ``.`` by its name),
+    checked before anything is written; a RetrieverError says why there is none. The export is
+    written beside it and renamed into place, so the target must be a new or empty folder that a
+    rename can replace."""
+    key = f"export={folder}"
+    if folder.is_symlink() and not folder.exists():
+        raise RetrieverError(f"{key}: is a link to {os.readlink(folder)}, which does not exist; name a new folder")
+    real = folder.resolve()
+    if real.exists() and not real.is_dir():
+        raise RetrieverError(f"{key}: is a file; name a new folder")
+    if real.is_dir():
+        if any(real.iterdir()):
+            raise RetrieverError(f"{key}: the folder exists and is not empty; choose a new one")
+        if real == Path.cwd().resolve():
+            raise RetrieverError(f"{key}: is the current folder, which the export cannot replace; name a new folder")
+        if os.path.ismount(real):
+            raise RetrieverError(f"{key}: is a mount point, which the export cannot replace; name a folder inside it")
+    ancestor = real.parent
+    while not ancestor.exists():  # the export makes the missing folders
+        ancestor = ancestor.parent
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK):
+        raise RetrieverError(f"{key}: {ancestor} cannot be written")
+    return real
+
+
+def export_lock(folder: Path, real: Path) -> FolderLock:
+    """One export at a time to a target: the loser is refused before it writes, and the holder
+    knows that work folders of this target are leftovers of killed exports."""
+    return FolderLock(
+        real.parent / f".{real.name}.export.lock", f"export={folder}", "wait for that export or name another folder"
+    )
+
+
 def export_encoders(qnet: Any, cfg: DictConfig, checkpoint: Path, folder: Path) -> dict[str, Any]:
     """Write the folders; returns the settings written to ``qrag_retriever.json`` plus
     ``sentence_transformer`` (whether that folder was written)."""
-    if folder.exists() and any(folder.iterdir()):
-        raise FileExistsError(f"export={folder}: the folder exists and is not empty; choose a new one")
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    # written beside the target and renamed once complete: a kill leaves no half export at ``folder``
-    work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.export-", dir=folder.parent))
-    try:
-        done = _write_export(qnet, cfg, checkpoint, work)
-        if folder.exists():
-            folder.rmdir()  # empty (checked above)
-        work.rename(folder)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    real = export_target(folder)
+    with export_lock(folder, real):
+        real = export_target(folder)  # again under the lock: another export may have finished meanwhile
+        # written beside the target and renamed once complete: a kill leaves no half export at ``folder``
+        prefix = f".{real.name}.export-"
+        # the suffix a pid (or an older version's mkdtemp): not another target's `.<name>.export-x.export-<pid>`
+        stale = [
+            p for p in real.parent.iterdir() if p.name.startswith(prefix) and WORD.fullmatch(p.name[len(prefix) :])
+        ]
+        for p in stale:  # no export to this target runs (we hold its lock): these are killed ones' work
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+        if stale:
+            log.warning("export=%s: removed %d work folder(s) left by an interrupted export", folder, len(stale))
+        work = real.parent / f"{prefix}{os.getpid()}"
+        work.mkdir()  # not tempfile.mkdtemp, whose mode 700 the renamed export would keep: the umask's
+        try:
+            done = _write_export(qnet, cfg, checkpoint, work)
+            if real.exists():
+                real.rmdir()  # empty (checked above)
+            work.rename(real)
+        except BaseException as exc:
+            shutil.rmtree(work, ignore_errors=True)
+            error = _storage_error(exc, real)
+            if error is None:
+                raise
+            raise error from None
     return done
+
+
+def _storage_error(exc: BaseException, real: Path) -> Exception | None:
+    """A full disk or an unwritable folder as one line (nothing was exported), else None.
+    safetensors reports a full disk as its own error, without an errno: its message says it."""
+    if disk_full_cause(exc) is not None or "(os error 28)" in str(exc):
+        return DiskFullError(disk_full_message(real, "nothing was exported", "export again"))
+    cause = not_writable_cause(exc)
+    return None if cause is None else NotWritableError(not_writable_message(real, cause, "export again"))
 
 
 def _write_export(qnet: Any, cfg: DictConfig, checkpoint: Path, folder: Path) -> dict[str, Any]:
