@@ -10,6 +10,7 @@ haystack, which Q-RAG's relative position codes read (DESIGN §3): a reordered l
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import math
 import numbers
@@ -192,3 +193,8 @@ class BoundRetriever:
             base = {} if hay.source_metadata is None else hay.source_metadata[p.index]
             hits.append(Hit(p, {**base, **own}, source))
         return hits
+
+    async def aquery(self, question: str) -> list[Hit]:
+        """``query`` in a worker thread: the event loop goes on while the encoder runs, and
+        concurrent queries wait for the episode lock in their threads, not in the loop."""
+        return await asyncio.to_thread(self.query, question)

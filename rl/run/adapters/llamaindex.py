@@ -101,9 +101,15 @@ class QRAGLlamaIndexRetriever(BaseRetriever):
         super().__init__(**kwargs)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return [
-            NodeWithScore(node=as_node(hit), score=hit.pick.q_value) for hit in self.bound.query(query_bundle.query_str)
-        ]
+        return as_nodes(self.bound.query(query_bundle.query_str))
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        # LlamaIndex's default runs _retrieve in the event loop, which the encoder would block
+        return as_nodes(await self.bound.aquery(query_bundle.query_str))
+
+
+def as_nodes(hits: list[Hit]) -> list[NodeWithScore]:
+    return [NodeWithScore(node=as_node(hit), score=hit.pick.q_value) for hit in hits]
 
 
 __all__ = ["QRAGLlamaIndexRetriever"]
