@@ -67,7 +67,7 @@ def run(cfg: DictConfig) -> list[Retrieval] | dict[str, Any]:
     if cfg.export is not None:
         done = retriever.export(Path(str(cfg.export)))
         what = (
-            "state_encoder/, chunk_encoder/ and sentence_transformer/"
+            "state_encoder/, chunk_encoder/, sentence_transformer/, query/ and document/"
             if done["sentence_transformer"]
             else "state_encoder/ and chunk_encoder/ (no sentence_transformer/: sentence-transformers is not installed)"
         )

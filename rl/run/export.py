@@ -8,18 +8,36 @@ online state encoder E_s and chunk (action) encoder E_a, each with the tokenizer
 is installed (the optional extra ``st``), ``sentence_transformer`` is one sentence-transformers
 model over both encoders (its ``Router`` module: queries through E_s, documents through E_a), so
 that ``SentenceTransformer(folder).encode_query`` / ``encode_document`` give the retriever's own
-embeddings of a question alone and of a chunk."""
+embeddings of a question alone and of a chunk; ``query`` and ``document`` are those two routes as
+sentence-transformers models of their own (a corpus embedded offline with one, questions served
+with the other)."""
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import re
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import DictConfig
+
+from rl.run.retriever import RetrieverError
+from runstore import (
+    DiskFullError,
+    FolderLock,
+    NotWritableError,
+    disk_full_cause,
+    disk_full_message,
+    not_writable_cause,
+    not_writable_message,
+)
+
+log = logging.getLogger(__name__)
+WORD = re.compile(r"\w+")
 
 # the project's pooling names as sentence-transformers' Pooling modes
 ST_POOLING = {"mean": "mean", "cls": "cls", "last": "lasttoken"}
@@ -59,22 +77,82 @@ def settings_of(qnet: Any, cfg: DictConfig, checkpoint: Path) -> dict[str, Any]:
     }
 
 
+def export_target(folder: Path) -> Path:
+    """The folder an export to ``folder`` creates or replaces (a link's target, ``.`` by its name),
+    checked before anything is written; a RetrieverError says why there is none. The export is
+    written beside it and renamed into place, so the target must be a new or empty folder that a
+    rename can replace."""
+    key = f"export={folder}"
+    if folder.is_symlink() and not folder.exists():
+        raise RetrieverError(f"{key}: is a link to {os.readlink(folder)}, which does not exist; name a new folder")
+    real = folder.resolve()
+    if real.exists() and not real.is_dir():
+        raise RetrieverError(f"{key}: is a file; name a new folder")
+    if real.is_dir():
+        if any(real.iterdir()):
+            raise RetrieverError(f"{key}: the folder exists and is not empty; choose a new one")
+        if real == Path.cwd().resolve():
+            raise RetrieverError(f"{key}: is the current folder, which the export cannot replace; name a new folder")
+        if os.path.ismount(real):
+            raise RetrieverError(f"{key}: is a mount point, which the export cannot replace; name a folder inside it")
+    ancestor = real.parent
+    while not ancestor.exists():  # the export makes the missing folders
+        ancestor = ancestor.parent
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK):
+        raise RetrieverError(f"{key}: {ancestor} cannot be written")
+    return real
+
+
+def export_lock(folder: Path, real: Path) -> FolderLock:
+    """One export at a time to a target: the loser is refused before it writes, and the holder
+    knows that work folders of this target are leftovers of killed exports."""
+    return FolderLock(
+        real.parent / f".{real.name}.export.lock", f"export={folder}", "wait for that export or name another folder"
+    )
+
+
 def export_encoders(qnet: Any, cfg: DictConfig, checkpoint: Path, folder: Path) -> dict[str, Any]:
     """Write the folders; returns the settings written to ``qrag_retriever.json`` plus
     ``sentence_transformer`` (whether that folder was written)."""
-    if folder.exists() and any(folder.iterdir()):
-        raise FileExistsError(f"export={folder}: the folder exists and is not empty; choose a new one")
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    # written beside the target and renamed once complete: a kill leaves no half export at ``folder``
-    work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.export-", dir=folder.parent))
-    try:
-        done = _write_export(qnet, cfg, checkpoint, work)
-        if folder.exists():
-            folder.rmdir()  # empty (checked above)
-        work.rename(folder)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    real = export_target(folder)
+    with export_lock(folder, real):
+        real = export_target(folder)  # again under the lock: another export may have finished meanwhile
+        # written beside the target and renamed once complete: a kill leaves no half export at ``folder``
+        prefix = f".{real.name}.export-"
+        # the suffix a pid (or an older version's mkdtemp): not another target's `.<name>.export-x.export-<pid>`
+        stale = [
+            p for p in real.parent.iterdir() if p.name.startswith(prefix) and WORD.fullmatch(p.name[len(prefix) :])
+        ]
+        for p in stale:  # no export to this target runs (we hold its lock): these are killed ones' work
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+        if stale:
+            log.warning("export=%s: removed %d work folder(s) left by an interrupted export", folder, len(stale))
+        work = real.parent / f"{prefix}{os.getpid()}"
+        work.mkdir()  # not tempfile.mkdtemp, whose mode 700 the renamed export would keep: the umask's
+        try:
+            done = _write_export(qnet, cfg, checkpoint, work)
+            if real.exists():
+                real.rmdir()  # empty (checked above)
+            work.rename(real)
+        except BaseException as exc:
+            shutil.rmtree(work, ignore_errors=True)
+            error = _storage_error(exc, real)
+            if error is None:
+                raise
+            raise error from None
     return done
+
+
+def _storage_error(exc: BaseException, real: Path) -> Exception | None:
+    """A full disk or an unwritable folder as one line (nothing was exported), else None.
+    safetensors reports a full disk as its own error, without an errno: its message says it."""
+    if disk_full_cause(exc) is not None or "(os error 28)" in str(exc):
+        return DiskFullError(disk_full_message(real, "nothing was exported", "export again"))
+    cause = not_writable_cause(exc)
+    return None if cause is None else NotWritableError(not_writable_message(real, cause, "export again"))
 
 
 def _write_export(qnet: Any, cfg: DictConfig, checkpoint: Path, folder: Path) -> dict[str, Any]:
@@ -105,7 +183,7 @@ def sentence_transformers_missing() -> str | None:
 def write_sentence_transformer(folder: Path, s: dict[str, Any], readme_text: str) -> None:
     """``folder/sentence_transformer``: one sentence-transformers model whose ``Router`` sends queries
     (``encode_query``) through E_s and documents (``encode_document``, and plain ``encode``, prompt
-    included) through E_a. Each route is Transformer -> Pooling (the run's pooling) -> Normalize (where the run
+    included) through E_a; ``folder/query`` and ``folder/document``: each route as a model of its own. Each route is Transformer -> Pooling (the run's pooling) -> Normalize (where the run
     normalises) -> Dense(pool_scale * identity, no bias), so its vectors are the retriever's own,
     scale included: a dot product of a query's and a chunk's vector is the retriever's Q-value of
     that chunk without positions. Built from the two exported backbone folders and saved by the
@@ -130,22 +208,36 @@ def write_sentence_transformer(folder: Path, s: dict[str, Any], readme_text: str
     hf_logging.set_verbosity_error()  # the exported backbones' missing pooler weights are expected
     try:
         # a question alone is one state segment: [CLS] question [SEP], cut as the retriever cuts it
-        router = Router.for_query_document(
-            query_modules=route("state_encoder", s["max_state_segment_tokens"]),
-            document_modules=route("chunk_encoder", s["max_chunk_tokens"]),
-        )
-        model = SentenceTransformer(
-            modules=[router],
-            prompts={"query": s["query_prefix"], "document": s["passage_prefix"]},
-            default_prompt_name="document",  # plain `encode` embeds as `encode_document` does
-            similarity_fn_name="dot",
-            device="cpu",
-        )
-        model.save(str(folder / "sentence_transformer"))
+        routes = {
+            "query": (route("state_encoder", s["max_state_segment_tokens"]), s["query_prefix"]),
+            "document": (route("chunk_encoder", s["max_chunk_tokens"]), s["passage_prefix"]),
+        }
+        router = Router.for_query_document(query_modules=routes["query"][0], document_modules=routes["document"][0])
+        models = {
+            "sentence_transformer": SentenceTransformer(
+                modules=[router],
+                prompts={name: prefix for name, (_, prefix) in routes.items()},
+                default_prompt_name="document",  # plain `encode` embeds as `encode_document` does
+                similarity_fn_name="dot",
+                device="cpu",
+            )
+        }
+        # each route alone, the same modules: a corpus embedded offline with `document/`, questions
+        # served online with `query/` (each one's default prompt is its prefix, so plain `encode` works)
+        for name, (modules, prefix) in routes.items():
+            models[name] = SentenceTransformer(
+                modules=modules,
+                prompts={name: prefix},
+                default_prompt_name=name,
+                similarity_fn_name="dot",
+                device="cpu",
+            )
+        for name, model in models.items():
+            model.save(str(folder / name))
+            # the library's generic model card would describe a symmetric similarity model: ours says what it is
+            (folder / name / "README.md").write_text(readme_text, encoding="utf-8")
     finally:
         hf_logging.set_verbosity(verbosity)
-    # the library's generic model card would describe a symmetric similarity model: ours says what it is
-    (folder / "sentence_transformer" / "README.md").write_text(readme_text, encoding="utf-8")
 
 
 def readme(s: dict[str, Any], st_missing: str | None) -> str:
@@ -169,9 +261,19 @@ scores = model.similarity(q, d)                   # dot product = the first step
 Each route is the backbone, the pooling, {"L2 normalisation, " if s["normalize"] else ""}and a bias-free Dense layer
 holding pool_scale times the identity, so the vectors are the retriever's own, scale included; the
 prefixes are the prompts `query` and `document`; a query is cut to {s["max_state_segment_tokens"]} tokens (one state
-segment; the retriever refuses longer questions instead), a document to {s["max_chunk_tokens"]}. {same}"""
+segment; the retriever refuses longer questions instead), a document to {s["max_chunk_tokens"]}. {same}
+
+`query/` and `document/` are the two routes as sentence-transformers models of their own, giving the
+same vectors: embed a corpus offline with one and serve questions online with the other.
+
+```python
+corpus = SentenceTransformer("<export>/document").encode(chunks)     # = encode_document above
+questions = SentenceTransformer("<export>/query").encode(["Where is Mary?"])  # = encode_query above
+```
+
+Each folder's default prompt is its prefix, so plain `encode` embeds as the route does."""
         if st_missing is None
-        else f"No `sentence_transformer/` folder: {st_missing}. {same} Embed questions with `state_encoder/` and "
+        else f"No `sentence_transformer/`, `query/` or `document/` folder: {st_missing}. {same} Embed questions with `state_encoder/` and "
         "chunks with `chunk_encoder/`, each pooled as below, or install the extra and export again."
     )
     return f"""# Q-RAG retriever encoders
@@ -184,6 +286,7 @@ Exported from the training run `{s["run"]}` (checkpoint `{s["checkpoint"]}`), ba
 | `state_encoder/` | E_s: embeds the state, i.e. the question followed by the chunks retrieved so far |
 | `chunk_encoder/` | E_a: embeds one chunk |
 | `sentence_transformer/` | both, as one sentence-transformers model (below), where the library was installed at export |
+| `query/`, `document/` | E_s and E_a each as a sentence-transformers model of its own (below), with `sentence_transformer/` |
 | `qrag_retriever.json` | the settings below, machine-readable |
 
 Both are `transformers.AutoModel` folders with the tokenizer (for BERT-like models transformers warns

@@ -77,17 +77,18 @@ def output_problems(cfg: DictConfig) -> list[str]:
 
 
 def export_problems(cfg: DictConfig) -> list[str]:
+    """``export=`` must be a folder the export can create or replace, with no export to it running."""
+    from rl.run.export import export_lock, export_target
+    from rl.run.retriever import RetrieverError
+
     folder = Path(str(cfg.export)).expanduser()
-    if folder.exists() and not folder.is_dir():
-        return [f"export={folder}: is a file; name a new folder"]
-    if folder.is_dir() and any(folder.iterdir()):
-        return [f"export={folder}: the folder exists and is not empty; choose a new one"]
-    ancestor = folder.parent
-    while not ancestor.exists():  # export makes the missing folders
-        ancestor = ancestor.parent
-    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK):
-        return [f"export={folder}: {ancestor} cannot be written"]
-    return []
+    try:
+        real = export_target(folder)
+    except RetrieverError as e:
+        return [str(e)]
+    lock = export_lock(folder, real)
+    holder = lock.holder()
+    return [] if holder is None else [f"{lock.what} is in use by another process ({holder}); {lock.advice}"]
 
 
 def index_problems(cfg: DictConfig) -> list[str]:

@@ -10,6 +10,7 @@ import importlib
 import json
 import math
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -214,6 +215,81 @@ def test_llamaindex_retrieve_query_bundle_and_async(qrag: QRAGRetriever) -> None
         asyncio.run(retriever.aretrieve(QUESTIONS[1])),
     ):
         assert [(n.node.get_content(), n.score) for n in got] == want
+
+
+async def arows(framework: str, retriever: Any, question: str) -> list[Row]:
+    """The adapter's async query (``ainvoke`` / ``aretrieve``) as rows."""
+    if framework == "langchain":
+        return [(d.page_content, *(d.metadata.get(k) for k in KEYS)) for d in await retriever.ainvoke(question)]
+    return [
+        (n.node.get_content(), *(n.node.metadata.get(k) for k in KEYS)) for n in await retriever.aretrieve(question)
+    ]
+
+
+@pytest.mark.parametrize("framework", list(FRAMEWORKS))
+def test_concurrent_async_queries_are_the_serial_picks(qrag: QRAGRetriever, framework: str) -> None:
+    cls, rows = adapter(framework)
+    retriever = cls(qrag, TEXT, steps=STEPS)
+    serial = [rows(retriever, q) for q in QUESTIONS]
+
+    async def together() -> list[list[Row]]:
+        return await asyncio.gather(*(arows(framework, retriever, q) for q in QUESTIONS * 2))
+
+    assert asyncio.run(together()) == serial * 2
+
+
+@pytest.mark.parametrize("framework", list(FRAMEWORKS))
+def test_async_queries_leave_the_event_loop_free(
+    qrag: QRAGRetriever, framework: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the encoder runs (here slowed to 0.3 s an episode) other coroutines go on: LlamaIndex's
+    own ``aretrieve`` ran the episode in the event loop, which then stood still."""
+    cls, _ = adapter(framework)
+    retriever = cls(qrag, TEXT, steps=1)
+    real = qrag.retrieve
+
+    def slow(*args: Any, **kwargs: Any) -> Retrieval:
+        time.sleep(0.3)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(qrag, "retrieve", slow)
+
+    async def ticks_during_three_queries() -> int:
+        ticks, finished = 0, False
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not finished:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        await asyncio.gather(*(arows(framework, retriever, q) for q in QUESTIONS[:3]))
+        finished = True
+        await task
+        return ticks
+
+    assert asyncio.run(ticks_during_three_queries()) >= 20  # about 90 when free, 3 or 4 when blocked
+
+
+def test_langchain_tool_for_agents(qrag: QRAGRetriever) -> None:
+    need("langchain")
+    from rl.run.adapters.langchain import QRAGLangChainRetriever, retriever_tool
+
+    retriever = QRAGLangChainRetriever(qrag, TEXT, steps=2)
+    question = QUESTIONS[1]
+    picks = qrag.retrieve(question, TEXT, steps=2).picks
+    want = "\n\n".join(f"[step {p.step}, Q={p.q_value:.4f}] {p.chunk}" for p in picks)
+    tool = retriever_tool(retriever, "search_book", "Finds the sentences of the book that answer a question")
+    assert (tool.name, list(tool.args)) == ("search_book", ["query"])
+    assert tool.invoke({"query": question}) == want
+    assert asyncio.run(tool.ainvoke({"query": question})) == want
+    call = {"name": "search_book", "args": {"query": question}, "id": "call_1", "type": "tool_call"}
+    message = tool.invoke(call)  # as an agent calls it: a ToolMessage answering the call
+    assert (message.content, message.tool_call_id) == (want, "call_1")
+    with_docs = retriever_tool(retriever, response_format="content_and_artifact")
+    message = with_docs.invoke({**call, "name": "qrag_search"})
+    assert message.content == want and [d.metadata["q_value"] for d in message.artifact] == [p.q_value for p in picks]
 
 
 @pytest.mark.parametrize("framework", list(FRAMEWORKS))

@@ -12,7 +12,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from rl.model.embedder import Embedder
-from rl.run.retriever import QRAGRetriever
+from rl.run.retriever import QRAGRetriever, RetrieverError
 from tests.conftest import ROOT
 
 from .conftest import eval_cfg
@@ -115,8 +115,8 @@ def test_export_without_sentence_transformers_says_so(
     assert not done["sentence_transformer"] and not (tmp_path / "exp" / "sentence_transformer").exists()
     assert (tmp_path / "exp" / "state_encoder" / "config.json").exists()
     assert (
-        "No `sentence_transformer/` folder: sentence-transformers >= 6.2 is not installed"
+        "No `sentence_transformer/`, `query/` or `document/` folder: sentence-transformers >= 6.2 is not installed"
         in (tmp_path / "exp" / "README.md").read_text()
     )
-    with pytest.raises(FileExistsError, match="not empty"):
+    with pytest.raises(RetrieverError, match="not empty"):
         r.export(tmp_path / "exp")

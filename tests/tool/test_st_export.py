@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 from sentence_transformers import SentenceTransformer
 
@@ -37,12 +38,20 @@ def own_embeddings(r: QRAGRetriever, questions: list[str], chunks: list[str]) ->
         return q._embed(q.state_enc, states, train=False), q._embed(q.action_enc, actions, train=False, chunks=True)
 
 
-def test_encode_query_and_document_are_the_retrievers_embeddings(trained_run: Path, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def exported(trained_run: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[QRAGRetriever, Path]:
+    """The trained run and its export."""
     r = QRAGRetriever.from_run(trained_run, use_last=True, device="cpu")
     assert (r.qnet.query_prefix, r.qnet.passage_prefix) == ("query: ", "passage: ")
-    done = r.export(tmp_path / "exp")
+    exp = tmp_path_factory.mktemp("st") / "exp"
+    done = r.export(exp)
     assert done["sentence_transformer"] and not done["shared_encoders"]
-    folder = tmp_path / "exp" / "sentence_transformer"
+    return r, exp
+
+
+def test_encode_query_and_document_are_the_retrievers_embeddings(exported: tuple[QRAGRetriever, Path]) -> None:
+    r, exp = exported
+    folder = exp / "sentence_transformer"
     model = SentenceTransformer(str(folder), device="cpu")
     states, chunks = own_embeddings(r, QUESTIONS, CHUNKS)
     got_q = model.encode_query(QUESTIONS, convert_to_tensor=True)
@@ -56,6 +65,27 @@ def test_encode_query_and_document_are_the_retrievers_embeddings(trained_run: Pa
     crossed = model.encode_document(QUESTIONS, prompt="query: ", convert_to_tensor=True)
     assert (crossed - got_q).abs().max() > 1e-4
     readme = (folder / "README.md").read_text()
-    assert readme == (tmp_path / "exp" / "README.md").read_text()
+    assert readme == (exp / "README.md").read_text()
     assert "encode_query" in readme and "cannot do alone" in readme and "different weights" in readme
-    assert json.loads((tmp_path / "exp" / "qrag_retriever.json").read_text())["sentence_transformer"] is True
+    assert json.loads((exp / "qrag_retriever.json").read_text())["sentence_transformer"] is True
+
+
+def test_each_route_loads_alone_and_gives_the_routers_vectors(exported: tuple[QRAGRetriever, Path]) -> None:
+    """Issue 47 item 3: ``query/`` and ``document/`` load with ``SentenceTransformer(folder)`` and
+    their plain ``encode`` (prefix included) gives the Router's ``encode_query`` / ``encode_document``."""
+    r, exp = exported
+    router = SentenceTransformer(str(exp / "sentence_transformer"), device="cpu")
+    query = SentenceTransformer(str(exp / "query"), device="cpu")
+    document = SentenceTransformer(str(exp / "document"), device="cpu")
+    want_q = router.encode_query(QUESTIONS, convert_to_tensor=True)
+    want_d = router.encode_document(CHUNKS, convert_to_tensor=True)
+    assert torch.equal(query.encode(QUESTIONS, convert_to_tensor=True), want_q)
+    assert torch.equal(query.encode_query(QUESTIONS, convert_to_tensor=True), want_q)
+    assert torch.equal(document.encode(CHUNKS, convert_to_tensor=True), want_d)
+    assert torch.equal(document.encode_document(CHUNKS, convert_to_tensor=True), want_d)
+    assert (query.max_seq_length, document.max_seq_length) == (
+        r.qnet.eval_memory_content + 2,
+        r.qnet.layout.action_cap,
+    )
+    assert query.similarity_fn_name == document.similarity_fn_name == "dot"
+    assert (exp / "query" / "README.md").read_text() == (exp / "README.md").read_text()

@@ -10,10 +10,12 @@ haystack, which Q-RAG's relative position codes read (DESIGN §3): a reordered l
 
 from __future__ import annotations
 
+import asyncio
+import difflib
 import math
 import numbers
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,8 @@ from rl.run.retriever import PLANNERS, Pick, QRAGRetriever, RetrieverError, spli
 
 # the metadata keys every returned document carries (the span keys only when a text was bound)
 PICK_KEYS = ("step", "q_value", "position", "char_start", "char_end")
+# the keywords both adapters take besides ``run`` and ``haystack`` (the framework's own come after them)
+OWN_KEYWORDS = ("steps", "stop_threshold", "planner", "beam_width", "beam_expand", "split", "use_last", "device")
 
 # One episode at a time in a process: the frameworks call retrievers from worker threads
 # (LangChain's batch and ainvoke), and on a GPU the Q-network replays CUDA graphs whose static
@@ -46,12 +50,15 @@ class Options:
     def __post_init__(self) -> None:
         if self.planner not in PLANNERS:
             raise RetrieverError(f"planner={self.planner!r}: expected one of {', '.join(PLANNERS)}")
+        # numbers.Integral / numbers.Real take numpy's scalars too (np.int64 from an array of budgets);
+        # they are stored as Python numbers, the types QRAGRetriever.retrieve checks for
         for name in ("steps", "beam_width", "beam_expand"):
             value = getattr(self, name)
             if value is None and name == "steps":
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
                 raise RetrieverError(f"{name}={value!r}: expected an integer ≥ 1")
+            object.__setattr__(self, name, int(value))
         if self.stop_threshold is not None:
             if isinstance(self.stop_threshold, bool) or not isinstance(self.stop_threshold, numbers.Real):
                 raise RetrieverError(f"stop_threshold={self.stop_threshold!r}: expected a number")
@@ -59,6 +66,25 @@ class Options:
                 raise RetrieverError(f"stop_threshold={self.stop_threshold!r}: expected a finite number")
             if self.planner == "beam":
                 raise RetrieverError("stop_threshold works with the greedy planner only (as in evaluation)")
+            object.__setattr__(self, "stop_threshold", float(self.stop_threshold))
+
+
+def framework_keywords(adapter: str, given: dict[str, Any], accepted: Iterable[str]) -> dict[str, Any]:
+    """``given`` when each is a keyword of the framework's own BaseRetriever (``accepted``), else a
+    RetrieverError naming the others: a misspelt option (``step=``, ``stop_treshold=``) must not
+    vanish into the framework's keywords and leave the run's defaults in force."""
+    accepted = sorted(accepted)
+    unknown = sorted(set(given) - set(accepted))
+    if not unknown:
+        return given
+    words = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, [*OWN_KEYWORDS, *accepted], n=1)
+        words.append(f"{name}=" + (f" (did you mean {close[0]}=?)" if close else ""))
+    raise RetrieverError(
+        f"{adapter} has no keyword {', '.join(words)}; it takes {', '.join(OWN_KEYWORDS)} "
+        f"and its framework's {', '.join(accepted)}"
+    )
 
 
 @dataclass(frozen=True)
@@ -72,17 +98,22 @@ class Haystack:
     source_metadata: list[dict[str, Any]] | None
 
 
-def bind_haystack(haystack: Any, split: str, read_document: ReadDocument, documents: str) -> Haystack:
-    """A text (split by ``split``), a list of chunk strings, or a list of the framework's documents
-    (``documents`` names them in errors) as a :class:`Haystack`."""
+def bind_haystack(haystack: Any, split: str | None, read_document: ReadDocument, documents: str) -> Haystack:
+    """A text (split by ``split``, by default into sentences), a list of chunk strings, or a list of
+    the framework's documents (``documents`` names them in errors) as a :class:`Haystack`."""
     if isinstance(haystack, str):
         if not haystack.strip():
             raise RetrieverError("the haystack text is empty: there is nothing to retrieve from")
-        chunks, spans = split_text(haystack, split)
+        chunks, spans = split_text(haystack, "sentences" if split is None else split)
         return Haystack(chunks, spans, None, None)
     if not isinstance(haystack, (list, tuple)):
         raise RetrieverError(
             f"haystack: expected a text, a list of chunk strings or a list of {documents}, got {type(haystack).__name__}"
+        )
+    if split is not None:  # a list is never split: saying nothing would retrieve from other chunks than asked
+        raise RetrieverError(
+            f"split={split!r} splits a text haystack; this haystack is a list, whose items are the chunks "
+            "as given (pass the text itself to have it split, or leave split= out)"
         )
     if not haystack:
         raise RetrieverError("the haystack is an empty list: there is nothing to retrieve from")
@@ -162,3 +193,8 @@ class BoundRetriever:
             base = {} if hay.source_metadata is None else hay.source_metadata[p.index]
             hits.append(Hit(p, {**base, **own}, source))
         return hits
+
+    async def aquery(self, question: str) -> list[Hit]:
+        """``query`` in a worker thread: the event loop goes on while the encoder runs, and
+        concurrent queries wait for the episode lock in their threads, not in the loop."""
+        return await asyncio.to_thread(self.query, question)

@@ -8,14 +8,22 @@ Needs the optional extra ``llamaindex`` (llama-index-core).
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
-from rl.run.adapters.bound import PICK_KEYS, BoundRetriever, Hit, Options, bind_haystack, load_retriever
+from rl.run.adapters.bound import (
+    PICK_KEYS,
+    BoundRetriever,
+    Hit,
+    Options,
+    bind_haystack,
+    framework_keywords,
+    load_retriever,
+)
 from rl.run.retriever import QRAGRetriever
 
 try:
-    from llama_index.core.callbacks import CallbackManager
     from llama_index.core.retrievers import BaseRetriever
     from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode
 except ImportError as e:
@@ -62,7 +70,8 @@ class QRAGLlamaIndexRetriever(BaseRetriever):
     ``run``: a run folder (its ``model_best.pt``, or ``model_last.pt`` with ``use_last``, on
     ``device``) or a loaded QRAGRetriever. ``haystack``: a text (split into chunks by ``split``), a
     list of chunk strings, or a list of nodes or Documents (or NodeWithScore) whose texts are the
-    chunks, in this order. The stop rule and planner are QRAGRetriever.retrieve's. Each result is a
+    chunks, in this order. The stop rule and planner are QRAGRetriever.retrieve's; any other keyword
+    must be one of LlamaIndex's BaseRetriever (``callback_manager``, ``verbose``, ...). Each result is a
     NodeWithScore whose score is the pick's Q-value and whose node holds the chunk, the source node's
     metadata and ``step`` (1 = first pick), ``q_value``, ``position`` (the chunk's index) and, for a
     text, ``char_start`` / ``char_end`` (also the TextNode's ``start_char_idx`` / ``end_char_idx``).
@@ -79,21 +88,28 @@ class QRAGLlamaIndexRetriever(BaseRetriever):
         planner: str = "greedy",
         beam_width: int = 4,
         beam_expand: int = 3,
-        split: str = "sentences",
+        split: str | None = None,
         use_last: bool = False,
         device: str = "auto",
-        callback_manager: CallbackManager | None = None,
-        verbose: bool = False,
+        **kwargs: Any,  # BaseRetriever's own: callback_manager, verbose, object_map, objects
     ):
+        own = set(inspect.signature(BaseRetriever.__init__).parameters) - {"self"}
+        kwargs = framework_keywords(type(self).__name__, kwargs, own)
         options = Options(steps, stop_threshold, planner, beam_width, beam_expand)
         hay = bind_haystack(haystack, split, read_document, "LlamaIndex nodes or Documents")
         self.bound = BoundRetriever(load_retriever(run, use_last, device), hay, options)
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        super().__init__(**kwargs)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return [
-            NodeWithScore(node=as_node(hit), score=hit.pick.q_value) for hit in self.bound.query(query_bundle.query_str)
-        ]
+        return as_nodes(self.bound.query(query_bundle.query_str))
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        # LlamaIndex's default runs _retrieve in the event loop, which the encoder would block
+        return as_nodes(await self.bound.aquery(query_bundle.query_str))
+
+
+def as_nodes(hits: list[Hit]) -> list[NodeWithScore]:
+    return [NodeWithScore(node=as_node(hit), score=hit.pick.q_value) for hit in hits]
 
 
 __all__ = ["QRAGLlamaIndexRetriever"]
