@@ -22,7 +22,9 @@ and their task is the ``task`` of the ``.meta.json`` eval_retriever.py writes be
   lines carry it, else ``acc`` (BabiLong's compare_answers).
 
 Prints the score table (percent, mean over the folders) and the effective length on the average
-over tasks and per task; ``--out`` writes the same as JSON.
+over tasks and per task; ``--out`` writes the same as JSON. A half-written last line is skipped with
+a warning (scripts/jsonl_input.py); other bad input is one ``error:`` line, status 2. ``--out`` is
+checked before the table is printed and replaces only an earlier report of this script.
 """
 
 from __future__ import annotations
@@ -36,11 +38,17 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 import niah_report  # noqa: E402
+from jsonl_input import InputError, read_bytes, read_jsonl  # noqa: E402
+
+from runstore import StorageError, atomic_write_text, probe_writable  # noqa: E402
 
 RECORDS = re.compile(r"eval_seed\d+_test_?(\d+)([km])\.jsonl(?:\.gz)?")
 UNITS = {"k": 1_000, "m": 1_000_000}
+RECORD_KEYS = ("pred_idx", "pred_texts", "q_values", "sf_idx", "answer")  # what niah_report.score reads
+REPORT_KEYS = {"threshold", "folders", "scores", "effective_length"}  # an earlier --out, safe to replace
 
 
 class ScoreError(ValueError):
@@ -68,34 +76,82 @@ def task_of(records: Path) -> str:
     meta = Path(f"{str(records).removesuffix('.gz')}.meta.json")
     if not meta.is_file():
         raise ScoreError(f"{meta} is missing: the task of {records} is unknown (eval_retriever.py writes it)")
-    return str(json.loads(meta.read_text(encoding="utf-8"))["task"])
+    try:
+        task = json.loads(read_bytes(meta).decode("utf-8")).get("task")
+    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        task = None
+    if not isinstance(task, str) or not task:
+        raise ScoreError(
+            f"{meta}: not an eval_retriever.py meta file (no task named): the task of {records} is unknown"
+        )
+    return task
 
 
 def file_score(path: Path, reader: str | None, chunk_filter: str, metric: str | None) -> float:
     """Percent: the mean per-sample score of one file."""
-    rows = niah_report.read_records(path)
+    rows = read_jsonl(path)
     if reader is None:
-        values = [niah_report.score(r)[metric or "all"] for r in rows]
+        values = []
+        for n, r in rows:
+            missing = [k for k in RECORD_KEYS if k not in r]
+            if missing:
+                raise ScoreError(
+                    f"{path}:{n}: the record lacks {', '.join(missing)} (not a greedy eval_retriever.py record)"
+                )
+            values.append(niah_report.score(r)[metric or "all"])
     else:
-        rows = [r for r in rows if r.get("filter") == chunk_filter]
+        rows = [(n, r) for n, r in rows if r.get("filter") == chunk_filter]
         if not rows:
             raise ScoreError(f"{path}: no lines with chunk filter {chunk_filter!r}")
-        key = f"answer_{metric or ('string_match_all' if 'answer_string_match_all' in rows[0] else 'acc')}"
-        if any(key not in r for r in rows):
-            raise ScoreError(f"{path}: lines without {key}")
-        values = [float(r[key]) for r in rows]
+        key = f"answer_{metric or ('string_match_all' if 'answer_string_match_all' in rows[0][1] else 'acc')}"
+        values = []
+        for n, r in rows:
+            v = r.get(key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:  # NaN fails too
+                raise ScoreError(f"{path}:{n}: {key} is {json.dumps(v)}, not a score between 0 and 1")
+            values.append(float(v))
+    if not values:  # an evaluation killed before its first record
+        raise ScoreError(f"{path}: no records: rerun the evaluation that writes it")
     return 100 * statistics.fmean(values)
 
 
 def grid(folders: list[Path], reader: str | None, chunk_filter: str, metric: str | None) -> dict[tuple, dict]:
     cells: dict[tuple, dict[str, float]] = {}
+    seen: dict[Path, Path] = {}
     for folder in folders:
+        if not folder.is_dir():
+            raise ScoreError(f"{folder}: no such folder (give one folder per seed)")
+        earlier = seen.setdefault(folder.resolve(), folder)
+        if earlier is not folder:
+            raise ScoreError(f"{folder} is given twice (as {earlier}): give each seed's folder once")
         for path, records, length in find(folder, reader):
             key = (str(folder), task_of(records), length)
             if key in cells:
                 raise ScoreError(f"{folder}: two record files for {key[1]} at {length} (one seed per folder)")
             cells[key] = {"score": file_score(path, reader, chunk_filter, metric)}
     return cells
+
+
+def check_out(out: Path, folders: list[Path], reader: str | None) -> None:
+    """Refuse an ``--out`` that would replace an input or any other file that is not an earlier
+    report (a meta file, say), or that cannot be written, before anything is printed."""
+    if not out.parent.is_dir():
+        raise ScoreError(f"--out {out}: no folder {out.parent}")
+    cause = probe_writable(out.parent)
+    if cause is not None:
+        raise ScoreError(f"--out {out}: cannot write in {out.parent} ({cause.strerror})")
+    if out.is_dir():
+        raise ScoreError(f"--out {out} is a folder: name a .json file")
+    read = {p.resolve() for f in folders for answers, records, _ in find(f, reader) for p in (answers, records)}
+    if out.resolve() in read:
+        raise ScoreError(f"--out {out} is one of the files read: name another file")
+    if out.exists():
+        try:
+            earlier = json.loads(out.read_bytes())
+        except (OSError, ValueError):
+            earlier = None
+        if not (isinstance(earlier, dict) and REPORT_KEYS <= earlier.keys()):
+            raise ScoreError(f"--out {out} exists and is not an earlier report of this script: name another file")
 
 
 def report(cells: dict[tuple, dict], names: list[str]) -> dict[str, Any]:
@@ -157,13 +213,18 @@ def main(argv: list[str] | None = None) -> int:
                 f"{args.reader}_eval_seed*_test<length>.jsonl" if args.reader else "eval_seed*_test<length>.jsonl[.gz]"
             )
             raise ScoreError(f"no {what} under {', '.join(names)}")
-    except ScoreError as e:
+        if args.out is not None:
+            check_out(args.out, args.folders, args.reader)
+        rep = report(cells, names)
+        print(markdown(rep))
+        if args.out is not None:
+            atomic_write_text(args.out, json.dumps(rep, indent=2) + "\n")
+    except (InputError, ScoreError, StorageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    rep = report(cells, names)
-    print(markdown(rep))
-    if args.out is not None:
-        args.out.write_text(json.dumps(rep, indent=2) + "\n", encoding="utf-8")
+    except OSError as e:  # --out written after the checks: e.g. the folder removed meanwhile
+        print(f"error: cannot write --out {args.out}: {e.strerror or e}", file=sys.stderr)
+        return 2
     return 0
 
 
