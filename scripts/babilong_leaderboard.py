@@ -28,9 +28,12 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import io
 import json
 import re
+import statistics
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,7 +44,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from jsonl_input import InputError, read_jsonl  # noqa: E402
 
-from prompts_and_metrics.metrics import task_key  # noqa: E402
+from prompts_and_metrics.metrics import babilong_acc, task_key  # noqa: E402
 from prompts_and_metrics.prompts import SYSTEM_BABILONG, TASK_PROMPTS  # noqa: E402
 from runstore import StorageError, atomic_write_text  # noqa: E402
 
@@ -55,6 +58,9 @@ PROMPT_CONFIG = "instruction_yes_examples_yes_post_prompt_yes_chat_template_yes"
 TEMPLATE = "{instruction}\n{examples}\n{post_prompt}\nContext: {context}\n\nQuestion: {question}"
 OFFICIAL_ID = re.compile(r"(\d+[kKmM])/(qa\d+)/(\d+)")
 MODEL = re.compile(r"(?!\.\.?/)[\w.-]+/(?!\.\.?$)[\w.-]+", re.ASCII)
+SCORER_REPO, SCORER_FILE = "booydar/babilong", "babilong/metrics.py"  # the leaderboard's compare_answers
+PORT_FILE = "prompts_and_metrics/metrics.py"  # this project's port of it, which scored the reader's answers
+DATASET_REPO = "RMT-team/babilong"  # the Hugging Face dataset of the official test sets
 # what an eval_llm_synthetics.py output line carries that the files written here need
 LINE_KEYS = ("answer", "prediction", "question")
 SETTING_KEYS = ("babi_task", "max_tokens")
@@ -149,21 +155,84 @@ def write(cells: dict[tuple[str, str], dict[int, dict[str, Any]]], folder: Path,
     return written
 
 
+def git_state(folder: Path, path: str) -> dict[str, Any]:
+    """The sha256 of ``folder/path``, the commit checked out in ``folder`` and whether the file is
+    that commit's own (tracked, unchanged); commit and unmodified are None outside a git checkout."""
+
+    def git(*a: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(folder), *a], capture_output=True, text=True, timeout=30)
+
+    try:
+        data = (folder / path).read_bytes()
+        head = git("rev-parse", "HEAD")
+        if head.returncode != 0:
+            return {"commit": None, "file": path, "sha256": hashlib.sha256(data).hexdigest(), "unmodified": None}
+        tracked = git("ls-files", "--error-unmatch", path).returncode == 0
+        unchanged = git("diff", "--quiet", "HEAD", "--", path).returncode == 0
+    except (OSError, subprocess.SubprocessError) as e:
+        raise LeaderboardError(f"cannot read {folder / path} and its commit ({e})") from None
+    return {
+        "commit": head.stdout.strip(),
+        "file": path,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "unmodified": tracked and unchanged,
+    }
+
+
+def scorer_state(checkout: Path) -> dict[str, Any]:
+    """The official scorer a submission names: a git checkout of booydar/babilong, refused otherwise."""
+    state = git_state(checkout, SCORER_FILE)
+    if state["commit"] is None:
+        raise LeaderboardError(f"--scorer {checkout} is not a git checkout of {SCORER_REPO}: its commit is unknown")
+    return {"repo": SCORER_REPO, **state}
+
+
+def manifest(
+    cells: dict[tuple[str, str], dict[int, dict[str, Any]]],
+    written: list[Path],
+    scorer: dict[str, Any] | None,
+    revision: str | None,
+) -> dict[str, Any]:
+    """What a submission states beside its files: the official scorer (its commit, the sha256 of
+    its metrics.py and whether that is the commit's own), the dataset revision, each file's sha256
+    and rows, and the accuracy this project's port of the scorer gives them."""
+    files = []
+    for path in written:
+        task = path.stem.split("_")[0]
+        rows = cells[(task, path.stem.split("_")[1])].values()
+        acc = statistics.fmean(babilong_acc(r["prediction"], r["answer"], r["question"], task) for r in rows)
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        files.append({"file": path.name, "sha256": digest, "rows": len(rows), "accuracy": acc})
+    return {
+        "scorer": scorer,
+        "port": {"repo": "q-rag", **git_state(REPO, PORT_FILE)},
+        "dataset": {"repo": DATASET_REPO, "revision": revision},
+        "files": files,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("outputs", type=Path, nargs="+", help="eval_llm_synthetics.py output files")
     ap.add_argument("--model", required=True, help="<org>/<name>: the leaderboard's folder for this system")
     ap.add_argument("--out", type=Path, required=True, help="the babilong_evals folder to write into")
     ap.add_argument("--filter", default="none", help="the chunk filter whose lines are written (docs/READERS.md)")
+    ap.add_argument("--scorer", type=Path, help=f"a git checkout of {SCORER_REPO}: its commit goes in the manifest")
+    ap.add_argument("--dataset-revision", help=f"the {DATASET_REPO} commit (40 hex digits) the test sets came from")
     args = ap.parse_args(argv)
     if MODEL.fullmatch(args.model) is None:  # two plain names: nothing written outside --out
         ap.error(f"--model {args.model!r}: give <org>/<name> (letters, digits, '.', '_', '-')")
+    if args.dataset_revision is not None and re.fullmatch(r"[0-9a-f]{40}", args.dataset_revision) is None:
+        ap.error(f"--dataset-revision {args.dataset_revision!r}: give the dataset's commit, 40 hex digits")
     try:
         cells = read_lines(args.outputs, args.filter)
         if not cells:
             raise LeaderboardError(f"no lines with chunk filter {args.filter!r} in {', '.join(map(str, args.outputs))}")
         check(cells)
+        scorer = scorer_state(args.scorer) if args.scorer is not None else None  # before anything is written
         written = write(cells, args.out / args.model, args.filter)
+        record = manifest(cells, written, scorer, args.dataset_revision)
+        atomic_write_text(args.out / args.model / "manifest.json", json.dumps(record, indent=1) + "\n")
     except (InputError, LeaderboardError, StorageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -172,6 +241,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for path in written:
         print(f"wrote {path} ({len(cells[tuple(path.stem.split('_')[:2])])} rows)")
+    print(f"wrote {args.out / args.model / 'manifest.json'}")
+    for missing, flag in ((args.scorer, "--scorer"), (args.dataset_revision, "--dataset-revision")):
+        if missing is None:
+            print(f"warning: the manifest names no {flag[2:].replace('-', ' ')} (give {flag})", file=sys.stderr)
     return 0
 
 
