@@ -30,6 +30,8 @@ checked before the table is printed and replaces only an earlier report of this 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import re
 import statistics
@@ -43,6 +45,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 import niah_report  # noqa: E402
 from jsonl_input import InputError, read_bytes, read_jsonl  # noqa: E402
 
+from prompts_and_metrics.metrics import ruler_postprocess  # noqa: E402
 from runstore import StorageError, atomic_write_text, probe_writable  # noqa: E402
 
 RECORDS = re.compile(r"eval_seed\d+_test_?(\d+)([km])\.jsonl(?:\.gz)?")
@@ -195,6 +198,50 @@ def markdown(rep: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def seq_length(length: str) -> int:
+    """``4k`` -> 4096, ``1m`` -> 1048576: RULER's folder names (max_seq_length), as the test sets
+    (scripts/niah_testsets.py) count them."""
+    return int(length[:-1]) * {"k": 1024, "m": 1024 * 1024}[length[-1]]
+
+
+def csv_text(rows: list[list[Any]]) -> str:
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)  # as pandas' to_csv, which wrote RULER's files
+    return out.getvalue()
+
+
+def write_ruler(folder: Path, reader: str, chunk_filter: str, metric: str | None, out: Path) -> list[Path]:
+    """RULER's own result files of one run, per length ``<out>/<max_seq_length>/pred/``:
+    ``summary.csv`` (scripts/eval/evaluate.py's write_evaluation: a pandas frame of the rows Tasks,
+    Score (percent, 2 decimals), Nulls (empty predictions / samples), written with its column
+    numbers as the header; ``summary-<task>.csv`` for a single task) and ``submission.csv`` (write_submission: Task, ID, Prediction, the
+    prediction post-processed as RULER does)."""
+    lengths: dict[str, dict[str, tuple[float, list[tuple[str, str]]]]] = {}
+    for answers, records, length in find(folder, reader):
+        lines = [(n, r) for n, r in read_jsonl(answers) if r.get("filter") == chunk_filter]
+        if bad := next((n for n, r in lines if not isinstance(r.get("prediction"), str)), None):
+            raise ScoreError(f"{answers}:{bad}: the line has no prediction text (an eval_llm_synthetics.py line has)")
+        preds = [(str(r.get("id")), ruler_postprocess(r["prediction"])) for _, r in lines]
+        score = round(file_score(answers, reader, chunk_filter, metric), 2)
+        lengths.setdefault(length, {})[task_of(records)] = (score, preds)
+    written = []
+    for length, tasks in lengths.items():
+        order = sorted(tasks, key=lambda t: (list(niah_report.COLUMNS).index(t) if t in niah_report.COLUMNS else 99, t))
+        summary = [
+            ["Tasks", *order],
+            ["Score", *(tasks[t][0] for t in order)],
+            ["Nulls", *(f"{sum(not p for _, p in tasks[t][1])}/{len(tasks[t][1])}" for t in order)],
+        ]
+        pred = out / str(seq_length(length)) / "pred"
+        pred.mkdir(parents=True, exist_ok=True)
+        name = "summary.csv" if len(order) > 1 else f"summary-{order[0]}.csv"  # RULER's names
+        atomic_write_text(pred / name, csv_text([list(range(len(order) + 1)), *summary]))
+        rows = [[t, i, p] for t in order for i, p in tasks[t][1]]
+        atomic_write_text(pred / "submission.csv", csv_text([["Task", "ID", "Prediction"], *rows]))
+        written += [pred / name, pred / "submission.csv"]
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("folders", type=Path, nargs="+", help="one folder per seed of the system")
@@ -202,9 +249,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--filter", default="none", help="the reader lines' chunk filter (docs/READERS.md)")
     ap.add_argument("--metric", help="retrieval: all | f1 | smatch; reader: an answer_<metric> of its lines")
     ap.add_argument("--out", type=Path, help="also write the result as JSON here")
+    ap.add_argument("--ruler-out", type=Path, help="also write RULER's summary.csv / submission.csv under this folder")
     args = ap.parse_args(argv)
     if args.reader is None and args.metric not in (None, *niah_report.METRICS):
         ap.error(f"--metric {args.metric}: retrieval metrics are {', '.join(niah_report.METRICS)}")
+    if args.ruler_out is not None and (args.reader is None or len(args.folders) != 1):
+        ap.error("--ruler-out: RULER's files hold one run's reader answers: give --reader and one folder")
     names = [str(f) for f in args.folders]
     try:
         cells = grid(args.folders, args.reader, args.filter, args.metric)
@@ -219,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown(rep))
         if args.out is not None:
             atomic_write_text(args.out, json.dumps(rep, indent=2) + "\n")
+        if args.ruler_out is not None:
+            for path in write_ruler(args.folders[0], args.reader, args.filter, args.metric, args.ruler_out):
+                print(f"wrote {path}")
     except (InputError, ScoreError, StorageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

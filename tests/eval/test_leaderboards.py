@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from prompts_and_metrics.metrics import babilong_acc
+from prompts_and_metrics.metrics import babilong_acc, string_match_all
 from prompts_and_metrics.prompts import babilong_user_message
 from tests.conftest import ROOT as REPO
 from tests.conftest import load_script
@@ -198,3 +198,52 @@ def test_ruler_threshold_is_strict_and_reader_answers_are_scored(tmp_path: Path)
     cells = ruler.grid([tmp_path / "run"], "Qwen3-4B", "none", None)
     assert cells == {(str(tmp_path / "run"), "niah_multivalue", "4k"): {"score": 81.25}}
     assert ruler.report(cells, [str(tmp_path / "run")])["effective_length"] == "< 4K"
+
+
+def test_ruler_files_in_rulers_own_layout(tmp_path: Path, capsys) -> None:
+    """--ruler-out writes what RULER's scripts/eval/evaluate.py writes for a run: per length
+    ``<max_seq_length>/pred/summary.csv`` (a pandas frame of the rows Tasks / Score / Nulls, its
+    column numbers as header) and ``submission.csv`` (Task, ID, Prediction)."""
+    run = tmp_path / "run"
+    answers = {"niah_multikey_1": ["7", " 7\n", "", "8"], "niah_single_1": ["7, and 7", "7", "7", "no"]}
+    for task, preds in answers.items():
+        for length in ("4k", "16k"):
+            records = write_cell(run, task, length, hits=4, n=4)
+            lines = [{"id": str(k), "filter": "none", "prediction": p,
+                      "answer_string_match_all": string_match_all(p, ["7"])} for k, p in enumerate(preds)]  # fmt: skip
+            write_jsonl(records.with_name(f"llm_{records.name}"), lines)
+    assert ruler.main([str(run), "--reader", "llm", "--ruler-out", str(tmp_path / "synthetic")]) == 0
+    pred = tmp_path / "synthetic" / "4096" / "pred"
+    assert sorted(p.name for p in (tmp_path / "synthetic").iterdir()) == ["16384", "4096"]
+    rows = list(csv.reader((pred / "summary.csv").read_text().splitlines()))
+    # RULER's task order (its synthetic.yaml), its score rounding, its null count
+    assert rows == [
+        ["0", "1", "2"],
+        ["Tasks", "niah_single_1", "niah_multikey_1"],
+        ["Score", "75.0", "50.0"],
+        ["Nulls", "0/4", "1/4"],
+    ]
+    sub = list(csv.DictReader((pred / "submission.csv").read_text().splitlines()))
+    assert list(sub[0]) == ["Task", "ID", "Prediction"] and len(sub) == 8
+    assert sub[4] == {"Task": "niah_multikey_1", "ID": "0", "Prediction": "7"}
+    assert sub[5]["Prediction"] == "7"  # stripped, as RULER post-processes
+    # RULER's metric over the submission's predictions gives the summary's score back
+    for task, score in zip(rows[1][1:], rows[2][1:]):
+        preds = [r["Prediction"] for r in sub if r["Task"] == task]
+        assert round(100 * sum(string_match_all(p, ["7"]) for p in preds) / len(preds), 2) == float(score)
+    # a single task: RULER names the file summary-<task>.csv
+    one = tmp_path / "one"
+    records = write_cell(one, "niah_single_1", "4k", hits=1, n=1)
+    write_jsonl(records.with_name(f"llm_{records.name}"), [{"id": "0", "filter": "none", "prediction": "7",
+                                                             "answer_string_match_all": 1.0}])  # fmt: skip
+    assert ruler.main([str(one), "--reader", "llm", "--ruler-out", str(tmp_path / "s1")]) == 0
+    assert sorted(p.name for p in (tmp_path / "s1" / "4096" / "pred").iterdir()) == [
+        "submission.csv",
+        "summary-niah_single_1.csv",
+    ]
+    # RULER's files hold one run's reader answers
+    with pytest.raises(SystemExit):
+        ruler.main([str(run), str(one), "--reader", "llm", "--ruler-out", str(tmp_path / "x")])
+    with pytest.raises(SystemExit):
+        ruler.main([str(run), "--ruler-out", str(tmp_path / "x")])
+    assert not (tmp_path / "x").exists()
