@@ -97,10 +97,14 @@ def tarball_reader(path: Path) -> Callable[[str], str]:
     root = "tasks_1-20_v1-2"
 
     def read(rel: str) -> str:
-        member = tar.extractfile(f"{root}/{rel}")
-        if member is None:
-            raise FileNotFoundError(f"{path}: no {root}/{rel}")
-        return member.read().decode("utf-8")
+        name = f"{root}/{rel}"
+        try:
+            member = tar.getmember(name)
+        except KeyError:
+            raise FileNotFoundError(f"{path}: no {name}") from None
+        if not member.isfile():  # a link is not the release's file (and is never followed)
+            raise tarfile.TarError(f"{path}: {name} is not a regular file")
+        return tar.extractfile(member).read().decode("utf-8")
 
     return read
 

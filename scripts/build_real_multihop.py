@@ -29,6 +29,7 @@ import io
 import json
 import subprocess
 import sys
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -191,19 +192,46 @@ def build(mirrors: dict[str, str]) -> dict[str, dict[str, bytes]]:
     return files
 
 
+def read_shipped(path: Path) -> bytes:
+    """The content of a shipped file (gunzipped for ``.gz``); OSError, EOFError or zlib.error when
+    it cannot be read."""
+    data = path.read_bytes()
+    return gzip.decompress(data) if path.name.endswith(".gz") else data
+
+
 def verify_shipped(out: Path) -> list[str]:
-    """Each shipped file against its MANIFEST.json (sha256 of the content, record count)."""
+    """Each shipped file against its MANIFEST.json (sha256 of the content, record count): one line
+    per file that is missing, cannot be read or differs."""
     errors = []
     for dataset in ("hotpotqa", "musique"):
-        manifest = json.loads((out / dataset / "MANIFEST.json").read_text())
-        for entry in manifest["files"]:
-            path = out / dataset / entry["file"]
-            raw = gzip.decompress(path.read_bytes())
-            if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
+        mpath = out / dataset / "MANIFEST.json"
+        if not mpath.exists():
+            errors.append(f"{mpath}: missing")
+            continue
+        try:
+            manifest = json.loads(read_shipped(mpath))
+            entries = [(str(e["file"]), str(e["sha256"]), int(e["records"])) for e in manifest["files"]]
+        except (OSError, ValueError) as e:
+            errors.append(f"{mpath}: cannot be read ({e})")
+            continue
+        except (KeyError, TypeError):  # valid JSON, not this script's manifest
+            errors.append(f"{mpath}: not a manifest of this script (a 'files' list naming file, sha256, records)")
+            continue
+        for name, sha256, records in entries:
+            path = out / dataset / name
+            if not path.exists():
+                errors.append(f"{path}: missing")
+                continue
+            try:
+                raw = read_shipped(path)
+            except (OSError, EOFError, zlib.error) as e:  # a folder, not gzip, truncated
+                errors.append(f"{path}: cannot be read ({e or type(e).__name__})")
+                continue
+            if hashlib.sha256(raw).hexdigest() != sha256:
                 errors.append(f"{path}: sha256 differs from MANIFEST.json")
             count = raw.count(b"\n")
-            if count != entry["records"]:
-                errors.append(f"{path}: {count} records, MANIFEST.json says {entry['records']}")
+            if count != records:
+                errors.append(f"{path}: {count} records, MANIFEST.json says {records}")
     return errors
 
 

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import urllib.request
 import zipfile
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,6 +172,11 @@ def inside(stage: Path, target: str) -> Path:
     return path
 
 
+# what a damaged member raises as it is read: a bad CRC, a truncated or invalid deflate stream, a
+# damaged compression-method field, a damaged offset
+ZIP_DAMAGE = (zipfile.BadZipFile, EOFError, zlib.error, NotImplementedError, ValueError)
+
+
 def lay_out(downloads: Path, stage: Path, b: Benchmark) -> None:
     """Copy the downloaded files (or archive members, matched by file name) to their places
     below ``stage``."""
@@ -186,7 +192,7 @@ def lay_out(downloads: Path, stage: Path, b: Benchmark) -> None:
                         target = (b.layout or {}).get(Path(member).name)
                         if target is not None and not member.endswith("/"):
                             _write_atomic(stage / target, z.open(member))
-            except (zipfile.BadZipFile, EOFError) as e:
+            except ZIP_DAMAGE as e:
                 raise DataError(f"{src}: a damaged archive ({e}); delete it and run again") from None
         else:
             target = (b.layout or {}).get(remote.name, remote.name)

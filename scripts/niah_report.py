@@ -183,7 +183,8 @@ def effective_length(
     for length, label in rows.items():
         tasks = list(columns) if task is None else [task]
         have = [n for n in names if all((n, t, length) in cells for t in tasks)]
-        if not have or statistics.fmean(cells[(n, t, length)][key] for n in have for t in tasks) <= RULER_THRESHOLD:
+        # "not above", so that a NaN score fails (NaN <= threshold is False)
+        if not have or not statistics.fmean(cells[(n, t, length)][key] for n in have for t in tasks) > RULER_THRESHOLD:
             break
         if len(have) < len(names):  # a length evaluated for some seeds only (e.g. 1M for one seed): said so
             return f"{label} ({', '.join(have)} only)"

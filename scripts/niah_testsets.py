@@ -24,6 +24,7 @@ import json
 import os
 import sys
 import time
+import zlib
 from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 from pathlib import Path
@@ -42,6 +43,26 @@ SEED = 0
 LENGTHS = {"4k": 4096, "16k": 16384, "32k": 32768, "128k": 131072, "1m": 1048576}
 SAMPLES = {"4k": 100, "16k": 100, "32k": 100, "128k": 100, "1m": 30}
 PIECE_TOKENS = 400_000  # tokens of samples per process job: a 4K file is one job, a 1M file one per sample
+UNREADABLE = (OSError, EOFError, zlib.error)  # a folder, a file that is not gzip, a truncated gzip
+
+
+class TestsetError(ValueError):
+    """A manifest or test-file path this script cannot work with: one line saying which and why."""
+
+
+def read_manifest(root: Path) -> dict[str, Any]:
+    """``<root>/MANIFEST.json`` (no file: an empty manifest), its entries checked for what is read here."""
+    mpath = root / "MANIFEST.json"
+    if not mpath.exists():
+        return {"files": []}
+    try:
+        manifest = json.loads(mpath.read_bytes())
+    except (OSError, ValueError) as e:  # ValueError: not JSON, not UTF-8
+        raise TestsetError(f"{mpath} cannot be read ({e}); restore it (git checkout) or remove it") from None
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, list) or not all(isinstance(e, dict) and isinstance(e.get("file"), str) for e in files):
+        raise TestsetError(f"{mpath} is not a test-set manifest (a 'files' list of entries naming their 'file')")
+    return manifest
 
 
 def command(task: str, length: str) -> str:
@@ -109,7 +130,11 @@ def verify(files: list[tuple[str, str]], root: Path, manifest: dict[str, Any]) -
     want = {e["file"]: e for e in manifest["files"]}
     bad, unrecorded = [], []
     for task, length in files:
-        entry = manifest_entry(task, length, root)
+        try:
+            entry = manifest_entry(task, length, root)
+        except UNREADABLE as e:
+            bad.append(f"{task}/test{length}.jsonl.gz: cannot be read ({e or type(e).__name__})")
+            continue
         expected = want.get(entry["file"], {}).get("sha256")
         if entry["sha256"] is None:
             bad.append(f"{entry['file']}: missing")
@@ -132,10 +157,13 @@ def write_manifest(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     entries = []
     for length in LENGTHS:
         for task in TASKS:
-            entry = manifest_entry(task, length, root)
+            try:
+                entry = manifest_entry(task, length, root)
+            except UNREADABLE as e:
+                raise TestsetError(f"{task}/test{length}.jsonl.gz cannot be read ({e or type(e).__name__})") from None
             was = old.get(entry["file"], {})
             if was.get("sha256") is not None and entry["sha256"] not in (None, was["sha256"]):
-                raise SystemExit(f"error: {entry['file']} differs from the manifest's sha256 {was['sha256']}")
+                raise TestsetError(f"{entry['file']} differs from the manifest's sha256 {was['sha256']}")
             if was.get("sha256") is not None:
                 entry["sha256"], entry["made_with"] = was["sha256"], was.get("made_with")
             elif entry["sha256"] is not None:
@@ -166,14 +194,23 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown task or length: {', '.join(bad)}")
     files = [(t, n) for n in lengths for t in tasks]
     mpath = args.root / "MANIFEST.json"
-    manifest = json.loads(mpath.read_text()) if mpath.is_file() else {"files": []}
-    if args.write_manifest:
-        manifest = write_manifest(args.root, manifest)
-        mpath.parent.mkdir(parents=True, exist_ok=True)
-        mpath.write_text(json.dumps(manifest, indent=1) + "\n")
-        print(f"{mpath}: {sum(e['sha256'] is not None for e in manifest['files'])}/{len(manifest['files'])} recorded")
-        return 0
-    todo = [(t, n) for t, n in files if args.force or not (args.root / t / f"test{n}.jsonl.gz").is_file()]
+    try:
+        manifest = read_manifest(args.root)
+        if args.write_manifest:
+            manifest = write_manifest(args.root, manifest)
+            mpath.parent.mkdir(parents=True, exist_ok=True)
+            mpath.write_text(json.dumps(manifest, indent=1) + "\n")
+            recorded = sum(e["sha256"] is not None for e in manifest["files"])
+            print(f"{mpath}: {recorded}/{len(manifest['files'])} recorded")
+            return 0
+        paths = {(t, n): args.root / t / f"test{n}.jsonl.gz" for t, n in files}
+        if taken := [str(p) for p in paths.values() if p.exists() and not p.is_file()]:
+            # refused before generating: the write would fail only after the whole file is made
+            raise TestsetError(f"not a file: {', '.join(taken)}; move it away, then rerun")
+    except TestsetError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    todo = [f for f, p in paths.items() if args.force or not p.is_file()]
     if todo:
         make(todo, args.root, args.jobs)
     bad, unrecorded = verify(files, args.root, manifest)

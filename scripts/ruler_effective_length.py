@@ -22,12 +22,16 @@ and their task is the ``task`` of the ``.meta.json`` eval_retriever.py writes be
   lines carry it, else ``acc`` (BabiLong's compare_answers).
 
 Prints the score table (percent, mean over the folders) and the effective length on the average
-over tasks and per task; ``--out`` writes the same as JSON.
+over tasks and per task; ``--out`` writes the same as JSON. A half-written last line is skipped with
+a warning (scripts/jsonl_input.py); other bad input is one ``error:`` line, status 2. ``--out`` is
+checked before the table is printed and replaces only an earlier report of this script.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import re
 import statistics
@@ -36,11 +40,18 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 import niah_report  # noqa: E402
+from jsonl_input import InputError, read_bytes, read_jsonl  # noqa: E402
+
+from prompts_and_metrics.metrics import ruler_postprocess  # noqa: E402
+from runstore import StorageError, atomic_write_text, probe_writable  # noqa: E402
 
 RECORDS = re.compile(r"eval_seed\d+_test_?(\d+)([km])\.jsonl(?:\.gz)?")
 UNITS = {"k": 1_000, "m": 1_000_000}
+RECORD_KEYS = ("pred_idx", "pred_texts", "q_values", "sf_idx", "answer")  # what niah_report.score reads
+REPORT_KEYS = {"threshold", "folders", "scores", "effective_length"}  # an earlier --out, safe to replace
 
 
 class ScoreError(ValueError):
@@ -68,34 +79,82 @@ def task_of(records: Path) -> str:
     meta = Path(f"{str(records).removesuffix('.gz')}.meta.json")
     if not meta.is_file():
         raise ScoreError(f"{meta} is missing: the task of {records} is unknown (eval_retriever.py writes it)")
-    return str(json.loads(meta.read_text(encoding="utf-8"))["task"])
+    try:
+        task = json.loads(read_bytes(meta).decode("utf-8")).get("task")
+    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        task = None
+    if not isinstance(task, str) or not task:
+        raise ScoreError(
+            f"{meta}: not an eval_retriever.py meta file (no task named): the task of {records} is unknown"
+        )
+    return task
 
 
 def file_score(path: Path, reader: str | None, chunk_filter: str, metric: str | None) -> float:
     """Percent: the mean per-sample score of one file."""
-    rows = niah_report.read_records(path)
+    rows = read_jsonl(path)
     if reader is None:
-        values = [niah_report.score(r)[metric or "all"] for r in rows]
+        values = []
+        for n, r in rows:
+            missing = [k for k in RECORD_KEYS if k not in r]
+            if missing:
+                raise ScoreError(
+                    f"{path}:{n}: the record lacks {', '.join(missing)} (not a greedy eval_retriever.py record)"
+                )
+            values.append(niah_report.score(r)[metric or "all"])
     else:
-        rows = [r for r in rows if r.get("filter") == chunk_filter]
+        rows = [(n, r) for n, r in rows if r.get("filter") == chunk_filter]
         if not rows:
             raise ScoreError(f"{path}: no lines with chunk filter {chunk_filter!r}")
-        key = f"answer_{metric or ('string_match_all' if 'answer_string_match_all' in rows[0] else 'acc')}"
-        if any(key not in r for r in rows):
-            raise ScoreError(f"{path}: lines without {key}")
-        values = [float(r[key]) for r in rows]
+        key = f"answer_{metric or ('string_match_all' if 'answer_string_match_all' in rows[0][1] else 'acc')}"
+        values = []
+        for n, r in rows:
+            v = r.get(key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:  # NaN fails too
+                raise ScoreError(f"{path}:{n}: {key} is {json.dumps(v)}, not a score between 0 and 1")
+            values.append(float(v))
+    if not values:  # an evaluation killed before its first record
+        raise ScoreError(f"{path}: no records: rerun the evaluation that writes it")
     return 100 * statistics.fmean(values)
 
 
 def grid(folders: list[Path], reader: str | None, chunk_filter: str, metric: str | None) -> dict[tuple, dict]:
     cells: dict[tuple, dict[str, float]] = {}
+    seen: dict[Path, Path] = {}
     for folder in folders:
+        if not folder.is_dir():
+            raise ScoreError(f"{folder}: no such folder (give one folder per seed)")
+        earlier = seen.setdefault(folder.resolve(), folder)
+        if earlier is not folder:
+            raise ScoreError(f"{folder} is given twice (as {earlier}): give each seed's folder once")
         for path, records, length in find(folder, reader):
             key = (str(folder), task_of(records), length)
             if key in cells:
                 raise ScoreError(f"{folder}: two record files for {key[1]} at {length} (one seed per folder)")
             cells[key] = {"score": file_score(path, reader, chunk_filter, metric)}
     return cells
+
+
+def check_out(out: Path, folders: list[Path], reader: str | None) -> None:
+    """Refuse an ``--out`` that would replace an input or any other file that is not an earlier
+    report (a meta file, say), or that cannot be written, before anything is printed."""
+    if not out.parent.is_dir():
+        raise ScoreError(f"--out {out}: no folder {out.parent}")
+    cause = probe_writable(out.parent)
+    if cause is not None:
+        raise ScoreError(f"--out {out}: cannot write in {out.parent} ({cause.strerror})")
+    if out.is_dir():
+        raise ScoreError(f"--out {out} is a folder: name a .json file")
+    read = {p.resolve() for f in folders for answers, records, _ in find(f, reader) for p in (answers, records)}
+    if out.resolve() in read:
+        raise ScoreError(f"--out {out} is one of the files read: name another file")
+    if out.exists():
+        try:
+            earlier = json.loads(out.read_bytes())
+        except (OSError, ValueError):
+            earlier = None
+        if not (isinstance(earlier, dict) and REPORT_KEYS <= earlier.keys()):
+            raise ScoreError(f"--out {out} exists and is not an earlier report of this script: name another file")
 
 
 def report(cells: dict[tuple, dict], names: list[str]) -> dict[str, Any]:
@@ -139,6 +198,50 @@ def markdown(rep: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def seq_length(length: str) -> int:
+    """``4k`` -> 4096, ``1m`` -> 1048576: RULER's folder names (max_seq_length), as the test sets
+    (scripts/niah_testsets.py) count them."""
+    return int(length[:-1]) * {"k": 1024, "m": 1024 * 1024}[length[-1]]
+
+
+def csv_text(rows: list[list[Any]]) -> str:
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)  # as pandas' to_csv, which wrote RULER's files
+    return out.getvalue()
+
+
+def write_ruler(folder: Path, reader: str, chunk_filter: str, metric: str | None, out: Path) -> list[Path]:
+    """RULER's own result files of one run, per length ``<out>/<max_seq_length>/pred/``:
+    ``summary.csv`` (scripts/eval/evaluate.py's write_evaluation: a pandas frame of the rows Tasks,
+    Score (percent, 2 decimals), Nulls (empty predictions / samples), written with its column
+    numbers as the header; ``summary-<task>.csv`` for a single task) and ``submission.csv`` (write_submission: Task, ID, Prediction, the
+    prediction post-processed as RULER does)."""
+    lengths: dict[str, dict[str, tuple[float, list[tuple[str, str]]]]] = {}
+    for answers, records, length in find(folder, reader):
+        lines = [(n, r) for n, r in read_jsonl(answers) if r.get("filter") == chunk_filter]
+        if bad := next((n for n, r in lines if not isinstance(r.get("prediction"), str)), None):
+            raise ScoreError(f"{answers}:{bad}: the line has no prediction text (an eval_llm_synthetics.py line has)")
+        preds = [(str(r.get("id")), ruler_postprocess(r["prediction"])) for _, r in lines]
+        score = round(file_score(answers, reader, chunk_filter, metric), 2)
+        lengths.setdefault(length, {})[task_of(records)] = (score, preds)
+    written = []
+    for length, tasks in lengths.items():
+        order = sorted(tasks, key=lambda t: (list(niah_report.COLUMNS).index(t) if t in niah_report.COLUMNS else 99, t))
+        summary = [
+            ["Tasks", *order],
+            ["Score", *(tasks[t][0] for t in order)],
+            ["Nulls", *(f"{sum(not p for _, p in tasks[t][1])}/{len(tasks[t][1])}" for t in order)],
+        ]
+        pred = out / str(seq_length(length)) / "pred"
+        pred.mkdir(parents=True, exist_ok=True)
+        name = "summary.csv" if len(order) > 1 else f"summary-{order[0]}.csv"  # RULER's names
+        atomic_write_text(pred / name, csv_text([list(range(len(order) + 1)), *summary]))
+        rows = [[t, i, p] for t in order for i, p in tasks[t][1]]
+        atomic_write_text(pred / "submission.csv", csv_text([["Task", "ID", "Prediction"], *rows]))
+        written += [pred / name, pred / "submission.csv"]
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("folders", type=Path, nargs="+", help="one folder per seed of the system")
@@ -146,9 +249,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--filter", default="none", help="the reader lines' chunk filter (docs/READERS.md)")
     ap.add_argument("--metric", help="retrieval: all | f1 | smatch; reader: an answer_<metric> of its lines")
     ap.add_argument("--out", type=Path, help="also write the result as JSON here")
+    ap.add_argument("--ruler-out", type=Path, help="also write RULER's summary.csv / submission.csv under this folder")
     args = ap.parse_args(argv)
     if args.reader is None and args.metric not in (None, *niah_report.METRICS):
         ap.error(f"--metric {args.metric}: retrieval metrics are {', '.join(niah_report.METRICS)}")
+    if args.ruler_out is not None and (args.reader is None or len(args.folders) != 1):
+        ap.error("--ruler-out: RULER's files hold one run's reader answers: give --reader and one folder")
     names = [str(f) for f in args.folders]
     try:
         cells = grid(args.folders, args.reader, args.filter, args.metric)
@@ -157,13 +263,21 @@ def main(argv: list[str] | None = None) -> int:
                 f"{args.reader}_eval_seed*_test<length>.jsonl" if args.reader else "eval_seed*_test<length>.jsonl[.gz]"
             )
             raise ScoreError(f"no {what} under {', '.join(names)}")
-    except ScoreError as e:
+        if args.out is not None:
+            check_out(args.out, args.folders, args.reader)
+        rep = report(cells, names)
+        print(markdown(rep))
+        if args.out is not None:
+            atomic_write_text(args.out, json.dumps(rep, indent=2) + "\n")
+        if args.ruler_out is not None:
+            for path in write_ruler(args.folders[0], args.reader, args.filter, args.metric, args.ruler_out):
+                print(f"wrote {path}")
+    except (InputError, ScoreError, StorageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    rep = report(cells, names)
-    print(markdown(rep))
-    if args.out is not None:
-        args.out.write_text(json.dumps(rep, indent=2) + "\n", encoding="utf-8")
+    except OSError as e:  # --out written after the checks: e.g. the folder removed meanwhile
+        print(f"error: cannot write --out {args.out}: {e.strerror or e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -9,7 +9,8 @@
 # The daemon is the user-space `nvidia-cuda-mps-control -d` with its pipe and log folders in a private
 # temporary folder (no setting of the card changes, other users' processes are not affected); it is
 # stopped and the folder removed when the command ends, however it ends. Exits with the command's
-# status; 2 when MPS is not available here (then run the command without this wrapper).
+# status; 2 when MPS is not available here (then run the command without this wrapper) or no private
+# folder can be made under $TMPDIR.
 set -uo pipefail
 if [ $# -eq 0 ]; then
   echo "usage: scripts/with_mps.sh <command> [args...]" >&2
@@ -20,7 +21,11 @@ if ! command -v nvidia-cuda-mps-control > /dev/null; then
     "run the command without MPS" >&2
   exit 2
 fi
-dir="$(mktemp -d "${TMPDIR:-/tmp}/qrag_mps.XXXXXX")"
+# without the folder, the daemon's pipe and log would land at /pipe and /log
+dir="$(mktemp -d "${TMPDIR:-/tmp}/qrag_mps.XXXXXX")" || {
+  echo "with_mps.sh: cannot make a temporary folder under ${TMPDIR:-/tmp} (set TMPDIR to a writable folder)" >&2
+  exit 2
+}
 export CUDA_MPS_PIPE_DIRECTORY="$dir/pipe" CUDA_MPS_LOG_DIRECTORY="$dir/log"
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 stop() {

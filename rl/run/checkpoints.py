@@ -69,7 +69,7 @@ def prune_sweep_checkpoints(sweep_dir: Path, keep: int, own: Path) -> list[Path]
     earlier sweep and anything reached through a symlink are never touched; a job whose folder is
     locked (a training still running there) is left alone, and one that cannot be written is
     skipped with a warning. ``own`` is this job's folder, whose lock we hold. Returns the files removed."""
-    from runstore import FolderInUseError, FolderLock
+    from runstore import FolderInUseError, FolderLock, NotWritableError
 
     sweep = sweep_identity(sweep_dir)
     if sweep is None:
@@ -88,7 +88,9 @@ def prune_sweep_checkpoints(sweep_dir: Path, keep: int, own: Path) -> list[Path]
                     (d / "model_last.pt").unlink(missing_ok=True)
         except FolderInUseError:
             continue
-        except OSError as e:  # another user's or a read-only folder: this finished job must not fail for it
+        # another user's or a read-only folder (its lock refused as NotWritableError, a RuntimeError):
+        # this finished job must not fail for it
+        except (OSError, NotWritableError) as e:
             log.warning("keep_last_checkpoints: %s left as it is (%s)", d, e)
             continue
         removed.append(d / "model_last.pt")

@@ -4,13 +4,16 @@ scripts/ruler_effective_length.py (RULER's effective length of retrieval and rea
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from prompts_and_metrics.metrics import babilong_acc
+from prompts_and_metrics.metrics import babilong_acc, string_match_all
 from prompts_and_metrics.prompts import babilong_user_message
+from tests.conftest import ROOT as REPO
 from tests.conftest import load_script
 
 board = load_script("babilong_leaderboard")
@@ -45,6 +48,7 @@ def test_babilong_files_read_and_score_as_the_leaderboard_reads_them(tmp_path: P
     assert board.main([str(src), "--model", "q-rag/minilm-smollm2", "--out", str(tmp_path / "evals")]) == 0
     folder = tmp_path / "evals" / "q-rag" / "minilm-smollm2"
     assert sorted(p.name for p in folder.iterdir()) == [
+        "manifest.json",
         f"qa1_4k_{board.PROMPT_CONFIG}.csv",
         f"qa1_4k_{board.PROMPT_CONFIG}.json",
         f"qa2_1M_{board.PROMPT_CONFIG}.csv",
@@ -91,6 +95,56 @@ def test_babilong_refuses_what_the_leaderboard_cannot_hold(tmp_path: Path, capsy
     src = write_jsonl(tmp_path / "out.jsonl", [reader_line(i, "Where is John?", "hallway", "hallway") for i in ids])
     assert board.main([str(src), "--model", "a/b", "--out", str(tmp_path / "evals")]) == 2
     assert message in capsys.readouterr().err
+
+
+def git(folder: Path, *args: str) -> str:
+    run = ["git", "-C", str(folder), "-c", "user.name=t", "-c", "user.email=t@t", *args]
+    return subprocess.run(run, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_babilong_manifest_names_the_scorer_its_state_and_the_dataset_revision(tmp_path: Path, capsys) -> None:
+    scorer = tmp_path / "babilong"  # a checkout of booydar/babilong
+    (scorer / "babilong").mkdir(parents=True)
+    (scorer / "babilong" / "metrics.py").write_text("def compare_answers(target, output, question, task_labels): ...\n")
+    git(scorer, "init", "-q")
+    git(scorer, "add", ".")
+    git(scorer, "commit", "-qm", "scorer")
+    src = write_jsonl(tmp_path / "out.jsonl", [reader_line(f"4k/qa1/{row}", q, t, o) for row, q, t, o in QA1])
+    revision = "a" * 40
+    args = [str(src), "--model", "a/b", "--out", str(tmp_path / "evals"), "--scorer", str(scorer)]
+    assert board.main([*args, "--dataset-revision", revision]) == 0
+    folder = tmp_path / "evals" / "a" / "b"
+    m = json.loads((folder / "manifest.json").read_text())
+    metrics = (scorer / "babilong" / "metrics.py").read_bytes()
+    assert m["scorer"] == {
+        "repo": "booydar/babilong",
+        "commit": git(scorer, "rev-parse", "HEAD"),
+        "file": "babilong/metrics.py",
+        "sha256": hashlib.sha256(metrics).hexdigest(),
+        "unmodified": True,
+    }
+    assert m["dataset"] == {"repo": "RMT-team/babilong", "revision": revision}
+    (entry,) = m["files"]
+    csv_file = folder / entry["file"]
+    assert entry["sha256"] == hashlib.sha256(csv_file.read_bytes()).hexdigest() and entry["rows"] == 3
+    assert entry["accuracy"] == 2 / 3  # the rows scored with compare_answers (our port): [1, 0, 1]
+    assert (
+        m["port"]["file"] == "prompts_and_metrics/metrics.py"
+        and m["port"]["sha256"]
+        == hashlib.sha256((REPO / "prompts_and_metrics" / "metrics.py").read_bytes()).hexdigest()
+    )
+    # a scorer changed after its commit is said to be so
+    (scorer / "babilong" / "metrics.py").write_text("def compare_answers(*a): return 1\n")
+    assert board.main(args) == 0
+    m = json.loads((folder / "manifest.json").read_text())
+    assert m["scorer"]["unmodified"] is False and m["dataset"]["revision"] is None
+    assert "warning: the manifest names no dataset revision" in capsys.readouterr().err
+    # a folder that is not a checkout names no commit: refused before anything is written
+    (tmp_path / "copy" / "babilong").mkdir(parents=True)
+    (tmp_path / "copy" / "babilong" / "metrics.py").write_bytes(metrics)
+    out2 = tmp_path / "evals2"
+    assert board.main([str(src), "--model", "a/b", "--out", str(out2), "--scorer", str(tmp_path / "copy")]) == 2
+    assert "is not a git checkout of booydar/babilong" in capsys.readouterr().err and not out2.exists()
 
 
 def needle_record(hit: bool) -> dict:
@@ -144,3 +198,52 @@ def test_ruler_threshold_is_strict_and_reader_answers_are_scored(tmp_path: Path)
     cells = ruler.grid([tmp_path / "run"], "Qwen3-4B", "none", None)
     assert cells == {(str(tmp_path / "run"), "niah_multivalue", "4k"): {"score": 81.25}}
     assert ruler.report(cells, [str(tmp_path / "run")])["effective_length"] == "< 4K"
+
+
+def test_ruler_files_in_rulers_own_layout(tmp_path: Path, capsys) -> None:
+    """--ruler-out writes what RULER's scripts/eval/evaluate.py writes for a run: per length
+    ``<max_seq_length>/pred/summary.csv`` (a pandas frame of the rows Tasks / Score / Nulls, its
+    column numbers as header) and ``submission.csv`` (Task, ID, Prediction)."""
+    run = tmp_path / "run"
+    answers = {"niah_multikey_1": ["7", " 7\n", "", "8"], "niah_single_1": ["7, and 7", "7", "7", "no"]}
+    for task, preds in answers.items():
+        for length in ("4k", "16k"):
+            records = write_cell(run, task, length, hits=4, n=4)
+            lines = [{"id": str(k), "filter": "none", "prediction": p,
+                      "answer_string_match_all": string_match_all(p, ["7"])} for k, p in enumerate(preds)]  # fmt: skip
+            write_jsonl(records.with_name(f"llm_{records.name}"), lines)
+    assert ruler.main([str(run), "--reader", "llm", "--ruler-out", str(tmp_path / "synthetic")]) == 0
+    pred = tmp_path / "synthetic" / "4096" / "pred"
+    assert sorted(p.name for p in (tmp_path / "synthetic").iterdir()) == ["16384", "4096"]
+    rows = list(csv.reader((pred / "summary.csv").read_text().splitlines()))
+    # RULER's task order (its synthetic.yaml), its score rounding, its null count
+    assert rows == [
+        ["0", "1", "2"],
+        ["Tasks", "niah_single_1", "niah_multikey_1"],
+        ["Score", "75.0", "50.0"],
+        ["Nulls", "0/4", "1/4"],
+    ]
+    sub = list(csv.DictReader((pred / "submission.csv").read_text().splitlines()))
+    assert list(sub[0]) == ["Task", "ID", "Prediction"] and len(sub) == 8
+    assert sub[4] == {"Task": "niah_multikey_1", "ID": "0", "Prediction": "7"}
+    assert sub[5]["Prediction"] == "7"  # stripped, as RULER post-processes
+    # RULER's metric over the submission's predictions gives the summary's score back
+    for task, score in zip(rows[1][1:], rows[2][1:]):
+        preds = [r["Prediction"] for r in sub if r["Task"] == task]
+        assert round(100 * sum(string_match_all(p, ["7"]) for p in preds) / len(preds), 2) == float(score)
+    # a single task: RULER names the file summary-<task>.csv
+    one = tmp_path / "one"
+    records = write_cell(one, "niah_single_1", "4k", hits=1, n=1)
+    write_jsonl(records.with_name(f"llm_{records.name}"), [{"id": "0", "filter": "none", "prediction": "7",
+                                                             "answer_string_match_all": 1.0}])  # fmt: skip
+    assert ruler.main([str(one), "--reader", "llm", "--ruler-out", str(tmp_path / "s1")]) == 0
+    assert sorted(p.name for p in (tmp_path / "s1" / "4096" / "pred").iterdir()) == [
+        "submission.csv",
+        "summary-niah_single_1.csv",
+    ]
+    # RULER's files hold one run's reader answers
+    with pytest.raises(SystemExit):
+        ruler.main([str(run), str(one), "--reader", "llm", "--ruler-out", str(tmp_path / "x")])
+    with pytest.raises(SystemExit):
+        ruler.main([str(run), "--ruler-out", str(tmp_path / "x")])
+    assert not (tmp_path / "x").exists()

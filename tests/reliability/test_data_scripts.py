@@ -104,14 +104,29 @@ def test_a_damaged_zip_is_one_line(tmp_path):
         gd.lay_out(dl, tmp_path / "stage", b)
 
 
+def test_a_zip_whose_member_does_not_inflate_is_one_line(tmp_path):
+    """issue 46 item 21: a damaged deflate stream is zlib.error, not BadZipFile."""
+    gd = load_script("get_data")
+    dl = tmp_path / "dl"
+    dl.mkdir()
+    with zipfile.ZipFile(dl / "a.zip", "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("data/train.json", "[" + ",".join(f'{{"a": {i}}}' for i in range(5000)) + "]")
+    raw = bytearray((dl / "a.zip").read_bytes())
+    raw[131:135] = b"\x00\xff\x13\x37"  # inside the member's deflate stream
+    (dl / "a.zip").write_bytes(bytes(raw))
+    b = gd.Benchmark("data_root", "x", [gd.Remote("u", "a.zip")], {"train.json": "train.json"})
+    with pytest.raises(gd.DataError, match="a damaged archive"):
+        gd.lay_out(dl, tmp_path / "stage", b)
+
+
 # -- scripts/build_babi.py ------------------------------------------------------------------
 BABI = ROOT / "data" / "babilong" / "babi"
 QA1_TEST = "qa1_single-supporting-fact_test.txt"
 
 
-def _tarball(tmp_path, change=None, cut=False):
+def _tarball(tmp_path, change=None, cut=False, link=None):
     """A tasks_1-20_v1-2.tar.gz made from the shipped files (qa3's train file as both of its parts),
-    ``change`` applied to the bytes of qa1's test file."""
+    ``change`` applied to the bytes of qa1's test file; ``link``: qa1's test file is a symlink there."""
     path = tmp_path / "tasks.tar.gz"
     with tarfile.open(path, "w:gz") as tar:
         for f in sorted((BABI / "en-10k").glob("*.txt.gz")):
@@ -124,6 +139,10 @@ def _tarball(tmp_path, change=None, cut=False):
                 members = {f"en/{name}": data, "en-valid-10k/qa3_valid.txt": data}
             for rel, blob in members.items():
                 info = tarfile.TarInfo(f"tasks_1-20_v1-2/{rel}")
+                if link and name == QA1_TEST:
+                    info.type, info.linkname = tarfile.SYMTYPE, link
+                    tar.addfile(info)
+                    continue
                 info.size = len(blob)
                 tar.addfile(info, io.BytesIO(blob))
     if cut:
@@ -151,8 +170,10 @@ def _build_babi(*args):
         {"change": lambda b: b.replace(b"bathroom", b"kitchen", 1)},  # a different qa1 test file
         {"change": lambda b: b.replace(b"Mary", b"M\xe9ry", 1)},  # a Latin-1 member
         {"cut": True},  # a truncated archive
+        {"link": "/etc/hostname"},  # issue 46 item 21: a symlink member, out of the archive
+        {"link": "qa1_single-supporting-fact_train.txt"},  # ... and to another member
     ],
-    ids=["different", "latin1", "truncated"],
+    ids=["different", "latin1", "truncated", "symlink-out", "symlink-in"],
 )
 def test_a_bad_tarball_replaces_nothing(tmp_path, damage):
     out, before = _shipped_copy(tmp_path)
