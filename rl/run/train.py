@@ -191,7 +191,9 @@ class Trainer:
         else:
             result = f"best {self.eval_split} return {self.best:.3f}"
         atomic_write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2))
-        print(f"{self.tag()} {result}; summary: {self.run_dir / 'summary.json'}", flush=True)
+        line = f"{self.tag()} {result}; summary: {self.run_dir / 'summary.json'}"
+        print(line, flush=True)
+        to_log_files(line)
         keep = self.cfg.get("keep_last_checkpoints")
         if keep is not None and dist.sweep_job_num() is not None:
             for p in prune_sweep_checkpoints(self.run_dir.parent, int(keep), self.run_dir):
@@ -406,6 +408,15 @@ class Trainer:
         if self.lock is not None:
             self.lock.release()
             self.lock = None
+
+
+def to_log_files(line: str) -> None:
+    """A line printed on the console also into the run's log file (train_q_rag.log: the file handler
+    Hydra puts on the root logger), not through the console's handler, which would show it twice."""
+    record = log.makeRecord(log.name, logging.INFO, __file__, 0, line, None, None)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:

@@ -117,6 +117,9 @@ def test_readmes_continue_line(tmp_path):
     rd = tmp_path / "run"
     first = train(*TINY_RUN, "envs.task=qa1_single-supporting-fact", f"hydra.run.dir={rd}")
     assert first.returncode == 0, first.stderr[-3000:]
+    # the result line the console prints is in the run's log too (issue 47 item 10)
+    result = next(x for x in first.stdout.splitlines() if x.startswith("[Q-RAG] best validation return"))
+    assert result in (rd / "train_q_rag.log").read_text()
     hydra_files = {k: v for k, v in files(rd).items() if k.startswith(".hydra/")}
     assert "- envs.task=qa1_single-supporting-fact" in hydra_files[".hydra/overrides.yaml"].decode()
 
