@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -27,7 +28,7 @@ from rl.run.config import (
     upgrade_run_config,
     without_hydra,
 )
-from rl.run.eval_config import EvalError, first_line, read_run_config, vetted
+from rl.run.eval_config import EvalError, check_yaml_size, first_line, read_run_config, vetted
 from rl.run.validate import is_group
 from runstore import (
     FolderLock,
@@ -184,28 +185,42 @@ def _set(node: dict[str, Any], dotted: str, value: Any) -> None:
     node[leaf] = copy.deepcopy(value)
 
 
-def command_line_keys(cfg: DictConfig) -> set[str] | None:
-    """The dotted keys this command line sets: those of its key=value overrides, those its group
-    choices (experiment=, algo=, ...) change from the defaults, and the key naming a chosen
-    learner or env. None for a config composed in code (tests): every key then counts as set."""
+def run_choices(run_dir: Path) -> dict[str, str]:
+    """The group choices the run was composed with (Hydra's .hydra/hydra.yaml, which a resume leaves
+    as it was), or {} where the folder has no readable record of them."""
+    path = run_dir / ".hydra" / "hydra.yaml"
+    try:
+        check_yaml_size(path)
+        choices = yaml.safe_load(path.read_text(encoding="utf-8"))["hydra"]["runtime"]["choices"]
+        return {str(k): str(v) for k, v in choices.items()}
+    except Exception:  # noqa: BLE001 (missing, damaged or of another layout: compared by values instead)
+        return {}
+
+
+def command_line_keys(cfg: DictConfig, run_dir: Path) -> set[str] | None:
+    """The dotted keys this command line sets: those of its key=value overrides and, for a group
+    choice that is not the run's own (experiment=, algo=, ...; the run's choices from
+    :func:`run_choices`), the keys it changes from the defaults and the key naming a chosen learner
+    or env. None for a config composed in code (tests): every key then counts as set."""
     try:
         from hydra.core.hydra_config import HydraConfig
 
         overrides = list(HydraConfig.get().overrides.task)
     except (ImportError, ValueError):
         return None
-    keys, groups = set(), False
+    keys, groups, own = set(), [], run_choices(run_dir)
     for arg in overrides:
-        key = arg.lstrip("+~").partition("=")[0].split("@")[0]
-        if is_group(key, PROJECT_ROOT / "configs"):
-            groups = True
-            keys.add(GROUP_KEYS.get(key, ""))
-        else:
+        key, _, option = arg.lstrip("+~").partition("=")
+        key = key.split("@")[0]
+        if not is_group(key, PROJECT_ROOT / "configs"):
             keys.add(key)
-    if groups:  # what the choices changed: the command's config against the defaults' (the keys, not the values)
-        plain = OmegaConf.to_container(without_hydra(cfg), resolve=True)
+        elif own.get(key) != option:  # repeating the run's own choice changes nothing
+            groups.append(arg)
+            keys.add(GROUP_KEYS.get(key, ""))
+    if groups:  # the keys (not the values) those choices change from the defaults
         defaults = OmegaConf.to_container(without_hydra(compose_config("training")), resolve=True)
-        keys |= {k for k, _, _ in config_differences(defaults, plain)}
+        chosen = OmegaConf.to_container(without_hydra(compose_config("training", groups)), resolve=True)
+        keys |= {k for k, _, _ in config_differences(defaults, chosen)}
     return keys - {""}
 
 
@@ -227,7 +242,7 @@ def resume_config(cfg: DictConfig, run_dir: Path) -> tuple[dict[str, Any], list[
         raise RunFolderError(f"{path}: cannot be resolved ({first_line(e)}); restore it from a copy") from None
     now = OmegaConf.to_container(without_hydra(cfg), resolve=False)
     now_plain = OmegaConf.to_container(without_hydra(cfg), resolve=True)
-    touched = command_line_keys(cfg)
+    touched = command_line_keys(cfg, run_dir)
     learner, env = saved_plain["algo"].get("objective", "pqn"), saved_plain["envs"].get("name")
     changed, filled, refused = [], [], []
     for key, old, new in config_differences(saved_plain, now_plain, ignore=RESUME_IGNORES):

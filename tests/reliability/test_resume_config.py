@@ -115,7 +115,7 @@ def test_readmes_continue_line(tmp_path):
     default preset (qa2, contriever) instead of the run's config, failed on its data, and had
     already rewritten the run's .hydra/overrides.yaml and config.yaml with it."""
     rd = tmp_path / "run"
-    first = train(*TINY_RUN, "envs.task=qa1_single-supporting-fact", f"hydra.run.dir={rd}")
+    first = train(*TINY_RUN, "envs.task=qa1_single-supporting-fact", "envs.max_steps=1", f"hydra.run.dir={rd}")
     assert first.returncode == 0, first.stderr[-3000:]
     # the result line the console prints is in the run's log too (issue 47 item 10)
     result = next(x for x in first.stdout.splitlines() if x.startswith("[Q-RAG] best validation return"))
@@ -123,16 +123,16 @@ def test_readmes_continue_line(tmp_path):
     hydra_files = {k: v for k, v in files(rd).items() if k.startswith(".hydra/")}
     assert "- envs.task=qa1_single-supporting-fact" in hydra_files[".hydra/overrides.yaml"].decode()
 
-    before = files(rd)
-    refused = train("resume=true", f"hydra.run.dir={rd}", "envs.max_steps=3")
-    assert refused.returncode == 2, refused.stderr[-3000:]
-    assert refused.stderr.startswith(f"error: resume=true continues {rd} with its own config (config.yaml)")
-    assert len(refused.stderr.strip().splitlines()) == 1
-    assert {k: v for k, v in files(rd).items() if k != "train_q_rag.log"} == {
-        k: v for k, v in before.items() if k != "train_q_rag.log"
-    }
+    before = {k: v for k, v in files(rd).items() if k != "train_q_rag.log"}
+    own = f"error: resume=true continues {rd} with its own config (config.yaml); this command changes "
+    for change, first in (("envs.max_steps=3", "envs.max_steps: 1 (run) -> 3"), ("learner=dqn", "algo.objective")):
+        refused = train("resume=true", f"hydra.run.dir={rd}", change)
+        assert refused.returncode == 2, refused.stderr[-3000:]
+        assert refused.stderr.startswith(own + first) and len(refused.stderr.strip().splitlines()) == 1
+        assert {k: v for k, v in files(rd).items() if k != "train_q_rag.log"} == before
 
-    more = train("resume=true", f"hydra.run.dir={rd}", "steps_count=2")
+    # the run's own group choices repeated (the issue's `paths=embedded algo=minilm`) change nothing
+    more = train("resume=true", f"hydra.run.dir={rd}", "paths=embedded", "algo=minilm", "steps_count=2")
     assert more.returncode == 0, more.stderr[-3000:]
     assert [r["step"] for r in metrics(rd)] == [0, 1, 2]
     assert {k: v for k, v in files(rd).items() if k.startswith(".hydra/")} == hydra_files
