@@ -47,6 +47,10 @@ def main(cfg: DictConfig) -> float:
 if __name__ == "__main__":
     sys.argv = hydra_worker_argv(sys.argv)  # ranks > 0 leave the run folder to rank 0
     sys.argv = rename_overrides(sys.argv)  # old key names (algo.pqn.hyperparams.Lambda) keep working
+    if any(a.lstrip("+").lower() == "resume=true" for a in sys.argv[1:]):
+        # a resume continues the run with its own config (rl/run/run_folder.py, resume_config): Hydra
+        # must not replace the run's .hydra/ records with this command's, whether or not it starts
+        sys.argv.append("hydra.output_subdir=null")
     try:
         check_group_choices(sys.argv[1:], PROJECT_ROOT / "configs")
         check_override_keys(sys.argv[1:], PROJECT_ROOT / "configs", "training")

@@ -222,23 +222,25 @@ def without_hydra(cfg: DictConfig) -> DictConfig:
     return plain
 
 
-def config_differences(old: DictConfig, new: DictConfig, ignore: tuple[str, ...] = ("resume",)) -> list[str]:
-    """Dotted keys whose resolved values differ between two configs."""
-    a = OmegaConf.to_container(old, resolve=True)
-    b = OmegaConf.to_container(new, resolve=True)
-    out: list[str] = []
+ABSENT = "<absent>"
+
+
+def config_differences(old: Any, new: Any, ignore: tuple[str, ...] = ()) -> list[tuple[str, Any, Any]]:
+    """(dotted key, old value, new value) of every leaf that differs between two configs given as
+    plain data; nothing is resolved here (a value from a file someone sent stays text). A key one
+    side lacks has the value ``ABSENT`` there."""
+    out: list[tuple[str, Any, Any]] = []
 
     def walk(x: Any, y: Any, prefix: str) -> None:
         if isinstance(x, dict) and isinstance(y, dict):
             for k in sorted(set(x) | set(y), key=str):
                 key = f"{prefix}.{k}" if prefix else str(k)
-                if key in ignore:
-                    continue
-                walk(x.get(k, "<absent>"), y.get(k, "<absent>"), key)
+                if key not in ignore:
+                    walk(x.get(k, ABSENT), y.get(k, ABSENT), key)
         elif x != y:
-            out.append(f"{prefix}: {x!r} -> {y!r}")
+            out.append((prefix, x, y))
 
-    walk(a, b, "")
+    walk(old, new, "")
     return out
 
 

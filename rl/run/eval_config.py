@@ -10,6 +10,7 @@ import copy
 import dataclasses
 import logging
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -121,19 +122,17 @@ SAFE_RESOLVERS = ("qrag_root",)
 INTERPOLATION = re.compile(r"\$\{\s*([^:${}]*?)\s*(:|\})")
 
 
-def taken_from_run(saved: dict[str, Any], source: Path) -> dict[str, Any]:
-    """The allow-listed part of a saved run config. A value that is exactly a reference to
-    another saved key holding a plain value (``total: ${steps_count}``) gets that value; any other
-    interpolation reaching outside the part, or calling a resolver that could read this machine
-    (``${oc.env:...}``), is refused with one line naming the key."""
-
-    def outside(name: str) -> bool:
-        return not name.startswith(".") and name.split(".")[0].split("[")[0] not in RUN_KEYS
+def vetted(saved: dict[str, Any], source: Path, keys: Collection[str], machine: str = "evaluating") -> dict[str, Any]:
+    """The part ``keys`` of a saved run config, its interpolations checked. A value that is
+    exactly a reference to another saved key holding a plain value (``total: ${steps_count}``)
+    gets that value; any other interpolation reaching outside the part, a relative one
+    (``${..x}``: where it lands depends on the node), or one calling a resolver that could read
+    this machine (``${oc.env:...}``) is refused with one line naming the key, nothing resolved."""
 
     def refuse(key: str, node: str, what: str) -> EvalError:
         return EvalError(
             f"{source}: {key} = {node!r} reads {what}, which a run folder's config may not (it would be "
-            f"resolved on the evaluating machine); replace it with the plain value the run used"
+            f"resolved on the {machine} machine); replace it with the plain value the run used"
         )
 
     def clean(node: Any, key: str) -> Any:
@@ -146,7 +145,9 @@ def taken_from_run(saved: dict[str, Any], source: Path) -> dict[str, Any]:
         for name, kind in INTERPOLATION.findall(node):
             if kind == ":" and name not in SAFE_RESOLVERS:
                 raise refuse(key, node, f"the resolver {name}:")
-            if kind == "}" and outside(name):
+            if kind == "}" and name.startswith("."):
+                raise refuse(key, node, f"the relative key {name}")
+            if kind == "}" and name.split(".")[0].split("[")[0] not in keys:
                 value: Any = saved
                 for part in name.split("."):
                     value = value.get(part) if isinstance(value, dict) else None
@@ -156,7 +157,12 @@ def taken_from_run(saved: dict[str, Any], source: Path) -> dict[str, Any]:
                 return value
         return node
 
-    return clean({k: copy.deepcopy(saved[k]) for k in RUN_KEYS if k in saved}, "")
+    return clean({k: copy.deepcopy(saved[k]) for k in keys if k in saved}, "")
+
+
+def taken_from_run(saved: dict[str, Any], source: Path) -> dict[str, Any]:
+    """What evaluation takes from a saved run config: its :data:`RUN_KEYS`, vetted."""
+    return vetted(saved, source, RUN_KEYS)
 
 
 def fill_missing(taken: dict[str, Any], source: Path) -> dict[str, Any]:
@@ -213,6 +219,21 @@ def _fill_node(node: dict[str, Any], defaults: dict[str, Any], prefix: str) -> l
     return filled
 
 
+def read_run_config(saved_path: Path) -> dict[str, Any]:
+    """A run folder's config.yaml as plain data in today's layout (:func:`upgrade_run_config`),
+    unresolved; one line when it is not a training run's config (evaluation and resume read it)."""
+    try:
+        check_yaml_size(saved_path)
+        raw = OmegaConf.to_container(OmegaConf.load(saved_path), resolve=False)
+    except EvalError:
+        raise
+    except Exception as e:  # not YAML, or YAML that is not a mapping
+        raise EvalError(f"{saved_path}: not a readable run config ({first_line(e)}); restore it from a copy") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("algo"), dict) or not isinstance(raw.get("envs"), dict):
+        raise EvalError(f"{saved_path}: expected a training run's config with algo and envs sections; restore it")
+    return upgrade_run_config(raw)
+
+
 def merge_eval_config(eval_cfg: DictConfig, reads_data: bool = True) -> DictConfig:
     """DESIGN §8.6: (eval config + CLI) over the allow-listed part of the run's unresolved
     config.yaml (:data:`RUN_KEYS`), resolved at the end. ``reads_data``: the test data will be
@@ -230,16 +251,7 @@ def merge_eval_config(eval_cfg: DictConfig, reads_data: bool = True) -> DictConf
             f"pretrained_path={run_dir}: no config.yaml there (expected the folder of a training run, holding "
             f"config.yaml and model_best.pt)"
         )
-    try:
-        check_yaml_size(saved_path)
-        raw = OmegaConf.to_container(OmegaConf.load(saved_path), resolve=False)
-    except EvalError:
-        raise
-    except Exception as e:  # not YAML, or YAML that is not a mapping
-        raise EvalError(f"{saved_path}: not a readable run config ({first_line(e)}); restore it from a copy") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("algo"), dict) or not isinstance(raw.get("envs"), dict):
-        raise EvalError(f"{saved_path}: expected a training run's config with algo and envs sections; restore it")
-    saved = fill_missing(taken_from_run(upgrade_run_config(raw), saved_path), saved_path)
+    saved = fill_missing(taken_from_run(read_run_config(saved_path), saved_path), saved_path)
     ev: dict[str, Any] = OmegaConf.to_container(without_hydra(eval_cfg), resolve=False)  # type: ignore
     if ev["eval_env"]:
         saved["envs"] = replace_env(saved["envs"], load_env_node(str(ev["eval_env"])))

@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 from envs.data.common import content_sha256
 from envs.data.registry import dataset_spec
 from envs.legacy import Legacy
-from rl.run.eval_config import EvalError
+from rl.run.eval_config import EvalError, read_run_config
 from runstore import (
     FolderLock,
     atomic_write_text,
@@ -37,8 +37,17 @@ RECORD_FORMAT = 2
 def eval_stem(cfg: DictConfig) -> str:
     """eval_seed{seed}, then what sets the test samples (the dataset's part: ``_ns{N}`` BabiLong,
     ``_{split}`` NIAH and RULER QA, ...; envs/data/ loaders), then suffixes for settings that
-    change results."""
-    stem = f"eval_seed{int(cfg.seed)}" + dataset_spec(str(cfg.envs.name)).eval_suffix(cfg.envs)
+    change results, so that a sweep over any of them writes one file per value: the dataset where
+    it is not the run's and names no part of its own (``eval_env=musique`` on a HotpotQA run), T
+    where it is not the run's, the checkpoint, planner, stop threshold and oracle stop. A run's
+    own default evaluation keeps the name it always had (its files still resume)."""
+    run = read_run_config(Path(cfg.pretrained_path) / "config.yaml")["envs"]
+    part = dataset_spec(str(cfg.envs.name)).eval_suffix(cfg.envs)
+    stem = f"eval_seed{int(cfg.seed)}" + part
+    if not part and str(cfg.envs.name) != str(run.get("name")):
+        stem += f"_{cfg.envs.name}"
+    if str(int(cfg.envs.max_steps)) != str(run.get("max_steps")):
+        stem += f"_T{int(cfg.envs.max_steps)}"
     if cfg.use_last:
         stem += "_last"
     if str(cfg.eval.planner) == "beam":
@@ -184,6 +193,11 @@ def write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
+# Settings whose change makes an earlier file stale rather than another valid evaluation: a retrained
+# checkpoint, a changed model or data file.
+REPLACED_BY = {"checkpoint_hash", "model", "data_sha256"}
+
+
 def check_meta(meta_path: Path, out_path: Path, meta: dict[str, Any]) -> None:
     """Refuse to append to records made with other settings. A meta file without any record (a
     run that failed before its first sample) binds nothing and is replaced."""
@@ -209,10 +223,16 @@ def check_meta(meta_path: Path, out_path: Path, meta: dict[str, Any]) -> None:
         if old.get(k) != meta.get(k)
     ]
     if diffs:
+        changed = {k for k in set(old) | set(meta) if old.get(k) != meta.get(k)}
+        if changed <= REPLACED_BY:  # the same evaluation of an older model or data: evaluate again
+            advice = f"Delete {out_path.name} (and {meta_path.name}) or pass overwrite=true to evaluate again."
+        else:  # a valid evaluation of other settings, which overwrite=true would delete
+            advice = (
+                f"It holds a valid evaluation made with those settings: write this one elsewhere "
+                f"(output_dir=<another folder>), or delete {out_path.name} (and {meta_path.name}) to replace it."
+            )
         raise EvalError(
-            f"{out_path} was produced with other settings; refusing to append:\n  "
-            + "\n  ".join(diffs)
-            + f"\nDelete {out_path.name} (and {meta_path.name}) or pass overwrite=true."
+            f"{out_path} was produced with other settings; refusing to append:\n  " + "\n  ".join(diffs) + "\n" + advice
         )
 
 

@@ -6,16 +6,30 @@ metrics.jsonl rebuilt from it. The training loop that fills the folder is rl/run
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import shutil
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from rl import distributed as dist
-from rl.run.config import config_differences, hydra_output_dir, upgrade_run_config, without_hydra
+from rl.learners import LEARNERS
+from rl.run.config import (
+    ABSENT,
+    PROJECT_ROOT,
+    compose_config,
+    config_differences,
+    hydra_output_dir,
+    upgrade_run_config,
+    without_hydra,
+)
+from rl.run.eval_config import EvalError, check_yaml_size, first_line, read_run_config, vetted
+from rl.run.validate import is_group
 from runstore import (
     FolderLock,
     NotWritableError,
@@ -136,9 +150,139 @@ def write_config(run_dir: Path, cfg: DictConfig) -> None:
     atomic_write_text(run_dir / "config_resolved.yaml", OmegaConf.to_yaml(plain, resolve=True))
 
 
+# What a resume may change (README, "The run folder"): how long the run goes on, how often it
+# evaluates, where and how visibly it runs; never what is learned from what (task, data, T,
+# learner, model, ...). Keys below these count too (logger.progress_bar).
+RESUME_MAY_CHANGE = (
+    "steps_count",
+    "eval_interval",
+    "keep_last_checkpoints",
+    "device",
+    "logger",
+    "speed",
+    "embed_batch_size",
+    "jobs_per_gpu",
+)
+RESUME_IGNORES = ("resume", "run_dir")  # they name the command and the folder, not the run
+# The key naming a group's choice: `learner=pqn` changes a DQN run even where pqn is the default.
+GROUP_KEYS = {"learner": "algo.objective", "envs": "envs.name"}
+
+
+def _under(key: str, top: str) -> bool:
+    return key == top or key.startswith(f"{top}.")
+
+
+def _get(node: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        node = node.get(part, ABSENT) if isinstance(node, dict) else ABSENT
+    return node
+
+
+def _set(node: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = copy.deepcopy(value)
+
+
+def run_choices(run_dir: Path) -> dict[str, str]:
+    """The group choices the run was composed with (Hydra's .hydra/hydra.yaml, which a resume leaves
+    as it was), or {} where the folder has no readable record of them."""
+    path = run_dir / ".hydra" / "hydra.yaml"
+    try:
+        check_yaml_size(path)
+        choices = yaml.safe_load(path.read_text(encoding="utf-8"))["hydra"]["runtime"]["choices"]
+        return {str(k): str(v) for k, v in choices.items()}
+    except Exception:  # noqa: BLE001 (missing, damaged or of another layout: compared by values instead)
+        return {}
+
+
+def command_line_keys(cfg: DictConfig, run_dir: Path) -> set[str] | None:
+    """The dotted keys this command line sets: those of its key=value overrides and, for a group
+    choice that is not the run's own (experiment=, algo=, ...; the run's choices from
+    :func:`run_choices`), the keys it changes from the defaults and the key naming a chosen learner
+    or env. None for a config composed in code (tests): every key then counts as set."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        overrides = list(HydraConfig.get().overrides.task)
+    except (ImportError, ValueError):
+        return None
+    keys, groups, own = set(), [], run_choices(run_dir)
+    for arg in overrides:
+        key, _, option = arg.lstrip("+~").partition("=")
+        key = key.split("@")[0]
+        if not is_group(key, PROJECT_ROOT / "configs"):
+            keys.add(key)
+        elif own.get(key) != option:  # repeating the run's own choice changes nothing
+            groups.append(arg)
+            keys.add(GROUP_KEYS.get(key, ""))
+    if groups:  # the keys (not the values) those choices change from the defaults
+        defaults = OmegaConf.to_container(without_hydra(compose_config("training")), resolve=True)
+        chosen = OmegaConf.to_container(without_hydra(compose_config("training", groups)), resolve=True)
+        keys |= {k for k, _, _ in config_differences(defaults, chosen)}
+    return keys - {""}
+
+
+def resume_config(cfg: DictConfig, run_dir: Path) -> tuple[dict[str, Any], list[str]]:
+    """The config a resume continues with (unresolved) and the keys the command line changed in it:
+    the run's own config.yaml, vetted as evaluation vets a run config (no resolver reading this
+    machine, no relative key), with the command line's values on top where a resume may change
+    them (:data:`RESUME_MAY_CHANGE`). Any other change (task, data, T, learner, model, ...) is
+    refused in one line before anything is written. Keys an older version's config lacks take the
+    command's values (a warning)."""
+    path = run_dir / "config.yaml"
+    try:
+        saved = read_run_config(path)
+        saved = vetted(saved, path, saved.keys(), machine="resuming")
+        saved_plain = OmegaConf.to_container(OmegaConf.create(saved), resolve=True)
+    except EvalError as e:
+        raise RunFolderError(str(e)) from None
+    except OmegaConfBaseException as e:
+        raise RunFolderError(f"{path}: cannot be resolved ({first_line(e)}); restore it from a copy") from None
+    now = OmegaConf.to_container(without_hydra(cfg), resolve=False)
+    now_plain = OmegaConf.to_container(without_hydra(cfg), resolve=True)
+    touched = command_line_keys(cfg, run_dir)
+    learner, env = saved_plain["algo"].get("objective", "pqn"), saved_plain["envs"].get("name")
+    changed, filled, refused = [], [], []
+    for key, old, new in config_differences(saved_plain, now_plain, ignore=RESUME_IGNORES):
+        if old == ABSENT:  # a key added since the run's version, unless it belongs to another learner or env
+            other_learner = _under(key, "algo") and key.split(".")[1] in set(LEARNERS) - {learner}
+            if not other_learner and not (_under(key, "envs") and now_plain["envs"].get("name") != env):
+                filled.append(key)
+        elif touched is not None and not any(_under(key, t) or _under(t, key) for t in touched):
+            continue  # a default of this command, not a choice: the run's own value stays
+        elif _get(saved, key) == _get(now, key):
+            continue  # the same interpolation, which follows a changed key (envs.facts_test_path: envs.task)
+        elif new != ABSENT and any(_under(key, k) for k in RESUME_MAY_CHANGE):
+            changed.append(key)
+        else:
+            refused.append((key, old, new))
+    if refused:
+        refused.sort(key=lambda d: (d[2] == ABSENT, d[0]))
+        shown = "; ".join(f"{k}: {old!r} (run) -> {new!r}" for k, old, new in refused[:4])
+        more = f"; and {len(refused) - 4} more" if len(refused) > 4 else ""
+        raise RunFolderError(
+            f"resume=true continues {run_dir} with its own config ({path.name}); this command changes "
+            f"{shown}{more}. A resume may change only {', '.join(RESUME_MAY_CHANGE)}: drop the rest, or "
+            f"start a new run in another folder (hydra.run.dir=...)"
+        )
+    for key in [*changed, *filled, *(k for k in RESUME_IGNORES if k in now)]:
+        _set(saved, key, _get(now, key))
+    if filled:
+        log.warning(
+            "%s lacks %s (another version of Q-RAG): resuming with this command's values", path, ", ".join(filled)
+        )
+    if changed:
+        log.info("resuming with %s from the command line", ", ".join(f"{k}={_get(now_plain, k)!r}" for k in changed))
+    return saved, changed
+
+
 def read_resume_state(run_dir: Path, cfg: DictConfig) -> dict[str, Any]:
     """model_last.pt of the run to continue, checked: the entries resume reads, model_best.pt where
-    it records a best evaluation, the same learner; a config that differs is named in a warning."""
+    it records a best evaluation, the same learner; a config that differs is named in a warning.
+    The checkpoint's config is compared as plain data, never resolved (a checkpoint may come from
+    anyone: resolving it would read this machine's environment into the log)."""
     path = run_dir / "model_last.pt"
     # Loaded onto the CPU: modules and optimisers copy their tensors onto their own device,
     # while RNG states (torch, CUDA, the policy generator) and the DQN replay rows must stay CPU
@@ -152,14 +296,16 @@ def read_resume_state(run_dir: Path, cfg: DictConfig) -> dict[str, Any]:
             f"{float(state['best']):.3f}) saved there; restore it from a copy, or start a new run in "
             f"another folder (hydra.run.dir=...)"
         )
-    old = OmegaConf.create(upgrade_run_config(state["config"]))  # a checkpoint of an older version
-    trained_with, now = str(old.algo.get("objective", "pqn")), str(cfg.algo.objective)
+    old = upgrade_run_config(state["config"]) if isinstance(state["config"], dict) else {}
+    algo = old.get("algo") if isinstance(old.get("algo"), dict) else {}
+    trained_with, now = str(algo.get("objective", "pqn")), str(cfg.algo.objective)
     if trained_with != now:  # another learner's state has other entries (a bare KeyError otherwise)
         raise RunFolderError(
             f"{path} was trained with learner={trained_with}, this command has learner={now}: resume with "
             f"learner={trained_with}, or start a new run in another folder (hydra.run.dir=...)"
         )
-    diffs = config_differences(old, OmegaConf.create(OmegaConf.to_container(without_hydra(cfg), resolve=True)))
+    new = OmegaConf.to_container(without_hydra(cfg), resolve=True)
+    diffs = [f"{k}: {a!r} -> {b!r}" for k, a, b in config_differences(old, new, ignore=RESUME_IGNORES)]
     if diffs and dist.is_main():
         log.warning("resuming with a config that differs from the checkpoint's:\n  %s", "\n  ".join(diffs))
     return state

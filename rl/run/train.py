@@ -39,6 +39,7 @@ from rl.run.run_folder import (
     open_run_dir,
     read_resume_state,
     restore_metrics,
+    resume_config,
     write_config,
 )
 from rl.run.train_eval import RunEvaluation, selection_split
@@ -64,9 +65,15 @@ class Trainer:
         self.writer: Any = None
         self.fresh = False  # rank 0: the folder held no run before this start
         self.started = False  # a checkpoint was (being) written: the folder is a run's from then on
-        self.run_dir, self.resuming = dist.run_on_main(self._open_run_dir, cfg)  # rank 0's folder for all ranks
+        self.resumed_with: list[str] = []  # the keys the command line changed in the run's own config
+        # rank 0's folder, and a resume's config (the run's own), for all ranks
+        self.run_dir, self.resuming, own = dist.run_on_main(self._open_run_dir, cfg)
         log.info("run folder: %s", self.run_dir)
         try:
+            if own is not None:
+                self.cfg = cfg = OmegaConf.create(own[0])
+                self.resumed_with = own[1]
+                check_training(cfg)
             self._build(cfg)
         except BaseException:
             self.abandon()
@@ -184,7 +191,9 @@ class Trainer:
         else:
             result = f"best {self.eval_split} return {self.best:.3f}"
         atomic_write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2))
-        print(f"{self.tag()} {result}; summary: {self.run_dir / 'summary.json'}", flush=True)
+        line = f"{self.tag()} {result}; summary: {self.run_dir / 'summary.json'}"
+        print(line, flush=True)
+        to_log_files(line)
         keep = self.cfg.get("keep_last_checkpoints")
         if keep is not None and dist.sweep_job_num() is not None:
             for p in prune_sweep_checkpoints(self.run_dir.parent, int(keep), self.run_dir):
@@ -331,6 +340,8 @@ class Trainer:
                 self.load_rank_state(own)
         if dist.is_main():
             self.metrics_rows = restore_metrics(self.run_dir, state)
+            if self.resumed_with:  # e.g. more steps: a later plain resume=true goes on to them too
+                write_config(self.run_dir, self.cfg)
         log.info("resumed %s at optimiser step %d", self.run_dir, self.learner.counters.optimizer_steps)
         self.open_writer(purge_step=self.env_steps())
 
@@ -359,11 +370,18 @@ class Trainer:
         self.untrained_test: dict[str, Any] | None = None
         self.metrics_rows: list[dict[str, Any]] = []  # also in every checkpoint: metrics.jsonl is rebuilt from it
 
-    def _open_run_dir(self, cfg: DictConfig) -> tuple[Path, bool]:
+    def _open_run_dir(self, cfg: DictConfig) -> tuple[Path, bool, tuple | None]:
+        """(run folder, whether to resume, for resume=true the run's own config and the keys the
+        command line changed in it: read under the folder's lock, refused before anything is written)."""
         fresh = holds_no_run(folder_of(cfg))
         run_dir, self.lock, resuming = open_run_dir(cfg)
         self.fresh = fresh and not resuming
-        return run_dir, resuming
+        try:
+            own = resume_config(cfg, run_dir) if cfg.resume else None
+        except BaseException:
+            self.close()
+            raise
+        return run_dir, resuming, own
 
     def abandon(self) -> None:
         """A start failed: release the folder and, if it failed before the first checkpoint of a
@@ -390,6 +408,15 @@ class Trainer:
         if self.lock is not None:
             self.lock.release()
             self.lock = None
+
+
+def to_log_files(line: str) -> None:
+    """A line printed on the console also into the run's log file (train_q_rag.log: the file handler
+    Hydra puts on the root logger), not through the console's handler, which would show it twice."""
+    record = log.makeRecord(log.name, logging.INFO, __file__, 0, line, None, None)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:

@@ -293,7 +293,7 @@ def check_group_choices(argv: list[str], config_dir: Path) -> None:
         raise ConfigError(errors)
 
 
-def _is_group(key: str, config_dir: Path) -> bool:
+def is_group(key: str, config_dir: Path) -> bool:
     return (config_dir / key).is_dir() or bool(_stored_options(key))
 
 
@@ -342,7 +342,7 @@ def check_override_keys(argv: list[str], config_dir: Path, config_name: str) -> 
         key = raw_key.lstrip("+")
         if key.split(".")[0] in ("hydra", "legacy", "speed") or SECRET_KEY.search(key) or SECRET_VALUE.search(value):
             continue  # Hydra's own; or refused with a more telling line by check_training / check_eval
-        if _is_group(key, config_dir) or "/" in key or "@" in key:
+        if is_group(key, config_dir) or "/" in key or "@" in key:
             groups.append(f"{raw_key}={value.split(',')[0]}")  # a swept choice: its first option
             continue
         keyed.append((key, raw_key.startswith("+")))

@@ -59,7 +59,7 @@ def test_eval_env_replaces_only_the_test_env(config_run: Path) -> None:
     assert eval_stem(cfg) == "eval_seed42_hf4k"
     cli = merge_eval_config(eval_cfg(config_run, "eval_env=niah", "envs.max_steps=5"))
     assert (cli.envs.name, cli.envs.max_steps, cli.envs.test_split) == ("niah", 5, "test4k")
-    assert eval_stem(cli) == "eval_seed42_test4k"
+    assert eval_stem(cli) == "eval_seed42_test4k_T5"  # T other than the run's (2): named
 
 
 def test_file_names_follow_settings(config_run: Path) -> None:
@@ -82,6 +82,7 @@ def test_eval_file_names_of_the_other_datasets(config_run: Path) -> None:
             ("niah", ["envs.test_split=test16k"]),
             ("ruler_qa", []),
             ("hotpotqa", []),
+            ("musique", []),
             ("longbench", ["envs.task=trec", "+envs.longbench_e=true"]),
             ("babilong_hf", ["+envs.context_length=32k"]),
         ]
@@ -89,7 +90,9 @@ def test_eval_file_names_of_the_other_datasets(config_run: Path) -> None:
     assert stems == {
         "niah": "eval_seed42_test16k",
         "ruler_qa": "eval_seed42_test",
-        "hotpotqa": "eval_seed42",
+        # a dataset naming no part of its own, not the run's: named (HotpotQA and MuSiQue apart)
+        "hotpotqa": "eval_seed42_hotpotqa",
+        "musique": "eval_seed42_musique",
         "longbench": "eval_seed42_lb-trec_e",
         "babilong_hf": "eval_seed42_hf32k",
     }

@@ -95,17 +95,26 @@ def test_contract_resume_and_staleness(tiny_run: Path, tmp_path: Path) -> None:
     # a smaller request summarises only its samples
     assert go(tiny_run, tmp_path, "num_samples=2")["n"] == 2
 
-    # other settings: refused with a clear message, file untouched
-    with pytest.raises(EvalError, match="(?s)max_steps: 2 .file. vs 3.*overwrite=true"):
-        go(tiny_run, tmp_path, "num_samples=5", "envs.max_steps=3")
+    # other settings that the name does not carry: refused, file untouched, and the advice keeps
+    # the earlier evaluation (overwrite=true would delete it)
+    with pytest.raises(EvalError) as e:
+        go(tiny_run, tmp_path, "num_samples=5", "++max_state_length=40")
+    assert "max_state_length" in str(e.value) and "overwrite=true" not in str(e.value)
+    assert str(e.value).endswith(
+        "It holds a valid evaluation made with those settings: write this one elsewhere (output_dir=<another "
+        "folder>), or delete eval_seed42_ns12.jsonl (and eval_seed42_ns12.jsonl.meta.json) to replace it."
+    )
     assert len(lines(out)) == 5
+    # another T than the run's: a file of its own
+    assert go(tiny_run, tmp_path, "num_samples=1", "envs.max_steps=3")["max_steps"] == 3
+    assert len(lines(tmp_path / "eval_seed42_ns12_T3.jsonl")) == 1 and len(lines(out)) == 5
     (tiny_run / "model_best.pt").touch()  # mtime alone is not a new checkpoint
     go(tiny_run, tmp_path, "num_samples=5")
     meta = json.loads((tmp_path / "eval_seed42_ns12.jsonl.meta.json").read_text())
     meta["checkpoint_hash"] = "sha256:other"
     (tmp_path / "eval_seed42_ns12.jsonl.meta.json").write_text(json.dumps(meta))
-    with pytest.raises(EvalError, match="checkpoint_hash"):
-        go(tiny_run, tmp_path, "num_samples=5")
+    with pytest.raises(EvalError, match="(?s)checkpoint_hash.*or pass overwrite=true to evaluate again"):
+        go(tiny_run, tmp_path, "num_samples=5")  # a retrained checkpoint: the file is stale
     assert go(tiny_run, tmp_path, "num_samples=1", "overwrite=true")["n"] == 1
     assert len(lines(out)) == 1
 
@@ -118,17 +127,17 @@ def test_file_without_meta_is_refused(tiny_run: Path, tmp_path: Path) -> None:
 
 def test_q_threshold_stopping(tiny_run: Path, tmp_path: Path) -> None:
     high = go(tiny_run, tmp_path, "num_samples=2", "envs.max_steps=3", "eval.stop_q_threshold=1e9")
-    recs = lines(tmp_path / "eval_seed42_ns12_qstop1e+09.jsonl")
+    recs = lines(tmp_path / "eval_seed42_ns12_T3_qstop1e+09.jsonl")
     assert all(r["steps"] == 1 and len(r["q_values"]) == 1 for r in recs)  # step 0 always taken
     assert high["settings"]["stop_q_threshold"] == 1e9
     go(tiny_run, tmp_path, "num_samples=2", "envs.max_steps=3", "eval.stop_q_threshold=-1e9")
-    assert all(r["steps"] == 3 for r in lines(tmp_path / "eval_seed42_ns12_qstop-1e+09.jsonl"))
+    assert all(r["steps"] == 3 for r in lines(tmp_path / "eval_seed42_ns12_T3_qstop-1e+09.jsonl"))
 
 
 def test_beam_planner_records(tiny_run: Path, tmp_path: Path) -> None:
     # one sample at a time: states are then encoded alone in both planners, as the beam does
     go(tiny_run, tmp_path, "num_samples=3", "envs.max_steps=3", "eval.group_size=1")
-    greedy = lines(tmp_path / "eval_seed42_ns12.jsonl")
+    greedy = lines(tmp_path / "eval_seed42_ns12_T3.jsonl")
     go(
         tiny_run,
         tmp_path,
@@ -139,13 +148,13 @@ def test_beam_planner_records(tiny_run: Path, tmp_path: Path) -> None:
         "eval.beam_width=1",
         "eval.beam_expand=1",
     )
-    b11 = lines(tmp_path / "eval_seed42_ns12_beam1x1.jsonl")
+    b11 = lines(tmp_path / "eval_seed42_ns12_T3_beam1x1.jsonl")
     assert [r["pred_idx"] for r in b11] == [r["pred_idx"] for r in greedy]  # width 1 = greedy
     for b, g in zip(b11, greedy):
         assert b["q_values"] == g["q_values"]  # the same scores as greedy, bit for bit
     assert [r["return"] for r in b11] == [r["return"] for r in greedy]
     go(tiny_run, tmp_path, "num_samples=3", "envs.max_steps=3", "eval.planner=beam")
-    b43 = lines(tmp_path / "eval_seed42_ns12_beam4x3.jsonl")
+    b43 = lines(tmp_path / "eval_seed42_ns12_T3_beam4x3.jsonl")
     assert set(b43[0]) == set(greedy[0])
     for r in b43:
         assert len(r["pred_idx"]) == 3 == len(set(r["pred_idx"])) == len(r["q_values"])

@@ -36,6 +36,31 @@ def test_multirun_sweep(tiny_run: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "outputs").exists() and not (tiny_run / ".eval_hydra").exists()
 
 
+def test_multirun_sweep_over_t(tiny_run: Path, tmp_path: Path) -> None:
+    """A sweep over T stopped at its second value: both wrote eval_seed42_ns10.jsonl, and the second
+    was refused as made with other settings (docs/REPRODUCE.md's Table 4 sweep failed the same way)."""
+    out = tmp_path / "evals"
+    cmd = [
+        sys.executable,
+        str(PROJECT_ROOT / "eval_retriever.py"),
+        "-m",
+        f"pretrained_path={tiny_run}",
+        "envs.num_sentences=10",
+        "num_samples=2",
+        "envs.max_steps=1,2",
+        "device=cpu",
+        "progress_bar=false",
+        f"output_dir={out}",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+    ]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    # the run's own T (2) keeps today's name; another T is named
+    for stem, t in (("eval_seed42_ns10_T1", 1), ("eval_seed42_ns10", 2)):
+        summary = json.loads((out / f"{stem}.summary.json").read_text())
+        assert summary["n"] == 2 and summary["max_steps"] == t
+
+
 def test_missing_pretrained_path_cli(tmp_path: Path) -> None:
     res = subprocess.run(
         [sys.executable, str(PROJECT_ROOT / "eval_retriever.py")],

@@ -57,6 +57,7 @@ def test_run_config_cannot_choose_where_evaluation_writes(tmp_path):
         ("x-${oc.env:QRAG_API_KEY,none}", "the resolver oc.env:"),
         ("${oc.decode:${oc.env:QRAG_API_KEY}}", "the resolver oc.decode:"),
         ("${feedback.api_base_url}", "the key feedback.api_base_url"),
+        ("${...pretrained_path}", "the relative key ...pretrained_path"),  # passed as inside the run's keys
     ],
 )
 def test_run_config_cannot_read_the_evaluators_environment(tmp_path, monkeypatch, value, what):
