@@ -20,6 +20,8 @@
 # $CODE/.device/minilm once no part is missing (`.device/part*/PARTS` names how many there are).
 # Each call re-lays the working tree, so everything long-running reads from a copy outside it ($CODE,
 # made once by setup, with .code_version = $COMMIT, the commit the runs record: the copy has no .git).
+# start and eval copy the settings' plan files from the call's tree first, so a second wave in the same
+# lease is a second settings file (its own RUNS and plans) run with start / eval / pack, without setup.
 set -uo pipefail
 SETTINGS="${1:?usage: $0 <settings file> setup|start|watch|eval|pack [seconds]}"
 VERB="${2:?usage: $0 <settings file> setup|start|watch|eval|pack [seconds]}"
@@ -47,6 +49,10 @@ take_parts() {  # copy the weight parts this call carries; join them once every 
   else
     echo "weights: $(ls "$m"/model.safetensors.part-* 2>/dev/null | wc -l) of $want parts here"
   fi
+}
+
+plans() {  # the plan files as they are in this call's tree: a later wave's plans need no new setup
+  for plan in "$@"; do mkdir -p "$CODE/$(dirname "$plan")" && cp "$SRC/$plan" "$CODE/$plan" || exit 1; done
 }
 
 alive() { [ -f "$CODE/$RUNS/pids" ] && for p in $(cat "$CODE/$RUNS/pids"); do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
@@ -84,6 +90,7 @@ case "$VERB" in
     [ -f "$CODE/.device/minilm/model.safetensors" ] || { echo "error: weights incomplete" >&2; exit 1; }
     cd "$CODE" || exit 1
     read -r -a extra <<< "${EXTRA:-}"
+    plans $TRAIN_PLANS $EVAL_PLANS
     for plan in $TRAIN_PLANS; do
       bash scripts/launch_plan.sh "$plan" "$RUNS" algo.model.name=.device/minilm logger.progress_bar=false \
         ${extra[@]+"${extra[@]}"}
@@ -94,6 +101,7 @@ case "$VERB" in
   eval)  # training runs still going are stopped (their model_best.pt stays), then every evaluation chain
     end=$((SECONDS + SECS))
     cd "$CODE" || exit 1
+    plans $EVAL_PLANS
     if alive; then for p in $(cat "$RUNS/pids"); do kill -TERM "$p" 2>/dev/null; done; sleep 5; fi  # no pkill there
     status
     for plan in $EVAL_PLANS; do bash scripts/launch_evals.sh "$plan" "$RUNS"; done

@@ -1,0 +1,108 @@
+"""scripts/seed_report.py: a setting's runs as a distribution over seeds (convergence share, mean ± std,
+bootstrap intervals, paired differences), on tiny run folders whose scores are known by hand."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import load_script
+
+GOLD = [1, 2]
+PERFECT = [1, 2, 7, 8, 9, 10]  # oracle prefix [1, 2]: F1 100
+ONE_EXTRA = [1, 7, 2, 8, 9, 10]  # prefix [1, 7, 2]: precision 2/3, F1 80
+MISS = [7, 8, 9, 10, 11, 12]  # never complete: F1 0
+
+
+def make_run(root: Path, name: str, preds: list[list[int]], curve: list[float], ckpt_step: int | None = None) -> None:
+    run = root / name
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("seed: 1\n")
+    rows = [{"step": 100 * i, "eval/return": em, "eval/fact_em": em} for i, em in enumerate(curve)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for stem in ("eval_seed42_nt1000", "eval_seed42_nt32000"):
+        recs = [{"index": i, "pred_idx": p, "sf_idx": GOLD} for i, p in enumerate(preds)]
+        (run / f"{stem}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+        if ckpt_step is not None:
+            summary = {"checkpoint": {"step": ckpt_step, "code_version": "abc1234"}}
+            (run / f"{stem}.summary.json").write_text(json.dumps(summary))
+
+
+@pytest.fixture()
+def rounds(tmp_path: Path) -> Path:
+    root = tmp_path / "runs"
+    # setting "good": per-seed means 100, 90 (two waves pool), 100; its seed 1 repeated (left out of the stats)
+    make_run(root, "w1_good_s1", [PERFECT] * 4, [0.1, 0.5, 0.9], ckpt_step=200)
+    make_run(root, "w2_good_s2", [PERFECT, PERFECT, ONE_EXTRA, ONE_EXTRA], [0.1, 0.85, 0.9])
+    make_run(root, "w1_good_s3", [PERFECT] * 4, [0.1, 0.2, 0.95])
+    make_run(root, "w1_good_s1b", [MISS] * 4, [0.1, 0.1, 0.1])
+    # setting "base": per-seed means 50, 80
+    make_run(root, "w1_base_s1", [PERFECT, PERFECT, MISS, MISS], [0.1, 0.3, 0.6])
+    make_run(root, "w1_base_s2", [ONE_EXTRA] * 4, [0.1, 0.2, 0.81])
+    return root
+
+
+def test_statistics_by_hand(rounds: Path) -> None:
+    rep = load_script("seed_report").main([str(rounds), "--reference", "base"])
+    good, base = rep["settings"]["good"], rep["settings"]["base"]
+    assert sorted(good["seeds"]) == ["1", "2", "3"] and list(good["repeats"]) == ["1b"]
+    assert [good["seeds"][s]["1K"] for s in ("1", "2", "3")] == [100.0, 90.0, 100.0]
+    assert good["1K"]["n"] == 3 and good["1K"]["converged"] == 2  # 90 < 95
+    assert good["1K"]["mean"] == pytest.approx(96.67, abs=0.01)
+    assert good["1K"]["std"] == pytest.approx(statistics.stdev([100, 90, 100]), abs=0.01)
+    lo, hi = good["1K"]["ci95"]
+    assert 80.0 <= lo < good["1K"]["mean"] < hi <= 100.0  # seeds and questions resampled: down to all-80 draws
+    assert base["1K"]["mean"] == 65.0 and base["1K"]["converged"] == 0
+    diff = good["vs_reference"]["1K"]
+    assert diff["diff"] == pytest.approx(31.67, abs=0.01) and 0 < diff["ci95"][0] <= diff["diff"] <= diff["ci95"][1]
+    assert "vs_reference" not in base
+    # the jump (first validation fact EM >= 0.8) and the evaluated checkpoint: the summary's, else the best row
+    assert [good["seeds"][s]["jump"] for s in ("1", "2", "3")] == [200, 100, 200]
+    assert good["seeds"]["1"]["checkpoint_step"] == 200 and good["seeds"]["1"]["code_version"] == "abc1234"
+    assert good["seeds"]["3"]["checkpoint_step"] == 200 and good["repeats"]["1b"]["jump"] is None
+
+
+def test_archive_gives_the_same_bytes(rounds: Path, tmp_path: Path) -> None:
+    archive = tmp_path / "runs.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(rounds, arcname="wave")
+    mod = load_script("seed_report")
+    mod.main([str(rounds), "--reference", "base", "--out", str(tmp_path / "a")])
+    mod.main([str(archive), "--reference", "base", "--out", str(tmp_path / "b")])
+    for ext in (".md", ".json"):
+        assert (tmp_path / f"a{ext}").read_bytes() == (tmp_path / f"b{ext}").read_bytes()
+    text = (tmp_path / "a.md").read_text()
+    assert "| good | 3 | 2 of 3 | 96.7 ± 5.8" in text and "good seed 1b: 0.0 / 0.0" in text
+
+
+def test_refusals(rounds: Path, tmp_path: Path) -> None:
+    mod = load_script("seed_report")
+    with pytest.raises(mod.ReportError, match="no such setting"):
+        mod.main([str(rounds), "--reference", "nope"])
+    make_run(tmp_path / "more", "w3_good_s2", [PERFECT], [0.1])
+    with pytest.raises(mod.ReportError, match="a second run of setting 'good' seed 2"):
+        mod.main([str(rounds), str(tmp_path / "more")])
+    with pytest.raises(mod.ReportError, match="neither a folder nor a .tgz"):
+        mod.main([str(tmp_path / "missing.tgz")])
+
+
+def test_learning_check_passes_and_fails(rounds: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    mod = load_script("seed_report")
+    assert mod.main([str(rounds), "--reference", "base", "--check", "good"])["check"]["passed"]
+    failed = mod.main([str(rounds), "--reference", "good", "--check", "base"])["check"]
+    assert not failed["passed"] and "FAIL (1K, 32K)" in failed["line"]
+    # the same verdict as the exit status of the command a change's learning check runs
+    cmd = [sys.executable, str(ROOT / "scripts" / "seed_report.py"), str(rounds), "--reference", "good"]
+    assert subprocess.run([*cmd, "--check", "base"], capture_output=True).returncode == 1
+    assert subprocess.run([*cmd[:-1], "base", "--check", "good"], capture_output=True).returncode == 0
+    with pytest.raises(mod.ReportError, match="--check needs --reference"):
+        mod.main([str(rounds), "--check", "good"])
