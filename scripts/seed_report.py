@@ -18,7 +18,7 @@ resamples seeds and, within each, questions; the step at which validation fact E
 0.8 (the "jump"); the checkpoint step evaluated. Per setting against ``--reference``: the difference
 of means with a bootstrap interval paired over questions (the same test questions in every file),
 seeds resampled within each setting. Deterministic (fixed bootstrap seed): the same inputs give the
-same bytes. ``--out P`` writes ``P.md`` and ``P.json``.
+same bytes. ``--out <P>`` writes ``<P>.md`` and ``<P>.json``.
 """
 
 from __future__ import annotations

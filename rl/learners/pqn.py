@@ -1,7 +1,8 @@
 """Q-RAG's learner, PQN-style (DESIGN §5). One micro-step:
 
   roll out L steps in each of E persistent envs with the soft top-k policy (rl/learners/acting.py)
-  V(s) = V_1 + V_2,  V_h = M + α·log Σ_{a ∈ top-k available} exp((q′_h(a) − M)/α)   (target heads)
+  V(s) = V_1 + V_2,  V_h = M + α′·log Σ_{a ∈ top-k available} exp((q′_h(a) − M)/α′)   (target heads,
+        α′ = target_alpha_scale·α, = α by default)
   G_t = r_t + γ(1 − d_t)[(1 − λ) V(s_{t+1}) + λ G_{t+1}],  G_{L−1} bootstrapped from V(s_L)
   loss = [½·mean((2q1 − G)²) + ½·mean((2q2 − G)²)] / K   (online heads of the chosen chunks)
 
@@ -37,6 +38,11 @@ class Hyper(SoftHyper):
         0.65, "λ of the λ-returns (was `Lambda`, still read from old run folders and command lines)", low=0.0, high=1.0
     )
     soft_target: bool = param(True, 'false: hard per-head max target ("w/o Soft-Q")')
+    # The soft target's temperature apart from the policy's (1 = the same α, the paper's): isolates
+    # which of the two delays the qa3 jump at α₀ 0.05 (experiments/round7/README.md).
+    target_alpha_scale: float = param(
+        1.0, "the soft target's temperature is target_alpha_scale·α (the policy keeps α)", low=0.0, low_open=True
+    )
 
 
 class PQNLearner(TwinHeadLearner):
@@ -78,7 +84,7 @@ class PQNLearner(TwinHeadLearner):
             heads,
             avail,
             self.hp.top_k_actions,
-            self.alpha,
+            self.alpha * self.hp.target_alpha_scale,
             soft=self.hp.soft_target,
             legacy_topk_before_mask=self.legacy_topk,
         )

@@ -306,6 +306,7 @@ PQN_CASES = {
     "dropout_in_targets": ["legacy.dropout_in_targets=true"],
     "target_topk_before_mask": ["legacy.target_topk_before_mask=true"],
     "no_soft_target": ["algo.pqn.hyperparams.soft_target=false"],
+    "target_alpha_scale": ["algo.pqn.hyperparams.target_alpha_scale=4.0"],  # the target's α only
     # both act in the optimiser step only: τ = 1, and α held at its floor α_min > α0·lr_1/lr0
     "no_target_networks_alpha_floor": [
         "algo.pqn.hyperparams.use_target_networks=false",
@@ -326,6 +327,7 @@ def test_pqn_micro_step_matches_definition(case, monkeypatch):
     topk_first, target_train = bool(legacy.target_topk_before_mask), bool(legacy.dropout_in_targets)
     hp = cfg.algo.pqn.hyperparams
     soft, use_targets, alpha_min = bool(hp.soft_target), bool(hp.use_target_networks), float(hp.alpha_min)
+    alpha_target = ALPHA0 * float(hp.target_alpha_scale)
     watch = learner._watch = Watch(learner, monkeypatch)
     L, E = learner.rollout_len, learner.env.n_envs
     assert (L, E) == (5, 2)
@@ -346,7 +348,7 @@ def test_pqn_micro_step_matches_definition(case, monkeypatch):
         if heads_out is not None:
             heads_out.append((heads, selected))
         avail = [j for j in range(ep.n_chunks) if j not in selected]
-        return soft_value(heads, avail, TOPK, ALPHA0, soft=soft, topk_first=topk_first)
+        return soft_value(heads, avail, TOPK, alpha_target, soft=soft, topk_first=topk_first)
 
     heads_seen: list = []
     v_next = [[0.0] * E for _ in range(L - 1)]
@@ -388,6 +390,13 @@ def test_pqn_micro_step_matches_definition(case, monkeypatch):
     alt_G = lambda_returns_ref(r, d, v_next, v_last, GAMMA, LAM, not off_by_one)
     assert (alt_G - G).abs().max() > 1e-3, "precondition: the off-by-one variant changes G here"
     if soft:
+        policy_alpha = [
+            soft_value(h, [j for j in range(h.shape[1]) if j not in sel], TOPK, ALPHA0) for h, sel in heads_seen
+        ]
+        scaled = [
+            soft_value(h, [j for j in range(h.shape[1]) if j not in sel], TOPK, 4 * ALPHA0) for h, sel in heads_seen
+        ]
+        assert max(abs(a - b) for a, b in zip(policy_alpha, scaled)) > 1e-3, "precondition: the target's α matters here"
         hard = [
             soft_value(h, [j for j in range(h.shape[1]) if j not in sel], TOPK, ALPHA0, soft=False)
             for h, sel in heads_seen
