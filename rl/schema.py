@@ -74,7 +74,7 @@ class Schema:
 
     @classmethod
     def docs(cls, prefix: str) -> list[tuple[str, Any, str]]:
-        """(dotted key, default, doc) of every leaf, nested nodes expanded (the README's tables)."""
+        """(dotted key, default, doc) of every leaf, nested nodes expanded (docs/CONFIG.md's tables)."""
         out: list[tuple[str, Any, str]] = []
         for key, f, kind in cls.keys():
             dotted = f"{prefix}.{key}" if prefix else key
@@ -86,7 +86,7 @@ class Schema:
 
     @classmethod
     def table_rows(cls, prefix: str) -> list[str]:
-        """The README's rows of this node: ``| `key` | `default` | doc |`` (defaults as YAML spells
+        """docs/CONFIG.md's rows of this node: ``| `key` | `default` | doc |`` (defaults as YAML spells
         them; a ``|`` in a doc escaped for the table)."""
         return [
             f"| `{key}` | `{v if isinstance(v, str) else json.dumps(v)}` | {doc.replace('|', chr(92) + '|')} |"

@@ -1,4 +1,4 @@
-"""Build the worked example of the retriever tool (README, "A trained retriever as a tool").
+"""Build the worked example of the retriever tool (docs/RETRIEVER_TOOL.md, "Worked example").
 
 Text: chapter 1 of Jane Austen's *Persuasion* (1818, public domain), its 74 sentences as the shipped
 noise corpus holds them (data/babilong/pg19-with-sentences/test.jsonl.gz: a held-out book, never

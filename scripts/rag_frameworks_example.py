@@ -1,6 +1,6 @@
 """A trained run inside LangChain and LlamaIndex (docs/RETRIEVER_TOOL.md, "LangChain and LlamaIndex"):
-the worked example's text and questions (data/examples/, the README's "A trained retriever as a
-tool"), retrieved through a LangChain chain and a LlamaIndex retriever over one loaded run.
+the worked example's text and questions (data/examples/; docs/RETRIEVER_TOOL.md,
+"Worked example"), retrieved through a LangChain chain and a LlamaIndex retriever over one loaded run.
 
     python scripts/rag_frameworks_example.py runs/<demo run> [--steps 3] [--stop-threshold 0.85] [--device cpu]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The worked example of the retriever tool (README, "A trained retriever as a tool"): train the
+# The worked example of the retriever tool (docs/RETRIEVER_TOOL.md, "Worked example"): train the
 # offline demo retriever (skipped when $RUN already holds a model_best.pt), then ask the bAbI
 # questions planted in chapter 1 of Persuasion (data/examples/, built by
 # scripts/make_retrieve_example.py) and show what it picks at each of 3 steps.

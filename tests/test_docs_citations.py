@@ -39,6 +39,7 @@ ELSEWHERE = {
     ("docs/DATA_OTHER.md", "scripts/data/synthetic/niah.py"),
     ("docs/REPRODUCE.md", "scripts/data/prepare.py"),
     ("docs/SCORING.md", "scripts/eval/synthetic/constants.py"),
+    ("docs/RETRIEVER_TOOL.md", "scripts/eval/evaluate.py"),  # RULER's evaluator
 }
 
 

@@ -50,7 +50,7 @@ class PQNLearner(TwinHeadLearner):
     LOSS = "qf_loss"
     HYPER = Hyper
     SCHEDULED = ("alpha",)
-    # legacy.* switches that reproduce defects of the reference's PQN (README, "Departures")
+    # legacy.* switches that reproduce defects of the reference's PQN (docs/TRAINING.md, "Departures")
     LEGACY = ("lambda_return_off_by_one", "drop_last_transition", "target_topk_before_mask", "dropout_in_targets")
 
     def __init__(

@@ -1,4 +1,4 @@
-"""Soft actor-critic for discrete actions on Q-RAG's Q-network (``learner=sac_d``; README, "SAC-D").
+"""Soft actor-critic for discrete actions on Q-RAG's Q-network (``learner=sac_d``; docs/TRAINING.md, "SAC-D").
 
 Critics: the twin heads, 2·q_h being head h's estimate of Q (the twin loss trains them so). Actor:
 implicit, π(a|s) = softmax(Q(s, a)/α) over the top-min(k, |A|) available chunks, i.e. the soft

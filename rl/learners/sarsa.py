@@ -1,4 +1,4 @@
-"""SARSA on Q-RAG's Q-network (``learner=sarsa``; README, "SARSA"): PQN's rollout, soft top-k
+"""SARSA on Q-RAG's Q-network (``learner=sarsa``; docs/TRAINING.md, "SARSA"): PQN's rollout, soft top-k
 policy, α schedule, EMA targets and twin-head loss, towards the n-step SARSA target
 
   G_t = Σ_{i<m} γ^i r_{t+i} + γ^m Q′(s_{t+m}, a_{t+m}),   m = min(n, L − t),

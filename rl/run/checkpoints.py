@@ -1,4 +1,4 @@
-"""What each checkpoint of a run folder holds (README, "The run folder").
+"""What each checkpoint of a run folder holds (docs/TRAINING.md, "The run folder").
 
 ``model_last.pt`` holds what an exact resume needs and nothing that can be rebuilt: the online
 and target encoders, AdamW's two moments per weight, the scheduler, counters, every RNG, the

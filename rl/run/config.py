@@ -54,7 +54,7 @@ def schemas() -> list[tuple[str, Any]]:
 
 
 def schema_tables() -> dict[str, list[str]]:
-    """The README's table rows of every schema, by a title naming the node and its dataclass."""
+    """docs/CONFIG.md's table rows of every schema, by a title naming the node and its dataclass."""
     return {
         f"{f'`{node}`' if node else 'Top level'} ({cls.__module__.replace('.', '/')}.py, `{cls.__name__}`)": cls.table_rows(
             node

@@ -1,4 +1,4 @@
-"""The run folder's lifecycle (DESIGN §8.1; README, "The run folder"): one training per folder
+"""The run folder's lifecycle (DESIGN §8.1; docs/TRAINING.md, "The run folder"): one training per folder
 (its lock), what a new start, a restart after an early kill and a resume find there, the config
 files, and what a resume reads back from model_last.pt (checked before anything is loaded) with
 metrics.jsonl rebuilt from it. The training loop that fills the folder is rl/run/train.py.
@@ -150,7 +150,7 @@ def write_config(run_dir: Path, cfg: DictConfig) -> None:
     atomic_write_text(run_dir / "config_resolved.yaml", OmegaConf.to_yaml(plain, resolve=True))
 
 
-# What a resume may change (README, "The run folder"): how long the run goes on, how often it
+# What a resume may change (docs/TRAINING.md, "The run folder"): how long the run goes on, how often it
 # evaluates, where and how visibly it runs; never what is learned from what (task, data, T,
 # learner, model, ...). Keys below these count too (logger.progress_bar).
 RESUME_MAY_CHANGE = (

@@ -385,8 +385,8 @@ class Trainer:
 
     def abandon(self) -> None:
         """A start failed: release the folder and, if it failed before the first checkpoint of a
-        new run, remove the folder, so failed attempts leave nothing behind (README, "The run
-        folder")."""
+        new run, remove the folder, so failed attempts leave nothing behind (docs/TRAINING.md, "The
+        run folder")."""
         self.close()
         if self.fresh and not self.started and dist.is_main():
             discard_failed_start(self.run_dir)

@@ -1,4 +1,4 @@
-"""Every config value checked before anything is written (README.md, "Failure and recovery").
+"""Every config value checked before anything is written (docs/TRAINING.md, "Failure and recovery").
 
 ``check_training`` / ``check_eval`` raise :class:`ConfigError` holding one line per bad value; the
 entry points print each as an ``error:`` line. The Hydra callback of rl/run/callbacks.py runs the

@@ -1,6 +1,6 @@
 """Each learner's hyperparameters and the shared ``algo`` keys are stated once, in a dataclass
 (rl/schema.py): default, one-line doc and check. The YAML files only override; the validator's
-checks and the README's tables come from the same fields."""
+checks and docs/CONFIG.md's tables come from the same fields."""
 
 import pytest
 import yaml
@@ -14,7 +14,7 @@ from rl.learners.sarsa import SarsaHyper
 from rl.run.config import rename_overrides, schemas, upgrade_run_config
 from rl.run.validate import ConfigError, check_training
 from rl.schema import Schema, _unwrap
-from tests.conftest import ROOT, TINY, compose_cfg
+from tests.conftest import ROOT, TINY, compose_cfg, load_script
 
 SCHEMAS = schemas()
 
@@ -56,13 +56,15 @@ def test_no_default_is_stated_in_a_yaml_file():
                 )
 
 
-def test_every_key_has_a_one_line_doc_in_the_readme():
-    """README.md's tables hold every schema key's row as scripts/config_tables.py prints it."""
-    readme = (ROOT / "README.md").read_text()
+def test_every_key_has_a_one_line_doc_in_config_md():
+    """docs/CONFIG.md is what scripts/config_tables.py generates from the fields, so it holds every
+    schema key's row with its one-line doc."""
+    page = (ROOT / "docs" / "CONFIG.md").read_text(encoding="utf-8")
     for prefix, schema in SCHEMAS:
         for (key, _, doc), row in zip(schema.docs(prefix), schema.table_rows(prefix)):
             assert doc.strip() and "\n" not in doc, key
-            assert row in readme, f"README.md lacks the row of {key}: {row}"
+            assert row in page, f"docs/CONFIG.md lacks the row of {key}: {row}"
+    assert page == load_script("config_tables").render(), "run python scripts/config_tables.py"
 
 
 def _bad_value(meta, kind):

@@ -3,7 +3,7 @@
 The learners (rl/learners/pqn.py, rl/learners/sft.py, rl/learners/base.py) run unmodified on a 2-layer offline
 MiniLM over tiny BabiLong haystacks. The test watches what they compute (the λ-returns' inputs
 and output, the gradients AdamW receives, the weights afterwards) and recomputes every value from
-the method's definition (paper §4, README's "Departures from the reference implementation" for the
+the method's definition (paper §4, docs/TRAINING.md's "Departures from the reference implementation" for the
 legacy switches, the docstrings of rl/; docs/TESTING.md):
 
   V(s)  = V1 + V2, V_h = α·logsumexp(q′_h/α) over the top-k AVAILABLE chunks of target head h

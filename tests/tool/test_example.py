@@ -1,4 +1,4 @@
-"""The README's worked example: its shipped text and questions are what the builder makes."""
+"""The retriever tool's worked example (docs/RETRIEVER_TOOL.md): its shipped text and questions are what the builder makes."""
 
 from __future__ import annotations
 
