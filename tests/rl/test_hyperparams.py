@@ -123,9 +123,11 @@ def test_types_are_converted_and_null_kept():
             "soft_target": 0,  # bool field: bool(0)
             "use_target_networks": 1,
             "acting_dropout": True,
+            "target_alpha_scale": 2,  # float field: float(2)
         }
     )
     hp = PQNHyper.from_cfg(node)
+    assert hp.target_alpha_scale == 2.0 and type(hp.target_alpha_scale) is float
     assert (hp.gamma, hp.alpha, hp.lam, hp.tau, hp.alpha_min) == (1.0, 0.5, 0.0, 1.0, 0.0)
     assert all(type(v) is float for v in (hp.gamma, hp.alpha, hp.lam, hp.tau, hp.alpha_min))
     assert hp.top_k_actions == 3 and type(hp.top_k_actions) is int
