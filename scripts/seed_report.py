@@ -8,7 +8,8 @@ into a temporary folder). A run named ``[w<k>_]<setting>_s<seed>[<r>]`` belongs 
 (the wave prefix ``w<k>_`` is dropped, so waves pool); a letter after the seed (``_s1b``) marks a
 repeat of that seed, listed beside its original and left out of the statistics. Each run contributes
 its evaluations of the best validation checkpoint at BabiLong's 1K and 32K token budgets
-(``eval_seed42_nt1000`` / ``nt32000``): oracle-stop fact F1 x100 (the paper's Table 3 protocol,
+(``eval_seed42_nt1000`` / ``nt32000``; with ``--last``, those of ``model_last.pt``, ``..._last``):
+oracle-stop fact F1 x100 (the paper's Table 3 protocol,
 computed from the fixed-budget records as scripts/report_round.py does) and fact EM, over the test
 questions every file of the round holds.
 
@@ -61,23 +62,25 @@ def question_scores(path: Path) -> dict[int, tuple[float, float]]:
     return out
 
 
-def run_facts(run: Path) -> dict[str, Any]:
+def run_facts(run: Path, suffix: str = "") -> dict[str, Any]:
     """The validation curve's jump and the evaluated checkpoint of one run folder."""
     rows = read_jsonl(run / "metrics.jsonl") if (run / "metrics.jsonl").is_file() else []
     jump = next((r["step"] for r in rows if (r.get("eval/fact_em") or 0) >= JUMP_EM), None)
     ckpt = {}
-    summary = run / f"{LENGTHS['1K']}.summary.json"
+    summary = run / f"{LENGTHS['1K']}{suffix}.summary.json"
     if summary.is_file():
         ckpt = json.loads(summary.read_text()).get("checkpoint") or {}
     if ckpt.get("step") is None and rows:  # summaries written before they named their checkpoint
-        best = max(rows, key=lambda r: r.get("eval/return", float("-inf")))  # ties: the earliest row
+        top = max(r.get("eval/return", float("-inf")) for r in rows)  # training keeps the later model of a tie
+        best = rows[-1] if suffix == "_last" else [r for r in rows if r.get("eval/return") == top][-1]
         ckpt = {"step": best["step"], "validation": {"fact_em": best.get("eval/fact_em")}, "code_version": None}
     curve = {r["step"]: r.get("eval/fact_em") for r in rows}
     return {"jump": jump, "last_step": rows[-1]["step"] if rows else None, "checkpoint": ckpt, "curve": curve}
 
 
-def collect(roots: Sequence[Path]) -> dict[str, dict[str, dict[str, Any]]]:
-    """{setting: {seed label: run}} with each run's per-question scores at every length."""
+def collect(roots: Sequence[Path], suffix: str = "") -> dict[str, dict[str, dict[str, Any]]]:
+    """{setting: {seed label: run}} with each run's per-question scores at every length; ``suffix``
+    picks other evaluations of the runs (``_last``: of model_last.pt)."""
     settings: dict[str, dict[str, dict[str, Any]]] = {}
     for root in roots:
         for run in sorted(p for p in root.iterdir() if p.is_dir() and (p / "config.yaml").is_file()):
@@ -87,8 +90,12 @@ def collect(roots: Sequence[Path]) -> dict[str, dict[str, dict[str, Any]]]:
             label = m["seed"] + m["repeat"]
             if label in settings.get(m["setting"], {}):
                 raise ReportError(f"{run}: a second run of setting {m['setting']!r} seed {label}")
-            scores = {b: question_scores(p) for b, stem in LENGTHS.items() if (p := eval_path(run, stem))}
-            settings.setdefault(m["setting"], {})[label] = {"name": run.name, "scores": scores, **run_facts(run)}
+            scores = {b: question_scores(p) for b, stem in LENGTHS.items() if (p := eval_path(run, stem + suffix))}
+            settings.setdefault(m["setting"], {})[label] = {
+                "name": run.name,
+                "scores": scores,
+                **run_facts(run, suffix),
+            }
     return settings
 
 
@@ -261,6 +268,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "--threshold", type=float, default=95.0, help="oracle-stop fact F1 x100 at 1K that counts as converged"
     )
     ap.add_argument("--out", type=Path, help="write <out>.md and <out>.json")
+    ap.add_argument("--last", action="store_true", help="score the evaluations of model_last.pt (eval_*_last)")
     ap.add_argument("--check", help="the learning check: exit 1 when this setting is worse than --reference")
     ap.add_argument(
         "--tolerance",
@@ -284,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 roots.append(p)
             else:
                 raise ReportError(f"{p}: neither a folder nor a .tgz archive")
-        rep = report(collect(sorted(set(roots))), args.reference, args.threshold)
+        rep = report(collect(sorted(set(roots)), "_last" if args.last else ""), args.reference, args.threshold)
     text = markdown(rep)
     print(text, end="")
     if args.out:

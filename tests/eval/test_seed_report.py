@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 import tarfile
 from pathlib import Path
 
@@ -106,3 +107,29 @@ def test_learning_check_passes_and_fails(rounds: Path) -> None:
     assert subprocess.run([*cmd[:-1], "base", "--check", "good"], capture_output=True).returncode == 0
     with pytest.raises(mod.ReportError, match="--check needs --reference"):
         mod.main([str(rounds), "--check", "good"])
+
+
+def test_last_checkpoint_evaluations(rounds: Path, tmp_path: Path) -> None:
+    """--last scores the eval_*_last files (model_last.pt) and names the last validation step."""
+    import shutil
+
+    for run in rounds.iterdir():
+        for stem in ("eval_seed42_nt1000", "eval_seed42_nt32000"):
+            shutil.copy(run / f"{stem}.jsonl", run / f"{stem}_last.jsonl")
+    (rounds / "w1_base_s1" / "eval_seed42_nt1000_last.jsonl").unlink()
+    rep = load_script("seed_report").main([str(rounds), "--last"])
+    base = rep["settings"]["base"]
+    assert base["seeds"]["1"]["1K"] is None and base["seeds"]["2"]["1K"] == 80.0 and base["1K"]["n"] == 1
+    assert base["seeds"]["2"]["checkpoint_step"] == 200
+    rows = [
+        {"step": s, "eval/return": v, "eval/fact_em": v}
+        for s, v in ((0, 0.1), (100, 0.9), (200, 0.5), (300, 0.9), (400, 0.2))
+    ]
+    (rounds / "w1_base_s2" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    sys.modules["report_round"].read_jsonl.cache_clear()  # the reader caches files by path, for one command's life
+    assert (
+        load_script("seed_report").main([str(rounds), "--last"])["settings"]["base"]["seeds"]["2"]["checkpoint_step"]
+        == 400
+    )
+    best = load_script("seed_report").main([str(rounds)])["settings"]["base"]["seeds"]["2"]
+    assert best["checkpoint_step"] == 300  # the best row; of a tie the later, as training keeps it

@@ -1,4 +1,4 @@
-"""Round 7 (experiments/round7) and the GPU learning check (experiments/learning_check): every plan line
+"""Rounds 7-8 (experiments/round7, round8) and the GPU learning check (experiments/learning_check): every plan line
 composes, each setting is what the round's README says it is, and the committed raw files were made
 with their plan lines' settings."""
 
@@ -13,19 +13,26 @@ import yaml
 from tests.conftest import ROOT, compose_cfg, read_plan
 
 ROUND = ROOT / "experiments" / "round7"
+EXP = ROOT / "experiments"
 PLANS = [
     ROUND / "plan_train.txt",
     ROUND / "plan_train2.txt",
-    ROOT / "experiments" / "learning_check" / "plan_train.txt",
+    EXP / "learning_check" / "plan_train.txt",
+    EXP / "round8" / "alpha_train.txt",
+    EXP / "round8" / "iso_train.txt",
 ]
-KEYS = {  # what each setting is said to be: (alpha0, lr ratio, soft target, target networks)
-    "base": (0.05, 0.0, True, True),
-    "a01": (0.01, 0.0, True, True),
-    "r10": (0.05, 0.1, True, True),
-    "a01r10": (0.01, 0.1, True, True),
-    "nosoftq": (0.01, 0.0, False, True),
-    "notarget": (0.01, 0.0, True, False),
-    "check": (0.05, 0.0, True, True),
+KEYS = {  # what each setting is said to be: (alpha0, lr ratio, soft target, target networks, target's alpha scale)
+    "base": (0.05, 0.0, True, True, 1.0),
+    "a01": (0.01, 0.0, True, True, 1.0),
+    "r10": (0.05, 0.1, True, True, 1.0),
+    "a01r10": (0.01, 0.1, True, True, 1.0),
+    "nosoftq": (0.01, 0.0, False, True, 1.0),
+    "notarget": (0.01, 0.0, True, False, 1.0),
+    "check": (0.05, 0.0, True, True, 1.0),
+    "a02": (0.02, 0.0, True, True, 1.0),
+    "a03": (0.03, 0.0, True, True, 1.0),
+    "isoT": (0.05, 0.0, True, True, 0.2),
+    "isoA": (0.01, 0.0, True, True, 5.0),
 }
 
 
@@ -35,7 +42,8 @@ def setting(name: str) -> str:
 
 def facts(cfg: dict) -> tuple:
     hp = cfg["algo"]["pqn"]["hyperparams"]
-    return (hp["alpha"], cfg["algo"]["scheduler"]["ratio"], hp["soft_target"], hp["use_target_networks"])
+    scale = hp.get("target_alpha_scale", 1.0)  # round 7's runs predate the key: the same α
+    return (hp["alpha"], cfg["algo"]["scheduler"]["ratio"], hp["soft_target"], hp["use_target_networks"], scale)
 
 
 @pytest.mark.parametrize("plan", PLANS, ids=lambda p: f"{p.parent.name}/{p.name}")

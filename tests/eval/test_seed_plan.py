@@ -1,0 +1,70 @@
+"""scripts/seed_plan.py: settings x seeds dealt evenly over the cards, in plan files the launchers read."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import load_script, read_plan
+
+
+def test_plans_deal_every_setting_evenly(tmp_path: Path) -> None:
+    mod = load_script("seed_plan")
+    out = tmp_path / "r8" / "plan"
+    common = "experiment=offline_babilong_qa3 steps_count=2000"
+    mod.main(
+        [
+            str(out),
+            "--gpus",
+            "4",
+            "--seeds",
+            "1-4,9",
+            "--wave",
+            "3",
+            "--common",
+            common,
+            "--last",
+            "--setting",
+            "a02",
+            "algo.pqn.hyperparams.alpha=0.02",
+            "--setting",
+            "base",
+            "",
+        ]
+    )
+    got_common, runs = read_plan(Path(f"{out}_train.txt"))
+    assert got_common == common.split()
+    assert set(runs) == {f"w3_{s}_s{k}" for s in ("a02", "base") for k in (1, 2, 3, 4, 9)}
+    assert runs["w3_a02_s9"] == ["seed=9", "algo.pqn.hyperparams.alpha=0.02"] and runs["w3_base_s2"] == ["seed=2"]
+    gpus = {
+        line.split()[0]: int(line.split()[1])
+        for line in Path(f"{out}_train.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    }
+    assert sorted(Counter(gpus.values()).values()) == [2, 2, 3, 3]  # 10 runs on 4 cards
+    for k in (1, 2, 3, 4, 9):  # one seed's settings never share a card
+        assert gpus[f"w3_a02_s{k}"] != gpus[f"w3_base_s{k}"]
+    evals = [line.split() for line in Path(f"{out}_eval.txt").read_text().splitlines() if not line.startswith("#")]
+    assert "#@length_unit tokens" in Path(f"{out}_eval.txt").read_text()
+    assert len(evals) == 20 and all(e[2:4] == ["200", "1000,32000"] for e in evals)
+    assert sum(e[4:] == ["use_last=true"] for e in evals) == 10
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--seeds", "3-x"], "use 1-8"),
+        (["--seeds", "1,1"], "one twice"),
+        (["--setting", "a_b", ""], "letters and digits"),
+        (["--setting", "x", "", "--setting", "x", ""], "each once"),
+        (["--gpus", "0", "--setting", "x", ""], "at least 1"),
+    ],
+)
+def test_refusals(tmp_path: Path, args: list[str], message: str) -> None:
+    mod = load_script("seed_plan")
+    if "--setting" not in args:
+        args = [*args, "--setting", "x", ""]
+    with pytest.raises(ValueError, match=message):
+        mod.main([str(tmp_path / "p"), *args])
