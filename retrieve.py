@@ -8,8 +8,8 @@
 
 Prints the chunks each question retrieves with the step, Q-value and position (chunk index and
 character span in the text), or writes one JSON line per question to ``output``; ``export``
-writes the encoders as Hugging Face folders (rl/run/export.py); ``index`` embeds a corpus into a
-folder once and retrieves from it (rl/run/corpus_index.py). The work is rl/run/retriever.py's QRAGRetriever.
+writes the encoders as Hugging Face folders (rl/tool/export.py); ``index`` embeds a corpus into a
+folder once and retrieves from it (rl/tool/corpus_index.py). The work is rl/tool/retriever.py's QRAGRetriever.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from tqdm.auto import tqdm
 
 import rl.run.config  # noqa: F401  (registers the ${qrag_root:} resolver before composition)
 from rl.run.config import PROJECT_ROOT
-from rl.run.corpus_index import CorpusIndex
-from rl.run.retriever import (
+from rl.run.validate import ConfigError, check_group_choices, check_override_keys, report_and_exit, run_main
+from rl.tool.corpus_index import CorpusIndex
+from rl.tool.retriever import (
     QRAGRetriever,
     Retrieval,
     RetrieverError,
@@ -35,7 +36,6 @@ from rl.run.retriever import (
     read_questions,
     user_errors,
 )
-from rl.run.validate import ConfigError, check_group_choices, check_override_keys, report_and_exit, run_main
 
 
 def run(cfg: DictConfig) -> list[Retrieval] | dict[str, Any]:

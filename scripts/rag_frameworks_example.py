@@ -17,9 +17,9 @@ from typing import Any
 from langchain_core.runnables import RunnableLambda
 from llama_index.core.schema import TextNode
 
-from rl.run.adapters.langchain import QRAGLangChainRetriever
-from rl.run.adapters.llamaindex import QRAGLlamaIndexRetriever
-from rl.run.retriever import QRAGRetriever, split_text
+from rl.tool.adapters.langchain import QRAGLangChainRetriever
+from rl.tool.adapters.llamaindex import QRAGLlamaIndexRetriever
+from rl.tool.retriever import QRAGRetriever, split_text
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "data" / "examples"
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from make_retrieve_example import story  # noqa: E402
 
 from envs.data.length_tokenizer import LengthTokenizer  # noqa: E402
-from rl.run.retriever import QRAGRetriever  # noqa: E402
+from rl.tool.retriever import QRAGRetriever  # noqa: E402
 
 NOISE = ROOT / "data/babilong/pg19-with-sentences"
 QUESTIONS = ROOT / "data/examples/persuasion_ch1_qa1.questions.jsonl"

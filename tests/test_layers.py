@@ -17,6 +17,7 @@ LAYERS = (
     ("rl.distributed", "rl.model", "rl.schema"),
     ("rl.learners", "rl.eval"),
     ("rl.run",),
+    ("rl.tool",),  # the retriever product: loads runs through rl.run, which never imports it
 )
 PACKAGES = ("runstore", "prompts_and_metrics", "envs", "rl")
 
@@ -125,3 +126,11 @@ def test_inside_rl_model_tokens_then_the_speed_layer_then_the_network():
     assert (
         model_layer("rl.model.tokens.splice") < model_layer("rl.model.fast.encoding") < model_layer("rl.model.caches")
     )
+
+
+def test_the_tool_loads_runs_without_the_evaluation_driver():
+    """rl/tool reads run folders through rl/run/load_run.py and rl/run/eval_config.py, the pieces
+    evaluation is built on, never through the driver rl/run/evaluate.py."""
+    g = graph()
+    assert "rl.tool.retriever" in g and "rl.run.load_run" in g["rl.tool.retriever"]
+    assert not [src for src, dsts in g.items() if src.startswith("rl.tool") and "rl.run.evaluate" in dsts]

@@ -1,16 +1,16 @@
 """Retriever evaluation of a trained run: ``run(cfg) -> summary`` (entry point: eval_retriever.py).
 
 The merge rule (DESIGN §8.6) is rl/run/eval_config.py, the output files (DESIGN §9.1) and their
-checks rl/run/eval_records.py; this module drives one evaluation. For each sample index of the seed-permuted test set, one
-episode (greedy, or Plan Q-RAG beam search) is run and one JSON line appended to
-``<run>/<stem>.jsonl``; ``<stem>.summary.json`` holds the means and ``<stem>.jsonl.meta.json``
-the settings the file was produced with. Re-running resumes: samples whose position in the
-permuted test set (``index``) is already in the file are skipped; a file made with other
-settings (checkpoint, T, stopping, planner, caps, ...) is refused. Records are keyed on
-``index`` only, never on a sample field such as ``id`` (RULER's ``index`` field repeats, and
-keying on it once dropped distinct samples as "repeated"). Files written before
-``record_format`` 2 (records keyed by id, no token lengths) are refused for resuming with a
-message; the reader scripts still read them.
+checks rl/run/eval_records.py, loading the checkpoint rl/run/load_run.py; this module drives one
+evaluation. For each sample index of the seed-permuted test set, one episode (greedy, or Plan Q-RAG
+beam search) is run and one JSON line appended to ``<run>/<stem>.jsonl``; ``<stem>.summary.json``
+holds the means and ``<stem>.jsonl.meta.json`` the settings the file was produced with. Re-running
+resumes: samples whose position in the permuted test set (``index``) is already in the file are
+skipped; a file made with other settings (checkpoint, T, stopping, planner, caps, ...) is refused.
+Records are keyed on ``index`` only, never on a sample field such as ``id`` (RULER's ``index`` field
+repeats, and keying on it once dropped distinct samples as "repeated"). Files written before
+``record_format`` 2 (records keyed by id, no token lengths) are refused for resuming with a message;
+the reader scripts still read them.
 
 Under torchrun / accelerate launch (docs/DISTRIBUTED.md) the pending samples are dealt out over
 the ranks; rank r appends to ``<stem>.rank{r}.jsonl`` and rank 0 merges the part files into
@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
 from omegaconf import DictConfig
 
 from envs.data.registry import build_dataset, dataset_spec
@@ -35,10 +34,9 @@ from rl import distributed as dist
 from rl.eval.beam import beam_episodes
 from rl.eval.greedy import greedy_episodes, summarize
 from rl.model.precision import Precision
-from rl.run.build import eval_settings, qnet_from_cfg
-from rl.run.checkpoints import load_eval_weights
+from rl.run.build import eval_settings
 from rl.run.config import seed_everything
-from rl.run.eval_config import EvalError, first_line, merge_eval_config
+from rl.run.eval_config import EvalError, merge_eval_config
 from rl.run.eval_records import (
     check_meta,
     eval_meta,
@@ -51,60 +49,16 @@ from rl.run.eval_records import (
     write_json,
 )
 from rl.run.haystack_cache import CachedDataset, maybe_cached
+from rl.run.load_run import checkpoint_path, qnet_and_provenance
 from rl.run.progress import progress
-from rl.run.run_folder import METRICS
 from rl.run.validate import check_eval
 from runstore import (
     DISK_FULL,
     DiskFullError,
     FolderLock,
     disk_full_message,
-    load_checkpoint,
-    read_jsonl_rows,
     remove_stale_tmp,
-    require_keys,
 )
-
-
-# -- the run ----------------------------------------------------------------------------------
-def checkpoint_path(cfg: DictConfig) -> Path:
-    ckpt = Path(cfg.pretrained_path) / ("model_last.pt" if cfg.use_last else "model_best.pt")
-    if not ckpt.is_file():
-        raise EvalError(f"{ckpt} not found" + ("" if cfg.use_last else " (use_last=true takes model_last.pt)"))
-    return ckpt
-
-
-def load_qnet(cfg: DictConfig, ckpt: Path, device: torch.device) -> Any:
-    return _load_qnet(cfg, ckpt, device)[0]
-
-
-def checkpoint_provenance(state: dict[str, Any], ckpt: Path) -> dict[str, Any]:
-    """Which model an evaluation scored: the checkpoint's optimiser step, the validation row the
-    training loop wrote at that step (metrics.jsonl) and the commit of the code that trained it."""
-    rows = state.get("metrics") or read_jsonl_rows(ckpt.parent / METRICS)  # model_last.pt holds its rows
-    step = state.get("step", rows[-1]["step"] if rows else None)
-    row = next((r for r in reversed(rows) if r.get("step") == step), {})
-    return {
-        "file": ckpt.name,
-        "step": step,
-        "validation": {k.removeprefix("eval/"): row.get(k) for k in ("eval/return", "eval/fact_em", "eval/fact_f1")},
-        "code_version": state.get("code_version", "unknown"),
-    }
-
-
-def _load_qnet(cfg: DictConfig, ckpt: Path, device: torch.device) -> tuple[Any, dict[str, Any]]:
-    qnet = qnet_from_cfg(cfg, device)
-    state = load_checkpoint(ckpt, map_location=device)
-    require_keys(state, ckpt, ("learner.agent",), "restore it from a copy")
-    try:
-        load_eval_weights(qnet, state["learner"]["agent"], ckpt)
-    except (RuntimeError, ValueError) as e:  # weights of another model or another shape
-        raise EvalError(
-            f"{ckpt}: its weights do not fit the model its config.yaml describes ({first_line(e)}); restore the "
-            f"run folder's checkpoint and config.yaml from the same run"
-        ) from None
-    qnet.eval()
-    return qnet, checkpoint_provenance(state, ckpt)
 
 
 def prepare_files(cfg: DictConfig, out_path: Path, meta_path: Path, summary_path: Path) -> tuple:
@@ -163,7 +117,7 @@ def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
         return prepare_files(cfg, out_path, meta_path, summary_path)
 
     ckpt, meta, records = dist.run_on_main(prepare)
-    qnet, provenance = _load_qnet(cfg, ckpt, device)
+    qnet, provenance = qnet_and_provenance(cfg, ckpt, device)
 
     legacy = Legacy.from_cfg(cfg.legacy)  # the switches the evaluation's objects are built with
     split = str(cfg.envs.test_split)

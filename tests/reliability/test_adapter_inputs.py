@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rl.run.retriever import QRAGRetriever, RetrieverError
+from rl.tool.retriever import QRAGRetriever, RetrieverError
 
 TEXT = "John went to the garden. Mary moved to the kitchen.\nThe sky is blue. Sandra journeyed to the office.\n"
 CHUNKS = ["John went to the garden.", "Mary moved to the kitchen.", "The sky is blue.", "Sandra went to the office."]
@@ -20,10 +20,10 @@ FRAMEWORKS = {"langchain": "langchain_core", "llamaindex": "llama_index.core"}
 def adapter(framework: str) -> type:
     pytest.importorskip(FRAMEWORKS[framework])
     if framework == "langchain":
-        from rl.run.adapters.langchain import QRAGLangChainRetriever
+        from rl.tool.adapters.langchain import QRAGLangChainRetriever
 
         return QRAGLangChainRetriever
-    from rl.run.adapters.llamaindex import QRAGLlamaIndexRetriever
+    from rl.tool.adapters.llamaindex import QRAGLlamaIndexRetriever
 
     return QRAGLlamaIndexRetriever
 

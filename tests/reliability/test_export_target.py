@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from safetensors import SafetensorError
 
-from rl.run import export
-from rl.run.retriever import QRAGRetriever, RetrieverError
+from rl.tool import export
+from rl.tool.retriever import QRAGRetriever, RetrieverError
 from runstore import DiskFullError, FolderInUseError
 from tests.conftest import ROOT
 

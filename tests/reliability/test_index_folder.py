@@ -15,11 +15,11 @@ import pytest
 from omegaconf import OmegaConf
 
 import runstore as storage
-from rl.run.corpus_files import CorpusError, iter_chunks, resolve_files
-from rl.run.corpus_index import CorpusIndex
-from rl.run.corpus_search import faiss_module
-from rl.run.retriever import QRAGRetriever, fill_run_from_index
-from rl.run.shard_store import IndexStoreError
+from rl.tool.corpus_files import CorpusError, iter_chunks, resolve_files
+from rl.tool.corpus_index import CorpusIndex
+from rl.tool.corpus_search import faiss_module
+from rl.tool.retriever import QRAGRetriever, fill_run_from_index
+from rl.tool.shard_store import IndexStoreError
 from runstore import DiskFullError, NotWritableError
 from tests.reliability.test_disk_full import FullAfter
 from tests.tool import test_corpus_index as tool

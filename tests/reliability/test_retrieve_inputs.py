@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rl.run.retriever import QRAGRetriever, RetrieverError, read_questions
+from rl.tool.retriever import QRAGRetriever, RetrieverError, read_questions
 from tests.conftest import ROOT
 
 TEXT = "John went to the garden. Mary moved to the kitchen.\nThe sky is blue. Sandra journeyed to the office.\n"
@@ -94,7 +94,7 @@ def test_bad_export_targets_are_refused_before_the_model_loads(eval_run_dir, tmp
 
 
 def test_a_failed_export_leaves_no_half_folder(eval_run_dir, tmp_path, monkeypatch):
-    from rl.run import export
+    from rl.tool import export
 
     r = QRAGRetriever.from_run(eval_run_dir, device="cpu")
 

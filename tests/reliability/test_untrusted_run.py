@@ -197,7 +197,7 @@ def test_an_unreachable_feedback_server_is_one_line():
 def test_a_checkpoint_without_weights_is_one_line(tmp_path):
     import torch
 
-    from rl.run.evaluate import load_qnet
+    from rl.run.load_run import load_qnet
     from runstore import CheckpointLoadError, save_checkpoint
 
     write_run_config(tmp_path)

@@ -1,4 +1,4 @@
-"""The LangChain and LlamaIndex adapters (rl/run/adapters/) against QRAGRetriever.retrieve on the
+"""The LangChain and LlamaIndex adapters (rl/tool/adapters/) against QRAGRetriever.retrieve on the
 shipped example text (data/examples/, its first 20 sentences), through each framework's own calls; the
 documents-as-haystack path, bad input and the missing-package message. The frameworks are the
 optional extras ``langchain`` and ``llamaindex`` (scripts/install.sh installs both)."""
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from rl.run.retriever import QRAGRetriever, Retrieval, RetrieverError, split_text
+from rl.tool.retriever import QRAGRetriever, Retrieval, RetrieverError, split_text
 from tests.conftest import ROOT, load_script
 
 from .conftest import eval_cfg
@@ -50,14 +50,14 @@ def adapter(framework: str) -> tuple[type, Callable[[Any, str], list[Row]]]:
     """The adapter class and a query function giving its results as rows (the metadata read back)."""
     need(framework)
     if framework == "langchain":
-        from rl.run.adapters.langchain import QRAGLangChainRetriever
+        from rl.tool.adapters.langchain import QRAGLangChainRetriever
 
         def lc_rows(retriever: Any, question: str) -> list[Row]:
             docs = retriever.invoke(question)
             return [(d.page_content, *(d.metadata.get(k) for k in KEYS)) for d in docs]
 
         return QRAGLangChainRetriever, lc_rows
-    from rl.run.adapters.llamaindex import QRAGLlamaIndexRetriever
+    from rl.tool.adapters.llamaindex import QRAGLlamaIndexRetriever
 
     def li_rows(retriever: Any, question: str) -> list[Row]:
         rows = []
@@ -105,7 +105,7 @@ def test_langchain_documents_keep_their_source(qrag: QRAGRetriever) -> None:
     need("langchain")
     from langchain_core.documents import Document
 
-    from rl.run.adapters.langchain import QRAGLangChainRetriever
+    from rl.tool.adapters.langchain import QRAGLangChainRetriever
 
     chunks = CHUNKS[:8]
     docs = [
@@ -138,7 +138,7 @@ def test_llamaindex_nodes_keep_their_source(qrag: QRAGRetriever) -> None:
         TextNode,
     )
 
-    from rl.run.adapters.llamaindex import QRAGLlamaIndexRetriever
+    from rl.tool.adapters.llamaindex import QRAGLlamaIndexRetriever
 
     chunks = CHUNKS[:8]
     parent = RelatedNodeInfo(node_id="book")
@@ -184,7 +184,7 @@ def test_langchain_invoke_batch_async_and_a_chain(qrag: QRAGRetriever) -> None:
     need("langchain")
     from langchain_core.runnables import RunnableLambda
 
-    from rl.run.adapters.langchain import QRAGLangChainRetriever
+    from rl.tool.adapters.langchain import QRAGLangChainRetriever
 
     retriever = QRAGLangChainRetriever(qrag, TEXT, steps=2)
     want = {q: qrag.retrieve(q, TEXT, steps=2).picks for q in QUESTIONS[:4]}
@@ -205,7 +205,7 @@ def test_llamaindex_retrieve_query_bundle_and_async(qrag: QRAGRetriever) -> None
     need("llamaindex")
     from llama_index.core.schema import QueryBundle
 
-    from rl.run.adapters.llamaindex import QRAGLlamaIndexRetriever
+    from rl.tool.adapters.llamaindex import QRAGLlamaIndexRetriever
 
     retriever = QRAGLlamaIndexRetriever(qrag, TEXT, steps=2)
     want = [(p.chunk, p.q_value) for p in qrag.retrieve(QUESTIONS[1], TEXT, steps=2).picks]
@@ -274,7 +274,7 @@ def test_async_queries_leave_the_event_loop_free(
 
 def test_langchain_tool_for_agents(qrag: QRAGRetriever) -> None:
     need("langchain")
-    from rl.run.adapters.langchain import QRAGLangChainRetriever, retriever_tool
+    from rl.tool.adapters.langchain import QRAGLangChainRetriever, retriever_tool
 
     retriever = QRAGLangChainRetriever(qrag, TEXT, steps=2)
     question = QUESTIONS[1]
@@ -374,8 +374,8 @@ def test_bad_documents_are_one_clear_error(qrag: QRAGRetriever, framework: str) 
 @pytest.mark.parametrize(
     ("module", "blocked", "extra"),
     [
-        ("rl.run.adapters.langchain", "langchain_core.retrievers", "langchain"),
-        ("rl.run.adapters.llamaindex", "llama_index.core.retrievers", "llamaindex"),
+        ("rl.tool.adapters.langchain", "langchain_core.retrievers", "langchain"),
+        ("rl.tool.adapters.llamaindex", "llama_index.core.retrievers", "llamaindex"),
     ],
 )
 def test_a_missing_framework_names_its_extra(monkeypatch: pytest.MonkeyPatch, module: str, blocked: str, extra: str):

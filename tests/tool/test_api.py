@@ -1,4 +1,4 @@
-"""QRAGRetriever (rl/run/retriever.py) against eval_retriever's loop on the same real samples, its stop
+"""QRAGRetriever (rl/tool/retriever.py) against eval_retriever's loop on the same real samples, its stop
 rule, text splitting and bad inputs."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from envs.data.registry import build_dataset
 from envs.legacy import Legacy
 from rl.run.evaluate import run as eval_run
-from rl.run.retriever import QRAGRetriever, RetrieverError, split_text
+from rl.tool.retriever import QRAGRetriever, RetrieverError, split_text
 
 from .conftest import eval_cfg
 

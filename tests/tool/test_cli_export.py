@@ -12,7 +12,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from rl.model.embedder import Embedder
-from rl.run.retriever import QRAGRetriever, RetrieverError
+from rl.tool.retriever import QRAGRetriever, RetrieverError
 from tests.conftest import ROOT
 
 from .conftest import eval_cfg

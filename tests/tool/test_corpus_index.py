@@ -1,4 +1,4 @@
-"""The corpus index (rl/run/corpus_index.py) against QRAGRetriever over the same chunk list: exact
+"""The corpus index (rl/tool/corpus_index.py) against QRAGRetriever over the same chunk list: exact
 search gives the same picks and Q-values (greedy, Q-stop, beam), with and without positions; FAISS
 approximate searches are measured against it; a build interrupted after a shard resumes to the
 same bytes; a foreign run, a changed corpus and malformed lines are refused by name."""
@@ -14,11 +14,11 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from rl.run.corpus_files import CorpusError, iter_chunks
-from rl.run.corpus_index import CorpusIndex, default_settings, recall_of
-from rl.run.corpus_search import faiss_module
-from rl.run.retriever import QRAGRetriever, fill_run_from_index, split_text
-from rl.run.shard_store import IndexStoreError
+from rl.tool.corpus_files import CorpusError, iter_chunks
+from rl.tool.corpus_index import CorpusIndex, default_settings, recall_of
+from rl.tool.corpus_search import faiss_module
+from rl.tool.retriever import QRAGRetriever, fill_run_from_index, split_text
+from rl.tool.shard_store import IndexStoreError
 from tests.conftest import ROOT
 from tests.eval.conftest import TRAIN_OVERRIDES, write_run_config
 

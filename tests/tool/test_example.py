@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from rl.run.retriever import split_text
+from rl.tool.retriever import split_text
 from tests.conftest import ROOT, load_script
 
 

@@ -17,7 +17,7 @@ from rl.eval.beam import beam_episodes
 from rl.eval.greedy import greedy_episodes
 from rl.model.fast import encoding as encoding_module
 from rl.model.tokens import tokenize as tokens_module
-from rl.run.retriever import QRAGRetriever
+from rl.tool.retriever import QRAGRetriever
 from tests.conftest import chunk_embeddings
 
 from .conftest import eval_cfg

@@ -1,4 +1,4 @@
-"""The export's sentence-transformers folder (rl/run/export.py), loaded with the real library (the
+"""The export's sentence-transformers folder (rl/tool/export.py), loaded with the real library (the
 optional extra `st`, which scripts/install.sh installs): on a trained run, whose state and chunk
 encoders differ, ``encode_query`` / ``encode_document`` must give the retriever's own embeddings of
 a question alone (the first step's state) and of a chunk, prefixes, caps and pool_scale included."""
@@ -14,7 +14,7 @@ from sentence_transformers import SentenceTransformer
 
 from rl.model.tokens.splice import action_ids, state_ids
 from rl.model.tokens.tokenize import tokenize_sample
-from rl.run.retriever import QRAGRetriever
+from rl.tool.retriever import QRAGRetriever
 
 QUESTIONS = ["Where is Mary?", "Where was the football before the kitchen?"]
 CHUNKS = [

@@ -6,12 +6,12 @@
 
 Building embeds the chunks with the run's chunk encoder exactly as evaluation embeds a sample's
 chunks (the Q-network's own tokenisation and encoding path, ``QNetwork.tokenize`` +
-``EncodingPath.chunk_sets``), one shard at a time, into an index folder (rl/run/shard_store.py).
+``EncodingPath.chunk_sets``), one shard at a time, into an index folder (rl/tool/shard_store.py).
 Retrieval runs evaluation's episode on the whole corpus as one sample: the state
 ``[CLS] q [SEP] c_j1 [SEP] …`` is spliced by ``rl.model.tokens.splice.state_ids`` and embedded by the
 state encoder, each step takes the best available chunk by Q (greedy, first index among equals),
 the Q-value stop rule and the beam planner (``rl.eval.beam.beam_search``) are evaluation's, and
-only the search over the chunks differs (rl/run/corpus_search.py). With the exact search the picks
+only the search over the chunks differs (rl/tool/corpus_search.py). With the exact search the picks
 equal QRAGRetriever's on the same chunk list (tests/tool/test_corpus_index.py).
 """
 
@@ -33,10 +33,10 @@ from rl.eval.beam import beam_search
 from rl.model.qnetwork import QNetwork
 from rl.model.tokens.tokenize import SampleTokens, encode_texts
 from rl.run.config import PROJECT_ROOT
-from rl.run.corpus_files import TITLE_SEPS, Chunk, fingerprint, iter_chunks, resolve_files
-from rl.run.corpus_search import ExactSearch, FaissSearch, SearchSettings, open_search
-from rl.run.retriever import Pick, QRAGRetriever, Retrieval, RetrieverError
-from rl.run.shard_store import MANIFEST, IndexStoreError, ShardStore
+from rl.tool.corpus_files import TITLE_SEPS, Chunk, fingerprint, iter_chunks, resolve_files
+from rl.tool.corpus_search import ExactSearch, FaissSearch, SearchSettings, open_search
+from rl.tool.retriever import Pick, QRAGRetriever, Retrieval, RetrieverError
+from rl.tool.shard_store import MANIFEST, IndexStoreError, ShardStore
 
 
 @dataclass

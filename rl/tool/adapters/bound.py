@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rl.run.retriever import PLANNERS, Pick, QRAGRetriever, RetrieverError, split_text
+from rl.tool.retriever import PLANNERS, Pick, QRAGRetriever, RetrieverError, split_text
 
 # the metadata keys every returned document carries (the span keys only when a text was bound)
 PICK_KEYS = ("step", "q_value", "position", "char_start", "char_end")

@@ -12,7 +12,7 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from rl.run.adapters.bound import (
+from rl.tool.adapters.bound import (
     PICK_KEYS,
     BoundRetriever,
     Hit,
@@ -21,7 +21,7 @@ from rl.run.adapters.bound import (
     framework_keywords,
     load_retriever,
 )
-from rl.run.retriever import QRAGRetriever
+from rl.tool.retriever import QRAGRetriever
 
 try:
     from llama_index.core.retrievers import BaseRetriever

@@ -3,13 +3,14 @@
     retriever = QRAGRetriever.from_run("runs/<run>")
     result = retriever.retrieve("Where is Mary?", open("book.txt").read(), steps=3)
 
-The retriever does not re-implement anything the evaluation loop does: the run folder is read by
-the evaluation's merge rule and checkpoint loader (rl/run/evaluate.py), each (question, chunks) pair
-becomes one sample of a small in-memory dataset, and its episode is driven by the very greedy
-loop or beam planner of ``eval_retriever.py`` (rl/eval/greedy.py, rl/eval/beam.py). So the picks of
-the tool and of the evaluation on the same sample are the same by construction. The sample has
-no gold chunks (``sf_known`` false): the test feedback then pays nothing and never ends an
-episode, so only the step budget and the Q-value stop rule end it, as in evaluation.
+The retriever does not re-implement anything the evaluation loop does: the run folder is read by the
+evaluation's merge rule (rl/run/eval_config.py) and checkpoint loader (rl/run/load_run.py), each
+(question, chunks) pair becomes one sample of a small in-memory dataset, and its episode is driven
+by the very greedy loop or beam planner of ``eval_retriever.py`` (rl/eval/greedy.py,
+rl/eval/beam.py). So the picks of the tool and of the evaluation on the same sample are the same by
+construction. The sample has no gold chunks (``sf_known`` false): the test feedback then pays
+nothing and never ends an episode, so only the step budget and the Q-value stop rule end it, as in
+evaluation.
 
 Every name this module takes from the rest of ``rl`` is imported in the block below.
 """
@@ -35,17 +36,16 @@ from rl.eval.greedy import greedy_episodes
 from rl.model.precision import Precision
 from rl.run.build import eval_settings
 from rl.run.config import compose_config, without_hydra
-from rl.run.evaluate import EvalError, checkpoint_path, load_qnet, merge_eval_config
-from rl.run.shard_store import MANIFEST, IndexStoreError, ShardStore
-from rl.run.tool_inputs import tool_problems
+from rl.run.eval_config import EvalError, merge_eval_config
+from rl.run.load_run import checkpoint_path, load_qnet
 from rl.run.validate import ConfigError, check_eval, report_and_exit
+from rl.tool.errors import RetrieverError
+from rl.tool.export import export_encoders
+from rl.tool.shard_store import MANIFEST, IndexStoreError, ShardStore
+from rl.tool.tool_inputs import tool_problems
 
 SPLITS = ("sentences", "lines")
 PLANNERS = ("greedy", "beam")
-
-
-class RetrieverError(ValueError):
-    """Bad input to the tool (missing run folder, empty text, over-long question, ...): one line."""
 
 
 @dataclass
@@ -258,9 +258,7 @@ class QRAGRetriever:
     # -- export -------------------------------------------------------------------------------
     def export(self, folder: str | Path) -> dict[str, Any]:
         """Write the encoders as Hugging Face folders and, where sentence-transformers is installed,
-        as one sentence-transformers model over both: rl/run/export.py."""
-        from rl.run.export import export_encoders
-
+        as one sentence-transformers model over both: rl/tool/export.py."""
         return export_encoders(self.qnet, self.cfg, self.checkpoint, Path(folder))
 
     def describe(self) -> str:
@@ -303,7 +301,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     """The exceptions that are the user's to fix, reported as one ``error:`` line."""
     from envs.types import SampleError
     from rl.model.embedder import ModelLoadError
-    from rl.run.corpus_files import CorpusError
+    from rl.tool.corpus_files import CorpusError
     from runstore import StorageError
 
     return (

@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rl.run.adapters.bound import BoundRetriever, Hit, Options, bind_haystack, framework_keywords, load_retriever
-from rl.run.retriever import QRAGRetriever
+from rl.tool.adapters.bound import BoundRetriever, Hit, Options, bind_haystack, framework_keywords, load_retriever
+from rl.tool.retriever import QRAGRetriever
 
 try:
     from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun

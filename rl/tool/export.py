@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from rl.run.retriever import RetrieverError
+from rl.tool.errors import RetrieverError
 from runstore import (
     DiskFullError,
     FolderLock,
@@ -311,7 +311,7 @@ DESIGN §3); retrieved chunks enter the state {"in document order" if s["sort_by
 in them: the state that grows with every retrieved chunk (the question followed by the chunks
 retrieved so far, re-embedded by E_s after each step), the relative positions that re-code every
 chunk after each step, and the greedy or beam loop over steps live in the Q-RAG code
-(`rl/run/retriever.py`, `python retrieve.py run=...`). `encode_query` embeds the question alone,
+(`rl/tool/retriever.py`, `python retrieve.py run=...`). `encode_query` embeds the question alone,
 i.e. only the first step's state. A single-step similarity search with these encoders ignores
 positions, so it cannot tell the latest of two similar facts from an earlier one.
 """

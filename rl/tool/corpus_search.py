@@ -29,7 +29,7 @@ from envs.env import PositionSettings
 from envs.positions import relative_codes_host
 from rl.model.qfunc import q_all
 from rl.model.qnetwork import QNetwork
-from rl.run.shard_store import IndexStoreError, ShardStore
+from rl.tool.shard_store import IndexStoreError, ShardStore
 from runstore import StorageError, atomic_write
 
 SEARCHES = ("auto", "exact", "flat", "ivf", "hnsw")

@@ -11,6 +11,11 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from rl.tool.corpus_files import CorpusError, resolve_files
+from rl.tool.corpus_search import SEARCHES
+from rl.tool.errors import RetrieverError
+from rl.tool.export import export_lock, export_target
+
 ANSWER_KEYS = {"question", "picks", "n_chunks", "text_tokens"}  # a line retrieve.py's output= writes
 
 
@@ -78,9 +83,6 @@ def output_problems(cfg: DictConfig) -> list[str]:
 
 def export_problems(cfg: DictConfig) -> list[str]:
     """``export=`` must be a folder the export can create or replace, with no export to it running."""
-    from rl.run.export import export_lock, export_target
-    from rl.run.retriever import RetrieverError
-
     folder = Path(str(cfg.export)).expanduser()
     try:
         real = export_target(folder)
@@ -92,10 +94,7 @@ def export_problems(cfg: DictConfig) -> list[str]:
 
 
 def index_problems(cfg: DictConfig) -> list[str]:
-    """``index=`` / ``corpus=`` and the ``corpus_index`` numbers (rl/run/corpus_index.py)."""
-    from rl.run.corpus_files import CorpusError, resolve_files
-    from rl.run.corpus_search import SEARCHES
-
+    """``index=`` / ``corpus=`` and the ``corpus_index`` numbers (rl/tool/corpus_index.py)."""
     problems = []
     node = cfg.corpus_index
     for key in ("shard_size", "ivf_nprobe", "hnsw_m", "hnsw_ef_construction", "hnsw_ef_search", "candidates"):
