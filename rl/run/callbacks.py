@@ -11,7 +11,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 import runstore
-from rl.run.evaluate import EvalError, merge_eval_config
+from rl.run.eval_config import EvalError, merge_eval_config
 from rl.run.run_folder import run_folder_lock
 from rl.run.validate import ConfigError, check_eval, check_training, report_and_exit
 
