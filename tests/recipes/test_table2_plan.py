@@ -63,7 +63,8 @@ OOD = ["eval_env=musique", "envs.max_steps=4"]  # scripts/table2_evals.sh's MuSi
 
 def test_report_reads_the_names_the_evaluation_writes(tmp_path):
     """The MuSiQue files table2_evals.sh writes are named by eval_stem (_musique_T4 on a HotpotQA
-    run); the report reads them, and still reads the bare names of the committed round-5 records."""
+    run); the report reads them, and still reads the bare names of the committed round-5 records
+    (tests/eval/test_results_rebuild.py: the committed table2.md rebuilds byte for byte)."""
     from rl.run.eval_config import merge_eval_config
     from rl.run.eval_records import eval_stem
 
@@ -78,12 +79,3 @@ def test_report_reads_the_names_the_evaluation_writes(tmp_path):
     rows = {line.split(" | ")[0]: line.split(" | ") for line in report.build(tmp_path, 42).splitlines()}
     assert rows["| **Q-RAG** (real HotpotQA training questions)"][5] == "0.667 ± 0.000"
     assert rows["| Plan Q-RAG w/o FT (beam 4 × 3)"][5] == "0.333"
-
-
-def test_report_rebuilds_the_committed_table(monkeypatch):
-    """scripts/make_results.sh table2 reproduces the committed table byte for byte (round 5's records
-    carry the names from before the eval file suffixes)."""
-    monkeypatch.chdir(ROOT)  # the table names the runs folder as given
-    report = load_script("report_table2")
-    runs = RUNS.relative_to(ROOT)
-    assert report.build(runs, 42) == (RUNS.parent / "table2.md").read_text(encoding="utf-8")
