@@ -4,7 +4,7 @@
     python scripts/niah_testsets.py --jobs 64
     # only some lengths / tasks:
     python scripts/niah_testsets.py --lengths 4k,16k --tasks niah_multiquery
-    # record the sha256 of files the manifest lacks (the first generation of the 128K / 1M files):
+    # record the sha256 of files the manifest lacks (none today: every file of the grid is recorded):
     python scripts/niah_testsets.py --write-manifest
 
 Grid (docs/DATA_OTHER.md, "Table 1 test sets"): the eight subtasks × 4K / 16K / 32K / 128K / 1M
@@ -13,8 +13,9 @@ public-domain corpus. Files: ``<root>/<task>/test<len>.jsonl.gz`` (the NIAH load
 ``envs.data_path=<root>/<task> envs.test_split=test<len>``). The manifest
 (``<root>/MANIFEST.json``) holds per file its samples, seed, the one-file command that makes the
 same bytes (scripts/generate_niah.py) and the sha256 of the uncompressed content (what
-evaluation meta files call ``data_sha256``). A file is made in pieces of samples on separate
-processes: each sample has its own generator, so the pieces join to the file made at once.
+evaluation meta files call ``data_sha256``), which every run checks the files against. A file is
+made in pieces of samples on separate processes: each sample has its own generator, so the pieces
+join to the file made at once, whatever ``--jobs`` (tested).
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ SEED = 0
 LENGTHS = {"4k": 4096, "16k": 16384, "32k": 32768, "128k": 131072, "1m": 1048576}
 SAMPLES = {"4k": 100, "16k": 100, "32k": 100, "128k": 100, "1m": 30}
 PIECE_TOKENS = 400_000  # tokens of samples per process job: a 4K file is one job, a 1M file one per sample
+NOTE = (
+    "lengths are GPT-2 tokens (the shipped tokenizer), not Qwen3-4B's; the essay haystack is public-domain "
+    "books standing in for Paul Graham's essays, which may not be redistributed; sha256 = of the uncompressed "
+    "content; null = not generated yet; made_with null = recorded from an evaluation's .testset.json "
+    "(recorded_from), the versions that made it unknown"
+)
 UNREADABLE = (OSError, EOFError, zlib.error)  # a folder, a file that is not gzip, a truncated gzip
 
 
@@ -125,8 +132,8 @@ def manifest_entry(task: str, length: str, root: Path) -> dict[str, Any]:
 
 def verify(files: list[tuple[str, str]], root: Path, manifest: dict[str, Any]) -> tuple[list[str], list[str]]:
     """(mismatches, unrecorded): one line per file that is missing or differs from the manifest's
-    sha256, and one per file whose sha256 the manifest does not hold yet (the 128K and 1M files
-    are first made on the GPU machine; ``--write-manifest`` records them)."""
+    sha256, and one per file whose sha256 the manifest does not hold yet (``--write-manifest``
+    records it)."""
     want = {e["file"]: e for e in manifest["files"]}
     bad, unrecorded = [], []
     for task, length in files:
@@ -147,7 +154,8 @@ def verify(files: list[tuple[str, str]], root: Path, manifest: dict[str, Any]) -
 
 def write_manifest(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     """Every file of the grid, with the sha256 of those that exist; a file that differs from a
-    recorded sha256 is an error (a manifest is written once, then only checked)."""
+    recorded sha256 is an error (a manifest is written once, then only checked): a recorded entry
+    is kept as it stands, as are the entries of files outside the grid (the training mixture)."""
     from importlib.metadata import version
 
     # the packages whose random streams, token counts and key lists the bytes depend on (a mismatch
@@ -165,17 +173,16 @@ def write_manifest(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
             if was.get("sha256") is not None and entry["sha256"] not in (None, was["sha256"]):
                 raise TestsetError(f"{entry['file']} differs from the manifest's sha256 {was['sha256']}")
             if was.get("sha256") is not None:
-                entry["sha256"], entry["made_with"] = was["sha256"], was.get("made_with")
+                entry = was
             elif entry["sha256"] is not None:
                 entry["made_with"] = here
             entries.append(entry)
+    grid = {e["file"] for e in entries}
     return {
         "tokenizer": TOKENIZER,
         "corpus": CORPUS,
-        "note": "lengths are GPT-2 tokens (the shipped tokenizer), not Qwen3-4B's; the essay haystack is "
-        "public-domain books standing in for Paul Graham's essays, which may not be redistributed; "
-        "sha256 = of the uncompressed content; null = not generated yet",
-        "files": entries,
+        "note": NOTE,
+        "files": entries + [e for e in manifest["files"] if e["file"] not in grid],
     }
 
 

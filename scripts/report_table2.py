@@ -30,25 +30,39 @@ from prompts_and_metrics.metrics import fact_metrics  # noqa: E402
 
 DASH = "—"
 # method: (run folders (seeds), HotpotQA file, MuSiQue file, paper (HQA F1, EM, MSQ F1, EM) or None)
-GREEDY, BEAM = "eval_seed{seed}.jsonl", "eval_seed{seed}_beam4x3.jsonl"
+# A file is a tuple of names, the first present is read. The evaluation names a file by its settings
+# (rl/run/eval_records.py eval_stem): MuSiQue on a HotpotQA run at T = 4 is eval_seed42_musique_T4;
+# the round-5 records (docs/results/table2/runs) predate those suffixes and keep the bare names.
+GREEDY, BEAM = ("eval_seed{seed}.jsonl",), ("eval_seed{seed}_beam4x3.jsonl",)
+MSQ_GREEDY = ("ood_musique/eval_seed{seed}_musique_T4.jsonl", "ood_musique/eval_seed{seed}.jsonl")
+MSQ_BEAM = ("ood_musique/eval_seed{seed}_musique_T4_beam4x3.jsonl", "ood_musique/eval_seed{seed}_beam4x3.jsonl")
 ROWS = [
-    ("multi-step RAG w/o FT (untrained MiniLM)", ["h_noft"], GREEDY, "ood_musique/" + GREEDY, (0.73, 0.54, 0.51, 0.30)),
-    ("**Q-RAG** (real HotpotQA training questions)", ["h_qrag_s1", "h_qrag_s2"], GREEDY, "ood_musique/" + GREEDY,
+    ("multi-step RAG w/o FT (untrained MiniLM)", ["h_noft"], GREEDY, MSQ_GREEDY, (0.73, 0.54, 0.51, 0.30)),
+    ("**Q-RAG** (real HotpotQA training questions)", ["h_qrag_s1", "h_qrag_s2"], GREEDY, MSQ_GREEDY,
      (0.93, 0.89, 0.71, 0.55)),
-    ("Plan Q-RAG (beam 4 × 3)", ["h_qrag_s1", "h_qrag_s2"], BEAM, "ood_musique/" + BEAM, (0.95, 0.91, 0.69, 0.53)),
-    ("Q-RAG trained on the GENERATED stand-ins", ["h_gen"], "real_test/" + GREEDY, "ood_musique/" + GREEDY, None),
-    ("Plan Q-RAG w/o FT (beam 4 × 3)", ["h_noft"], BEAM, "ood_musique/" + BEAM, None),
+    ("Plan Q-RAG (beam 4 × 3)", ["h_qrag_s1", "h_qrag_s2"], BEAM, MSQ_BEAM, (0.95, 0.91, 0.69, 0.53)),
+    ("Q-RAG trained on the GENERATED stand-ins", ["h_gen"], ("real_test/" + GREEDY[0],), MSQ_GREEDY, None),
+    ("Plan Q-RAG w/o FT (beam 4 × 3)", ["h_noft"], BEAM, MSQ_BEAM, None),
 ]  # fmt: skip
 IN_DOMAIN = ("Q-RAG trained on MuSiQue (in domain; paper Table 7: 0.81 / 0.72, Plan 0.84 / 0.76)", ["m_qrag"])
 CURVE = [(100, "h_n100"), (250, "h_n250"), (None, "h_qrag_s1")]  # training questions before the 5 % validation carve
 
 
-def score(path: Path) -> dict[str, Any] | None:
+def find(run: Path, names: tuple[str, ...], seed: int) -> Path | None:
+    """The first of a file's names present in the run folder, plain or gzipped (as the committed
+    rounds hold the records); None if none is."""
+    for name in names:
+        path = run / name.format(seed=seed)
+        for p in (path, path.with_name(path.name + ".gz")):
+            if p.is_file():
+                return p
+    return None
+
+
+def score(path: Path | None) -> dict[str, Any] | None:
     """Fact EM / F1 (fixed budget) and oracle-stop F1 over the records with known gold; None if absent."""
-    if not path.is_file():  # the committed rounds hold the records gzipped
-        path = path.with_name(path.name + ".gz")
-        if not path.is_file():
-            return None
+    if path is None:
+        return None
     em, f1, of1 = [], [], []
     with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8") as f:
         for line in f:
@@ -78,8 +92,8 @@ def cell(scores: list[dict[str, Any]], key: str) -> str:
     return f"{statistics.fmean(vals):.3f} ± {statistics.stdev(vals):.3f}"
 
 
-def scores_of(runs_dir: Path, runs: list[str], rel: str, seed: int) -> list[dict[str, Any]]:
-    found = [score(runs_dir / r / rel.format(seed=seed)) for r in runs]
+def scores_of(runs_dir: Path, runs: list[str], names: tuple[str, ...], seed: int) -> list[dict[str, Any]]:
+    found = [score(find(runs_dir / r, names, seed)) for r in runs]
     return [s for s in found if s is not None]
 
 

@@ -6,7 +6,9 @@
 #
 # Per run, all test questions (num_samples=-1), seed 42, best checkpoint, fixed budget T:
 #   HotpotQA (T = 2): greedy -> <run>/eval_seed42.jsonl, Plan Q-RAG (eval.planner=beam) -> _beam4x3;
-#   MuSiQue out of domain (eval_env=musique, T = 4) -> <run>/ood_musique/ (greedy and beam).
+#   MuSiQue out of domain (eval_env=musique, T = 4) -> <run>/ood_musique/eval_seed42_musique_T4.jsonl
+#   and _musique_T4_beam4x3 (the evaluation names the dataset and T that are not the run's;
+#   docs/EVALUATION.md "Output files"; round 5's records predate that and keep the bare names).
 # h_gen was trained on the generated stand-ins: its test data is pointed back at the real questions
 # (paths.hotpotqa_dir), written under <run>/real_test/. h_n100 / h_n250 capped their training questions
 # with envs.length, which the evaluation resets (-1). m_qrag (MuSiQue in domain) is evaluated on MuSiQue.

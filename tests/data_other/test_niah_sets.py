@@ -3,11 +3,12 @@ loader reads it as any RULER file), files made in pieces (scripts/niah_testsets.
 committed 4K test files against their manifest."""
 
 import json
+import sys
 
 from envs.data.common import content_sha256
 from envs.data.niah import load_niah
 from envs.data.niah_generator import TASKS, generate, mix, read_corpus, whitespace_counter, write_jsonl
-from tests.conftest import load_script
+from tests.conftest import ROOT, load_script
 from tests.data_other.test_generators import BOOKS
 
 generate_niah = load_script("generate_niah")
@@ -50,6 +51,27 @@ def test_a_file_made_in_pieces_equals_the_file_made_at_once():
     assert pieces[0] + pieces[1] == whole
 
 
+def test_the_bytes_do_not_depend_on_jobs(tmp_path, monkeypatch):
+    """Issue 44 item 2: niah_testsets.py --jobs N writes the same bytes for every N, the bytes of
+    the file made at once, so the manifest's sha256 hold whatever machine makes the files. A tiny
+    length cut into pieces of one sample, an essay and a needle haystack, on 1 and 3 processes (GPT-2
+    counting; the workers are forked, so they see the patches)."""
+    monkeypatch.setitem(sys.modules, "niah_testsets", testsets)  # the pool's workers find _piece by name
+    monkeypatch.setitem(testsets.LENGTHS, "tiny", 512)
+    monkeypatch.setitem(testsets.SAMPLES, "tiny", 3)
+    monkeypatch.setattr(testsets, "PIECE_TOKENS", 512)
+    monkeypatch.setattr(testsets, "_corpus", lambda: BOOKS)  # the shipped books take a second a piece
+    files = [("niah_single_2", "tiny"), ("niah_multikey_2", "tiny")]
+    whole = tmp_path / "whole.jsonl.gz"  # loads the tokenizer once, before the workers fork
+    write_jsonl(generate("niah_single_2", 3, 512, 0, "testtiny", testsets._counter(), BOOKS), whole)
+    made = {}
+    for jobs in (1, 3):
+        testsets.make(files, tmp_path / str(jobs), jobs)
+        made[jobs] = [(tmp_path / str(jobs) / t / f"test{n}.jsonl.gz").read_bytes() for t, n in files]
+    assert made[1] == made[3]
+    assert made[3][0] == whole.read_bytes()
+
+
 def test_the_committed_4k_test_files_match_their_manifest(tmp_path):
     manifest = json.loads((testsets.ROOT / "MANIFEST.json").read_text())
     files = [(t, "4k") for t in TASKS]
@@ -64,3 +86,21 @@ def test_the_committed_4k_test_files_match_their_manifest(tmp_path):
     assert testsets.manifest_entry(task, "4k", testsets.ROOT)["command"].startswith(
         f"python scripts/generate_niah.py --task {task} "
     )
+
+
+def test_the_manifest_records_every_file_as_the_rounds_evaluated_it(tmp_path):
+    """Issue 44 item 2: a sha256 for every file of the grid (the 128K and 1M files are made on the
+    GPU machine, never committed) and for the training mixture; each equals the sha256 that every
+    committed evaluation recorded of its test file (.testset.json), and the committed files match."""
+    manifest = json.loads((testsets.ROOT / "MANIFEST.json").read_text())
+    sha = {e["file"]: e["sha256"] for e in manifest["files"]}
+    grid = {f"{t}/test{n}.jsonl.gz" for n in testsets.LENGTHS for t in TASKS}
+    assert grid | {"mix8_4k/train.jsonl.gz", "mix8_4k/test4k.jsonl.gz"} == set(sha) and None not in sha.values()
+    records = sorted(ROOT.glob("docs/results/*/runs/*/niah/*/*.testset.json"))
+    assert {json.loads(p.read_text())["file"] for p in records} == grid  # round 5 evaluated the whole grid
+    for p in records:
+        assert sha[json.loads(p.read_text())["file"]] == json.loads(p.read_text())["sha256"], p
+    for name in ("train", "test4k"):
+        assert content_sha256(testsets.ROOT / "mix8_4k" / f"{name}.jsonl.gz") == sha[f"mix8_4k/{name}.jsonl.gz"]
+    # --write-manifest keeps what is recorded: entries as they stand, the mixture beside the grid
+    assert testsets.write_manifest(tmp_path, manifest) == manifest

@@ -55,3 +55,27 @@ def test_report_recomputes_cells(tmp_path):
     assert q[5:9] == ["0.667", "1.000", "1.000", "1"]  # EM: every gold found, extras allowed
     assert rows["| Plan Q-RAG (beam 4 × 3)"][1] == "—"
     assert "+0.625, met" in text
+
+
+RUNS = ROOT / "docs" / "results" / "table2" / "runs"
+OOD = ["eval_env=musique", "envs.max_steps=4"]  # scripts/table2_evals.sh's MuSiQue evaluation
+
+
+def test_report_reads_the_names_the_evaluation_writes(tmp_path):
+    """The MuSiQue files table2_evals.sh writes are named by eval_stem (_musique_T4 on a HotpotQA
+    run); the report reads them, and still reads the bare names of the committed round-5 records
+    (tests/eval/test_results_rebuild.py: the committed table2.md rebuilds byte for byte)."""
+    from rl.run.eval_config import merge_eval_config
+    from rl.run.eval_records import eval_stem
+
+    assert 'both "$run" ' + " ".join(OOD) in (ROOT / "scripts" / "table2_evals.sh").read_text()
+    base = [f"pretrained_path={RUNS / 'h_qrag_s1'}", "progress_bar=false", "device=cpu", *OOD]
+    greedy, beam = (eval_stem(merge_eval_config(compose_cfg(base + p, "testing"))) for p in ([], ["eval.planner=beam"]))
+    report = load_script("report_table2")
+    _write(tmp_path / "h_qrag_s1" / "ood_musique" / f"{greedy}.jsonl", [([0, 1], [0, 1, 5, 6])])  # F1 2/3
+    _write(tmp_path / "h_qrag_s1" / "ood_musique" / "eval_seed42.jsonl", [([0, 1], [5, 6, 7, 8])])  # shadowed
+    _write(tmp_path / "h_qrag_s2" / "ood_musique" / "eval_seed42.jsonl", [([0, 1], [0, 1, 5, 6])])  # round 5's name
+    _write(tmp_path / "h_noft" / "ood_musique" / f"{beam}.jsonl", [([0, 1], [0, 5, 6, 7])])  # F1 1/3
+    rows = {line.split(" | ")[0]: line.split(" | ") for line in report.build(tmp_path, 42).splitlines()}
+    assert rows["| **Q-RAG** (real HotpotQA training questions)"][5] == "0.667 ± 0.000"
+    assert rows["| Plan Q-RAG w/o FT (beam 4 × 3)"][5] == "0.333"
