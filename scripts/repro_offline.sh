@@ -10,7 +10,7 @@
 #            on generated data), each ending at its planned steps or after TIME_LIMIT seconds. Round 4
 #            ran them 8-10 per card on 2 H200s with TIME_LIMIT=1020 (qa3 reached 1 600 of its 2 000
 #            steps); with fewer cards raise TIME_LIMIT in proportion (the runs' logs show the steps).
-#            ROUND=docs/results/round2 reruns round 2's plan (its sweep of qa3 knobs).
+#            ROUND=experiments/round2 reruns round 2's plan (its sweep of qa3 knobs).
 # 2. eval:   the chains of $ROUND/plan_eval.txt (scripts/launch_evals.sh): qa1-qa5 from
 #            1K to 1M (10M for qa1-qa3), Table 3 at 1K, 32K and 1M. Rounds 2-3 sized haystacks in
 #            sentences (their plans say `#@length_unit sentences`); a plan without that line is read

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from tests.conftest import ROOT, compose_cfg, read_plan
 
-PLAN = ROOT / "docs" / "results" / "round2" / "plan_train.txt"
+PLAN = ROOT / "experiments" / "round2" / "plan_train.txt"
 
 
 def resolved(overrides: list[str]) -> dict:
