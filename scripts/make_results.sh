@@ -1,42 +1,57 @@
 #!/usr/bin/env bash
-# Regenerate every table and plot of the result rounds from their committed raw files:
-#   scripts/make_results.sh              # every docs/results/<round>/ that holds runs/
+# Regenerate every table and plot of the result rounds from their committed raw records:
+#   scripts/make_results.sh              # every experiments/<round>/ whose MANIFEST.json names a report
 #   scripts/make_results.sh round4       # only the rounds named
-# For each round: python scripts/report_round.py docs/results/<round>/runs --out docs/results/<round>
-# (curves, lengths, table3, generated .md/.png; the printed summary goes to <round>/summary.txt);
-# docs/results/niah (Table 1): scripts/niah_report.py; docs/results/table2: scripts/report_table2.py.
-# Raw files come from a GPU round's run folders via scripts/pack_round.py. Rounds without runs/
-# (rounds 2-3, whose raw files were never committed) are listed and left as they are.
-# Env: PYTHON (default: .venv/bin/python if present, else python; scripts/python.sh), RESULTS (the folder of the rounds: docs/results).
+# A round keeps its raw records in one archive, experiments/<round>/runs.tgz (made by
+# scripts/pack_round.py <runs> experiments/<round>/runs.tgz), its sha256 in the round's MANIFEST.json
+# beside the command that makes the round's tables ("report": {runs} is the unpacked archive, {round}
+# the round's folder). The archive is checked against its sha256, unpacked into a temporary folder,
+# and the report writes into experiments/<round>/; its printed summary goes to <round>/summary.txt.
+# Rounds without a report in their manifest (rounds 2-3, whose raw files were never committed; round 7,
+# whose README names its seed_report.py command) are left as they are.
+# Env: PYTHON (default: .venv/bin/python if present, else python; scripts/python.sh),
+# EXPERIMENTS (the folder of the rounds: experiments).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/python.sh"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$HERE"
-RESULTS="${RESULTS:-docs/results}"
+EXPERIMENTS="${EXPERIMENTS:-experiments}"
+# prints the archive's sha256, then the report's arguments, one a line ({runs}, {round} filled in)
+read_manifest() {
+  "$PYTHON" - "$@" <<'EOF'
+import json, sys
+manifest, runs, round_dir = sys.argv[1:]
+m = json.load(open(manifest))
+print(m["archives"]["runs.tgz"]["sha256"])
+print("\n".join(a.replace("{runs}", runs).replace("{round}", round_dir) for a in m["report"]))
+EOF
+}
+has_report() { [ -f "$1/MANIFEST.json" ] && grep -q '"report"' "$1/MANIFEST.json"; }
 if [ $# -gt 0 ]; then
   rounds=("$@")
 else
   rounds=()
-  for d in "$RESULTS"/*/; do rounds+=("$(basename "$d")"); done
+  for d in "$EXPERIMENTS"/*/; do has_report "$d" && rounds+=("$(basename "$d")"); done
 fi
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
 made=0
 for r in "${rounds[@]}"; do
-  dir="$RESULTS/$r"
+  dir="$EXPERIMENTS/$r"
   [ -d "$dir" ] || { echo "error: no round folder $dir" >&2; exit 2; }
-  if [ ! -d "$dir/runs" ]; then
-    [ $# -gt 0 ] && { echo "error: $dir has no runs/ (raw files not committed)" >&2; exit 2; }
-    continue
-  fi
+  has_report "$dir" || { echo "error: $dir/MANIFEST.json names no report (raw records not committed)" >&2; exit 2; }
   echo "== $dir"
-  case "$r" in  # Table 1 (NIAH) and Table 2 (HotpotQA / MuSiQue) have reports of their own
-    niah) report=(scripts/niah_report.py "$dir/runs" --seeds n_s1,n_s2,n_s3 --untrained n_noft --out "$dir") ;;
-    table2) report=(scripts/report_table2.py "$dir/runs" --out "$dir/table2.md") ;;
-    *) report=(scripts/report_round.py "$dir/runs" --out "$dir") ;;
-  esac
+  runs="$TMP/$r"
+  mapfile -t lines < <(read_manifest "$dir/MANIFEST.json" "$runs" "$dir")
+  [ "${#lines[@]}" -gt 1 ] || { echo "error: $dir/MANIFEST.json: no archives.runs.tgz.sha256 or report" >&2; exit 2; }
+  got="$(sha256sum "$dir/runs.tgz" | cut -d' ' -f1)"
+  [ "$got" = "${lines[0]}" ] || { echo "error: $dir/runs.tgz has sha256 $got, its MANIFEST.json says ${lines[0]}" >&2; exit 1; }
+  mkdir -p "$runs" && tar xzf "$dir/runs.tgz" -C "$runs"
   # the summary replaces the committed one only once the report has succeeded
-  "$PYTHON" "${report[@]}" > "$dir/.summary.txt.tmp" \
+  "$PYTHON" "${lines[@]:1}" > "$dir/.summary.txt.tmp" \
     || { rm -f "$dir/.summary.txt.tmp"; echo "error: the report of $dir failed; $dir/summary.txt left as it was" >&2; exit 1; }
   mv "$dir/.summary.txt.tmp" "$dir/summary.txt"
+  rm -rf "$runs"
   made=$((made + 1))
 done
 echo "made the reports of $made round(s)"

@@ -1,6 +1,7 @@
-"""Copy a GPU round's raw result files into the repository (docs/results/<round>/runs/).
+"""Pack a GPU round's raw result files into the repository: one archive per round.
 
-    python scripts/pack_round.py <runs dir> docs/results/round4/runs
+    python scripts/pack_round.py <runs dir> experiments/round9/runs.tgz   # the archive, its sha256 in MANIFEST.json
+    python scripts/pack_round.py <runs dir> <folder>                      # the run folders, unarchived
 
 For every run folder (one holding config.yaml or metrics.jsonl) copies exactly what the tables are
 made from: ``config.yaml`` and ``config_resolved.yaml`` (the run's settings as written and as
@@ -15,18 +16,24 @@ file and line. A packed file that a .gitignore pattern would keep out of git is 
 files are there to be committed). Absolute paths of the machine that made the runs are rewritten
 in the settings and summaries: the repository root given by ``--root`` (default: this checkout's)
 becomes relative to it, and ``--rewrite OLD=NEW`` maps any other prefix (``/scratch/runs=runs``); an
-absolute path left after that stops the packing before anything is written. Then ``scripts/make_results.sh`` (or scripts/report_round.py) makes the tables.
+absolute path left after that stops the packing before anything is written. A ``.tgz`` destination
+holds the packed run folders as one deterministic archive (names sorted, time 0, owner 0, gzip without
+name or time: the same files give the same bytes), and the round's MANIFEST.json beside it records its
+sha256 and size under ``archives``. Then ``scripts/make_results.sh`` (or scripts/report_round.py) makes
+the tables.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import io
 import json
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -145,6 +152,40 @@ def pack(runs: Path, dest: Path, rules: Sequence[tuple[str, str]] = ()) -> dict[
     }
 
 
+def archive(folder: Path, dest: Path) -> dict[str, Any]:
+    """``folder``'s contents as the deterministic archive ``dest``; its entry of the round's manifest."""
+    tar = ["tar", "--sort=name", "--mtime=@0", "--owner=0", "--group=0", "--numeric-owner", "--mode=u=rwX,go=rX"]
+    names = sorted(p.name for p in folder.iterdir())
+    data = subprocess.run([*tar, "-C", str(folder), "-cf", "-", "--", *names], capture_output=True, check=True).stdout
+    data = subprocess.run(["gzip", "-n", "-9"], input=data, capture_output=True, check=True).stdout
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(data)
+    return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+
+
+# the command scripts/make_results.sh runs on a round ({runs}: its archive unpacked), unless its manifest names another
+REPORT = ["scripts/report_round.py", "{runs}", "--out", "{round}"]
+
+
+def record_archive(dest: Path, entry: dict[str, Any]) -> Path:
+    """Write ``entry`` as ``archives[<dest's name>]`` of the MANIFEST.json beside ``dest``, keeping
+    the rest of the manifest (a new one gets the default report)."""
+    manifest = dest.parent / "MANIFEST.json"
+    data = json.loads(manifest.read_text()) if manifest.is_file() else {}
+    data.setdefault("archives", {}).setdefault(dest.name, {}).update(entry)
+    data.setdefault("report", REPORT)
+    manifest.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    return manifest
+
+
+def pack_archive(runs: Path, dest: Path, rules: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+    """pack() into a temporary folder, then archive() it as ``dest`` and record it in the manifest."""
+    with tempfile.TemporaryDirectory() as tmp:
+        res = pack(runs, Path(tmp), rules)
+        entry = archive(Path(tmp), dest)
+    return {**res, "bytes": entry["bytes"], "written": [dest, record_archive(dest, entry)], "sha256": entry["sha256"]}
+
+
 def ignored_by_git(paths: list[Path]) -> list[str]:
     """Those of ``paths`` that git would not commit because a .gitignore pattern matches them (empty
     outside a git work tree or without git)."""
@@ -165,7 +206,7 @@ def ignored_by_git(paths: list[Path]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", type=Path, help="the round's run folders (e.g. an unpacked tarball)")
-    ap.add_argument("dest", type=Path, help="where the run folders go, e.g. docs/results/round4/runs")
+    ap.add_argument("dest", type=Path, help="the round's archive (experiments/round9/runs.tgz) or a folder")
     ap.add_argument("--root", default=str(REPO), help="the runs' repository root: its paths become relative")
     ap.add_argument("--rewrite", action="append", default=[], metavar="OLD=NEW", help="a path prefix to replace")
     args = ap.parse_args(argv)
@@ -173,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if len(rules) != len(args.rewrite) + 1 or any(not old.startswith("/") for old, _ in rules):
         ap.error("--rewrite takes OLD=NEW with an absolute OLD, --root an absolute path")
     try:
-        res = pack(args.runs, args.dest, rules)
+        res = (pack_archive if args.dest.name.endswith(".tgz") else pack)(args.runs, args.dest, rules)
     except PackError as e:
         raise SystemExit(f"error: {e}") from None
     for run, n in res["evals"].items():

@@ -248,7 +248,9 @@ def part2(old_rev: str) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rounds-dir", type=Path, default=REPO / "docs/results/round4/runs")
+    ap.add_argument(
+        "--rounds-dir", type=Path, required=True, help="round 4's run folders: experiments/round4/runs.tgz unpacked"
+    )
     ap.add_argument("--runs", nargs="+", default=["g_qa3", "t_qrag_s1", "t_qrag_s2", "t_qrag_s3"])
     ap.add_argument("--lengths", nargs="+", type=int, default=[1000, 32000])
     ap.add_argument("--old-rev", default="a2c69e9", help="a commit holding the generated qa3 file before round 5")

@@ -1,7 +1,7 @@
 """Tables and plots of a GPU round (docs/RESULTS.md) from its run folders.
 
-    python scripts/report_round.py docs/results/round4/runs --out docs/results/round4
-    scripts/make_results.sh            # every round under docs/results/ with committed raw files
+    python scripts/report_round.py <run folders> --out experiments/round9
+    scripts/make_results.sh            # every round of experiments/: its runs.tgz unpacked, then this
 
 Reads each run's ``config_resolved.yaml`` / ``config.yaml``, ``metrics.jsonl`` (in-training validation curve) and its
 evaluation records ``eval_seed<seed>_nt<N>.jsonl`` (BabiLong's official token budget, N GPT-2

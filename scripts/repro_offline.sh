@@ -5,7 +5,7 @@
 #   scripts/repro_offline.sh                        # all visible GPUs
 #   GPUS="0" TIME_LIMIT=2040 scripts/repro_offline.sh   # one card, 2x the wall time per run
 #
-# 1. train:  the 18 runs of docs/results/round4/plan_train.txt side by side (scripts/launch_plan.sh):
+# 1. train:  the 18 runs of experiments/round4/plan_train.txt side by side (scripts/launch_plan.sh):
 #            the qa1-qa5 retrievers, Q-RAG's 3 qa3 seeds, the Table 3 ablations and g_qa3 (qa3 trained
 #            on generated data), each ending at its planned steps or after TIME_LIMIT seconds. Round 4
 #            ran them 8-10 per card on 2 H200s with TIME_LIMIT=1020 (qa3 reached 1 600 of its 2 000
@@ -21,7 +21,7 @@
 # get TIME_LIMIT more seconds), evaluation files resume by sample id.
 # Env (defaults): OUT (runs/repro_offline), GPUS (every GPU nvidia-smi lists, else "0" on CPU),
 # TIME_LIMIT (1020), THREADS (2), PYTHON (default: .venv/bin/python if present, else python; scripts/python.sh), ROUND (the folder holding plan_train.txt and
-# plan_eval.txt: docs/results/round4), QA3 (the run reported as the qa3 retriever of the length table:
+# plan_eval.txt: experiments/round4), QA3 (the run reported as the qa3 retriever of the length table:
 # default t_qrag_s1 when the round has it, else s_D as in round 2), TRAIN_EXTRA / EVAL_EXTRA (extra overrides,
 # e.g. TRAIN_EXTRA="algo.model.name=/models/minilm" when the PyPI package is not installed).
 set -euo pipefail
@@ -31,7 +31,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$HERE"
 export PYTHON TIME_LIMIT="${TIME_LIMIT:-1020}" THREADS="${THREADS:-2}"
 OUT="${OUT:-runs/repro_offline}"
-ROUND="${ROUND:-docs/results/round4}"
+ROUND="${ROUND:-experiments/round4}"
 if [ -z "${GPUS:-}" ]; then
   GPUS="$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | tr '\n' ' ' || true)"
   GPUS="${GPUS:-0}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import tarfile
 from pathlib import Path
 from types import ModuleType
 
@@ -13,11 +14,13 @@ from omegaconf import open_dict
 from rl.run.config import rename_overrides  # (importing it registers ${qrag_root:})
 
 ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENTS = ROOT / "experiments"
 
 
-def load_script(name: str) -> ModuleType:
-    """Import ``scripts/<name>.py`` (scripts are not a package) so its functions can be tested."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+def load_script(name: str, where: str = "scripts") -> ModuleType:
+    """Import ``<where>/<name>.py`` (``scripts/``, or a round's own script under ``experiments/<round>/``;
+    neither is a package) so its functions can be tested."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / where / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
     return mod
@@ -84,6 +87,18 @@ def read_plan(path: Path) -> tuple[list[str], dict[str, list[str]]]:
             name, _gpu, *ov = line.split()
             runs[name] = rename_overrides(ov)  # as train_q_rag.py reads them (old key names)
     return common, runs
+
+
+@pytest.fixture(scope="session")
+def committed_runs(tmp_path_factory) -> dict[str, Path]:
+    """{round: folder} of every round's committed raw records (``experiments/<round>/runs.tgz``),
+    unpacked once per session."""
+    out = {}
+    for tgz in sorted(EXPERIMENTS.glob("*/runs.tgz")):
+        out[tgz.parent.name] = tmp_path_factory.mktemp(tgz.parent.name)
+        with tarfile.open(tgz) as tar:
+            tar.extractall(out[tgz.parent.name], filter="data")
+    return out
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import sys
 from envs.data.common import content_sha256
 from envs.data.niah import load_niah
 from envs.data.niah_generator import TASKS, generate, mix, read_corpus, whitespace_counter, write_jsonl
-from tests.conftest import ROOT, load_script
+from tests.conftest import load_script
 from tests.data_other.test_generators import BOOKS
 
 generate_niah = load_script("generate_niah")
@@ -88,7 +88,7 @@ def test_the_committed_4k_test_files_match_their_manifest(tmp_path):
     )
 
 
-def test_the_manifest_records_every_file_as_the_rounds_evaluated_it(tmp_path):
+def test_the_manifest_records_every_file_as_the_rounds_evaluated_it(tmp_path, committed_runs):
     """Issue 44 item 2: a sha256 for every file of the grid (the 128K and 1M files are made on the
     GPU machine, never committed) and for the training mixture; each equals the sha256 that every
     committed evaluation recorded of its test file (.testset.json), and the committed files match."""
@@ -96,7 +96,7 @@ def test_the_manifest_records_every_file_as_the_rounds_evaluated_it(tmp_path):
     sha = {e["file"]: e["sha256"] for e in manifest["files"]}
     grid = {f"{t}/test{n}.jsonl.gz" for n in testsets.LENGTHS for t in TASKS}
     assert grid | {"mix8_4k/train.jsonl.gz", "mix8_4k/test4k.jsonl.gz"} == set(sha) and None not in sha.values()
-    records = sorted(ROOT.glob("docs/results/*/runs/*/niah/*/*.testset.json"))
+    records = sorted(p for runs in committed_runs.values() for p in runs.glob("*/niah/*/*.testset.json"))
     assert {json.loads(p.read_text())["file"] for p in records} == grid  # round 5 evaluated the whole grid
     for p in records:
         assert sha[json.loads(p.read_text())["file"]] == json.loads(p.read_text())["sha256"], p

@@ -239,9 +239,11 @@ def test_pack_round_then_make_results(tmp_path: Path):
     time, a half-written last record dropped); scripts/make_results.sh makes the tables from them,
     and they equal the tables made from the unpacked run folders."""
     import gzip
+    import hashlib
     import os
     import subprocess
     import sys
+    import tarfile
 
     raw = tmp_path / "raw"
     _run(raw / "t_qrag_s1", [0.2, 0.6], {"eval_seed42_nt1000.jsonl": FULL}, {"eval_seed42_nt1000.summary.json": {}})
@@ -256,26 +258,30 @@ def test_pack_round_then_make_results(tmp_path: Path):
     (raw / "logs" / "eval.log").write_text("log")
 
     pack = load_script("pack_round")
-    results = tmp_path / "results"
-    dest = results / "round9" / "runs"
+    results = tmp_path / "experiments"
+    dest = results / "round9" / "runs.tgz"
     res = pack.main([str(raw), str(dest)])
     assert res["runs"] == 1 and len(res["dropped"]) == 1
-    assert sorted(p.name for p in (dest / "t_qrag_s1").iterdir()) == [
-        "config.yaml",
-        "eval_seed42_nt1000.jsonl.gz",
-        "eval_seed42_nt1000.jsonl.meta.json",
-        "eval_seed42_nt1000.summary.json",
-        "metrics.jsonl",
-        "summary.json",
-    ]
-    packed = dest / "t_qrag_s1" / "eval_seed42_nt1000.jsonl.gz"
-    first = packed.read_bytes()
-    assert gzip.decompress(first).decode() == "".join(json.dumps(r) + "\n" for r in FULL)
+    with tarfile.open(dest) as tar:
+        assert tar.getnames() == [
+            "t_qrag_s1",
+            "t_qrag_s1/config.yaml",
+            "t_qrag_s1/eval_seed42_nt1000.jsonl.gz",
+            "t_qrag_s1/eval_seed42_nt1000.jsonl.meta.json",
+            "t_qrag_s1/eval_seed42_nt1000.summary.json",
+            "t_qrag_s1/metrics.jsonl",
+            "t_qrag_s1/summary.json",
+        ]
+        records = tar.extractfile("t_qrag_s1/eval_seed42_nt1000.jsonl.gz").read()  # type: ignore[union-attr]
+    assert gzip.decompress(records).decode() == "".join(json.dumps(r) + "\n" for r in FULL)
+    first = dest.read_bytes()
+    manifest = json.loads((results / "round9" / "MANIFEST.json").read_text())
+    assert manifest["archives"]["runs.tgz"] == {"sha256": hashlib.sha256(first).hexdigest(), "bytes": len(first)}
     pack.main([str(raw), str(dest)])
-    assert packed.read_bytes() == first  # deterministic: re-packing leaves git nothing to commit
+    assert dest.read_bytes() == first  # deterministic: re-packing leaves git nothing to commit
 
     (results / "round8").mkdir()  # a round without raw files is left alone
-    env = dict(os.environ, PYTHON=sys.executable, RESULTS=str(results))
+    env = dict(os.environ, PYTHON=sys.executable, EXPERIMENTS=str(results))
     out = subprocess.run(
         ["bash", str(ROOT / "scripts" / "make_results.sh")], env=env, capture_output=True, text=True, timeout=300
     )

@@ -182,7 +182,7 @@ def test_round4_plan_lines_compose_and_pass_the_checks():
     and each ablation differs from Q-RAG's qa3 line only in its ablated key."""
     from rl.run.validate import check_training
 
-    plan = ROOT / "docs" / "results" / "round4" / "plan_train.txt"
+    plan = ROOT / "experiments" / "round4" / "plan_train.txt"
     common, runs = read_plan(plan)
     assert len(runs) == 18
     cfgs = {}
@@ -222,7 +222,7 @@ def test_round5_generator_plan_lines_compose_and_differ_from_qrag_only_in_their_
     from rl.run.validate import check_training
 
     common, runs = read_plan(ROOT / "docs/results/round5/plan_train_generator.txt")
-    qrag_common, qrag = read_plan(ROOT / "docs/results/round4/plan_train.txt")
+    qrag_common, qrag = read_plan(ROOT / "experiments/round4/plan_train.txt")
     assert common == qrag_common and set(runs) == {"g_qa3_s1", "g_qa3_s2", "g_qa3_s3"}
     real = ROOT / "data/babilong/babi/en-10k/qa3_three-supporting-facts_train.txt"
     generated = ROOT / "data/babilong/babi-generated/en-10k/qa3_three-supporting-facts_train.txt"

@@ -63,18 +63,20 @@ def test_scripts_run_the_repositorys_venv_when_it_is_not_activated(tmp_path):
 
 
 def test_a_failed_report_leaves_the_committed_summary_as_it_was(tmp_path):
-    results = tmp_path / "results"
-    (results / "round4" / "runs").mkdir(parents=True)
+    results = tmp_path / "experiments"
+    shutil.copytree(ROOT / "experiments" / "round4", results / "round4")
     summary = results / "round4" / "summary.txt"
     summary.write_text("the committed summary\n")
     env = _env_without_python(tmp_path)
-    env["RESULTS"] = str(results)
+    env["EXPERIMENTS"] = str(results)
     done = subprocess.run(
         ["bash", str(ROOT / "scripts" / "make_results.sh"), "round4"], env=env, capture_output=True, text=True
     )
     assert done.returncode != 0
     assert summary.read_text() == "the committed summary\n"
-    assert sorted(p.name for p in (results / "round4").iterdir()) == ["runs", "summary.txt"]
+    assert sorted(p.name for p in (results / "round4").iterdir()) == sorted(
+        p.name for p in (ROOT / "experiments" / "round4").iterdir()
+    )
 
 
 def _demo_run(repo: Path, name: str, overrides: str, mtime: int) -> Path:

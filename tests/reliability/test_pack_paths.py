@@ -39,11 +39,16 @@ def test_an_absolute_path_left_is_refused_before_anything_is_written(tmp_path):
     assert not (tmp_path / "dest").exists()
 
 
-def test_committed_result_files_hold_no_absolute_path():
+def test_committed_result_files_hold_no_absolute_path(committed_runs):
+    """The rounds' text files and the files inside their raw archives (experiments/<round>/runs.tgz)."""
     pack = load_script("pack_round")
     found = {}
-    for f in (ROOT / "docs" / "results").rglob("*"):
-        if f.is_file() and (f.suffix in (".yaml", ".json") or f.name in ("metrics.jsonl", "curves.md", "summary.txt")):
-            for path in pack.absolute_paths(f.read_text(encoding="utf-8")):
-                found.setdefault(str(f.relative_to(ROOT)), path)
+    trees = {"experiments": ROOT / "experiments"} | {f"{r}/runs.tgz": d for r, d in committed_runs.items()}
+    for name, tree in trees.items():
+        for f in tree.rglob("*"):
+            if f.is_file() and (
+                f.suffix in (".yaml", ".json") or f.name in ("metrics.jsonl", "curves.md", "summary.txt")
+            ):
+                for path in pack.absolute_paths(f.read_text(encoding="utf-8")):
+                    found.setdefault(f"{name}: {f.relative_to(tree)}", path)
     assert not found, list(found.items())[:5]

@@ -266,11 +266,13 @@ def test_a_training_file_outside_the_roots_counts_only_when_evaluation_tests_on_
         merge_eval_config(eval_cfg(tmp_path / "run", "envs.test_split=train"))
 
 
-def test_every_committed_run_folder_still_evaluates():
-    """The committed rounds' run folders record ``${paths.root_dir}/data/...``: all under the data roots."""
+def test_every_committed_run_folder_still_evaluates(committed_runs):
+    """The committed rounds' run folders (in the open and in their archives) record
+    ``${paths.root_dir}/data/...``: all under the data roots."""
     from rl.run.config import PROJECT_ROOT
 
-    configs = sorted((PROJECT_ROOT / "docs" / "results").glob("**/config.yaml"))
+    trees = [PROJECT_ROOT / "experiments", *committed_runs.values()]
+    configs = sorted(c for tree in trees for c in tree.glob("**/config.yaml"))
     assert len(configs) >= 40
     for config in configs:
         merge_eval_config(eval_cfg(config.parent))
