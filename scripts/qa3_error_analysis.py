@@ -1,6 +1,6 @@
 """What a qa3 retriever misses on the real test, and the qa3 statistics of real and generated stories.
 
-    PYTHONPATH=. python scripts/qa3_error_analysis.py   # the tables of docs/results/round5/generator_analysis.md
+    PYTHONPATH=. python scripts/qa3_error_analysis.py   # the tables of experiments/round5/generator_analysis.md
 
 Part 1 reads the committed evaluation records of round 4 (``--rounds-dir``, runs ``--runs``, files
 ``eval_seed42_nt{1000,32000}.jsonl.gz``), rebuilds each sample's haystack on CPU (the real qa3 test

@@ -1,4 +1,4 @@
-"""Does the SFT baseline learn? (DESIGN §4.5; docs/results/round5/sft_probe.md cites its output.)
+"""Does the SFT baseline learn? (DESIGN §4.5; experiments/round5/sft_probe.md cites its output.)
 
 Trains ``learner=sft`` for a few optimiser steps (CPU is enough) and reports at step 0 and every
 ``--every`` steps, one JSON line each:

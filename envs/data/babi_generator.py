@@ -60,7 +60,7 @@ ACTIONS = {
 # qa3 files the chance of a drop grows with the number of objects held (and of a pick-up with the
 # objects lying where someone is), which a fixed move : event weight does not give: with it, all
 # three objects were held at once half as often as in the real files (fitted on the real files:
-# docs/results/round5/generator_analysis.md).
+# experiments/round5/generator_analysis.md).
 KIND_WEIGHTS = {"qa3": {"move": 1.0, "get": 0.7, "drop": 0.62}}
 TRIES = 8
 THERE_GET = {"qa2": 1.0, "qa3": 0.2, "qa5": 1.0}

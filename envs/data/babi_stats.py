@@ -258,7 +258,7 @@ def _qa3(stories: list[Story], v: dict) -> None:
     v["gold event is a drop"] = _share(event_drop)
     v["move pair is the spell's last"] = _share(last_pair)
     v["asked room occurs twice in the spell"] = _share(ambiguous)
-    # the decoy that wins in the error analysis (docs/results/round5/generator_analysis.md): a drop
+    # the decoy that wins in the error analysis (experiments/round5/generator_analysis.md): a drop
     # of the asked object 1-2 statements before the gold pick-up
     v["gold pick-up at most 2 after a drop of its object"] = _share(get_after_drop)
     _carrying(stories, v)

@@ -205,7 +205,7 @@ def test_round5_sft_plan_lines_compose_and_train_the_fixed_loss():
     not round 4's legacy rules, at Q-RAG's 2 000 steps."""
     from rl.run.validate import check_training
 
-    plan = ROOT / "docs" / "results" / "round5" / "plan_train_sft.txt"
+    plan = ROOT / "experiments" / "round5" / "plan_train_sft.txt"
     common, runs = read_plan(plan)
     assert sorted(runs) == ["t_sft_s1", "t_sft_s2", "t_sft_s3"]
     for ov in runs.values():
@@ -216,12 +216,12 @@ def test_round5_sft_plan_lines_compose_and_train_the_fixed_loss():
 
 
 def test_round5_generator_plan_lines_compose_and_differ_from_qrag_only_in_their_data():
-    """docs/results/round5/plan_train_generator.txt: g_qa3_s* train on the shipped generated qa3
+    """experiments/round5/plan_train_generator.txt: g_qa3_s* train on the shipped generated qa3
     file, g_mix_qa3_s1 on the real and the generated file as one set; nothing else differs from
     Q-RAG's qa3 line of the same seed."""
     from rl.run.validate import check_training
 
-    common, runs = read_plan(ROOT / "docs/results/round5/plan_train_generator.txt")
+    common, runs = read_plan(ROOT / "experiments/round5/plan_train_generator.txt")
     qrag_common, qrag = read_plan(ROOT / "experiments/round4/plan_train.txt")
     assert common == qrag_common and set(runs) == {"g_qa3_s1", "g_qa3_s2", "g_qa3_s3"}
     real = ROOT / "data/babilong/babi/en-10k/qa3_three-supporting-facts_train.txt"
