@@ -1,9 +1,10 @@
 """Table 1 (RULER NIAH) from the evaluation records of scripts/niah_eval_grid.py.
 
-    python scripts/niah_report.py docs/results/niah/runs --seeds n_s1,n_s2,n_s3 --untrained n_noft \
-        --out docs/results/niah
-    # copy a GPU round's run folders without checkpoints, records gzipped (what the repository commits):
-    python scripts/niah_report.py runs/niah --collect docs/results/niah/runs
+    python scripts/niah_report.py <experiments/niah/runs.tgz unpacked> --seeds n_s1,n_s2,n_s3 --untrained n_noft \
+        --out experiments/niah                       # or: scripts/make_results.sh niah
+    # a GPU round's run folders without checkpoints, records gzipped, as the round's archive (what the
+    # repository commits; its sha256 in MANIFEST.json beside it; a folder instead of a .tgz: unarchived):
+    python scripts/niah_report.py runs/niah --collect experiments/niah/runs.tgz
 
 Per sample, from the greedy fixed-budget record (``pred_idx``, ``pred_texts``, ``q_values``,
 ``sf_idx``, ``answer``):
@@ -35,6 +36,7 @@ import json
 import shutil
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,7 @@ from prompts_and_metrics.metrics import fact_metrics, string_match_all  # noqa: 
 
 sys.path.insert(0, str(REPO / "scripts"))
 import niah_testsets as testsets  # noqa: E402
+import pack_round  # noqa: E402
 
 COLUMNS = {
     "niah_single_1": "S1",
@@ -230,9 +233,19 @@ def plot(cells: dict[tuple, dict[str, Any]], seeds: list[str], untrained: list[s
     fig.savefig(path, dpi=120)
 
 
+# scripts/make_results.sh's command for a round of this report (its manifest's "report")
+REPORT = ["scripts/niah_report.py", "{runs}", "--seeds", "n_s1,n_s2,n_s3", "--untrained", "n_noft", "--out", "{round}"]
+
+
 def collect(src: Path, dest: Path) -> None:
     """Run folders without checkpoints: configs, metrics.jsonl, summaries, meta and testset
-    sidecars as they are, record files gzipped (reproducibly: mtime 0)."""
+    sidecars as they are, record files gzipped (reproducibly: mtime 0); a ``.tgz`` ``dest``: as one
+    archive, recorded in the MANIFEST.json beside it (scripts/pack_round.py's)."""
+    if dest.name.endswith(".tgz"):
+        with tempfile.TemporaryDirectory() as tmp:
+            collect(src, Path(tmp))
+            pack_round.record_archive(dest, pack_round.archive(Path(tmp), dest), REPORT)
+        return
     keep = ("config.yaml", "config_resolved.yaml", "metrics.jsonl", "summary.json")
     for run in sorted(p for p in src.iterdir() if (p / "config.yaml").is_file()):
         for name in keep:
@@ -258,7 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--untrained", default="n_noft", help="the steps_count=0 run(s)")
     ap.add_argument("--theta", type=float, default=0.5, help="Q-value stopping threshold")
     ap.add_argument("--out", type=Path, help="folder for table1.md / .csv / .png")
-    ap.add_argument("--collect", type=Path, help="copy runs_dir's run files here (no checkpoints) and stop")
+    ap.add_argument(
+        "--collect",
+        type=Path,
+        help="copy runs_dir's run files here (a folder or a .tgz archive; no checkpoints) and stop",
+    )
     args = ap.parse_args(argv)
     if args.collect:
         collect(args.runs_dir, args.collect)

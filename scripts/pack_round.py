@@ -167,13 +167,13 @@ def archive(folder: Path, dest: Path) -> dict[str, Any]:
 REPORT = ["scripts/report_round.py", "{runs}", "--out", "{round}"]
 
 
-def record_archive(dest: Path, entry: dict[str, Any]) -> Path:
+def record_archive(dest: Path, entry: dict[str, Any], report: list[str] = REPORT) -> Path:
     """Write ``entry`` as ``archives[<dest's name>]`` of the MANIFEST.json beside ``dest``, keeping
-    the rest of the manifest (a new one gets the default report)."""
+    the rest of the manifest (a new one gets ``report``)."""
     manifest = dest.parent / "MANIFEST.json"
     data = json.loads(manifest.read_text()) if manifest.is_file() else {}
     data.setdefault("archives", {}).setdefault(dest.name, {}).update(entry)
-    data.setdefault("report", REPORT)
+    data.setdefault("report", report)
     manifest.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     return manifest
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Round 5 on one lent 4-GPU machine: Table 1 (NIAH, docs/results/niah/), Table 3 + the generator
+# Round 5 on one lent 4-GPU machine: Table 1 (NIAH, experiments/niah/), Table 3 + the generator
 # (experiments/round5/) and Table 2 (docs/results/table2/) side by side, in calls of at most 10 minutes:
 #   bash experiments/round5/device.sh setup              # call 1: code, wheels and MiniLM's first half out
 #                                                         #   of the tree; NIAH test sets on the CPUs
@@ -72,7 +72,7 @@ case "$1" in
     for plan in "$ROUND"/plan_train_*.txt; do
       bash scripts/launch_plan.sh "$plan" runs/round5 algo.model.name=.device/minilm logger.progress_bar=false
     done
-    bash scripts/launch_plan.sh docs/results/niah/plan_train.txt runs/niah algo.model.name=.device/minilm logger.progress_bar=false
+    bash scripts/launch_plan.sh experiments/niah/plan_train.txt runs/niah algo.model.name=.device/minilm logger.progress_bar=false
     bash scripts/launch_plan.sh docs/results/table2/plan_train.txt runs/table2 algo.model.name=.device/minilm logger.progress_bar=false
     sleep 100
     bash scripts/launch_evals.sh "$ROUND/early_eval.txt" runs/round5   # the untrained encoder (t_noft)

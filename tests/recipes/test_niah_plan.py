@@ -1,4 +1,4 @@
-"""Table 1's GPU plan (docs/results/niah/plan_train.txt): every line composes into the recipe the
+"""Table 1's GPU plan (experiments/niah/plan_train.txt): every line composes into the recipe the
 plan states, on the committed training mixture."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 from envs.data.niah import load_niah
 from tests.conftest import ROOT, compose_cfg, read_plan
 
-PLAN = ROOT / "docs" / "results" / "niah" / "plan_train.txt"
+PLAN = ROOT / "experiments" / "niah" / "plan_train.txt"
 
 
 def test_each_plan_line_composes_into_the_stated_recipe():
