@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Round 5 on one lent 4-GPU machine: Table 1 (NIAH, experiments/niah/), Table 3 + the generator
-# (experiments/round5/) and Table 2 (docs/results/table2/) side by side, in calls of at most 10 minutes:
+# (experiments/round5/) and Table 2 (experiments/table2/) side by side, in calls of at most 10 minutes:
 #   bash experiments/round5/device.sh setup              # call 1: code, wheels and MiniLM's first half out
 #                                                         #   of the tree; NIAH test sets on the CPUs
 #   bash experiments/round5/device.sh start <seconds>    # call 2: MiniLM's second half, every training
@@ -44,7 +44,7 @@ watch() {  # watch <seconds>: progress every 120 s until the time is up or nothi
 
 t2eval() {  # t2eval <gpu> <runs...>: Table 2's evaluations of these runs, in the background
   local gpu="$1"; shift
-  CUDA_VISIBLE_DEVICES="$gpu" ONLY="$*" setsid nohup bash scripts/table2_evals.sh runs/table2 \
+  CUDA_VISIBLE_DEVICES="$gpu" ONLY="$*" setsid nohup bash experiments/table2/table2_evals.sh runs/table2 \
     > "runs/table2/logs/eval_${1}.log" 2>&1 < /dev/null &
   echo $! >> runs/table2/pids
 }
@@ -73,7 +73,7 @@ case "$1" in
       bash scripts/launch_plan.sh "$plan" runs/round5 algo.model.name=.device/minilm logger.progress_bar=false
     done
     bash scripts/launch_plan.sh experiments/niah/plan_train.txt runs/niah algo.model.name=.device/minilm logger.progress_bar=false
-    bash scripts/launch_plan.sh docs/results/table2/plan_train.txt runs/table2 algo.model.name=.device/minilm logger.progress_bar=false
+    bash scripts/launch_plan.sh experiments/table2/plan_train.txt runs/table2 algo.model.name=.device/minilm logger.progress_bar=false
     sleep 100
     bash scripts/launch_evals.sh "$ROUND/early_eval.txt" runs/round5   # the untrained encoder (t_noft)
     t2eval 3 h_noft

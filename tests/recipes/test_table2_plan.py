@@ -1,5 +1,5 @@
-"""Table 2 on real HotpotQA / MuSiQue (docs/results/table2): every plan line composes to the run it
-says, and scripts/report_table2.py recomputes the cells from evaluation records."""
+"""Table 2 on real HotpotQA / MuSiQue (experiments/table2): every plan line composes to the run it
+says, and experiments/table2/report_table2.py recomputes the cells from evaluation records."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from tests.conftest import ROOT, compose_cfg, load_script, read_plan
 
-PLAN = ROOT / "docs" / "results" / "table2" / "plan_train.txt"
+PLAN = ROOT / "experiments" / "table2" / "plan_train.txt"
 
 
 EXPECTED = {  # run: (T, data folder, steps, envs.length)
@@ -40,7 +40,7 @@ def _write(path: Path, pairs: list[tuple[list[int], list[int]]]) -> None:
 
 
 def test_report_recomputes_cells(tmp_path):
-    report = load_script("report_table2")
+    report = load_script("report_table2", "experiments/table2")
     _write(tmp_path / "h_noft" / "eval_seed42.jsonl", [([0, 1], [0, 2]), ([3, 4], [5, 6])])  # F1 0.5 / 0
     _write(tmp_path / "h_qrag_s1" / "eval_seed42.jsonl", [([0, 1], [1, 0]), ([3, 4], [3, 4])])
     _write(tmp_path / "h_qrag_s2" / "eval_seed42.jsonl", [([0, 1], [1, 0]), ([3, 4], [3, 9])])
@@ -57,21 +57,20 @@ def test_report_recomputes_cells(tmp_path):
     assert "+0.625, met" in text
 
 
-RUNS = ROOT / "docs" / "results" / "table2" / "runs"
-OOD = ["eval_env=musique", "envs.max_steps=4"]  # scripts/table2_evals.sh's MuSiQue evaluation
+OOD = ["eval_env=musique", "envs.max_steps=4"]  # experiments/table2/table2_evals.sh's MuSiQue evaluation
 
 
-def test_report_reads_the_names_the_evaluation_writes(tmp_path):
+def test_report_reads_the_names_the_evaluation_writes(tmp_path, committed_runs):
     """The MuSiQue files table2_evals.sh writes are named by eval_stem (_musique_T4 on a HotpotQA
     run); the report reads them, and still reads the bare names of the committed round-5 records
     (tests/eval/test_results_rebuild.py: the committed table2.md rebuilds byte for byte)."""
     from rl.run.eval_config import merge_eval_config
     from rl.run.eval_records import eval_stem
 
-    assert 'both "$run" ' + " ".join(OOD) in (ROOT / "scripts" / "table2_evals.sh").read_text()
-    base = [f"pretrained_path={RUNS / 'h_qrag_s1'}", "progress_bar=false", "device=cpu", *OOD]
+    assert 'both "$run" ' + " ".join(OOD) in (ROOT / "experiments" / "table2" / "table2_evals.sh").read_text()
+    base = [f"pretrained_path={committed_runs['table2'] / 'h_qrag_s1'}", "progress_bar=false", "device=cpu", *OOD]
     greedy, beam = (eval_stem(merge_eval_config(compose_cfg(base + p, "testing"))) for p in ([], ["eval.planner=beam"]))
-    report = load_script("report_table2")
+    report = load_script("report_table2", "experiments/table2")
     _write(tmp_path / "h_qrag_s1" / "ood_musique" / f"{greedy}.jsonl", [([0, 1], [0, 1, 5, 6])])  # F1 2/3
     _write(tmp_path / "h_qrag_s1" / "ood_musique" / "eval_seed42.jsonl", [([0, 1], [5, 6, 7, 8])])  # shadowed
     _write(tmp_path / "h_qrag_s2" / "ood_musique" / "eval_seed42.jsonl", [([0, 1], [0, 1, 5, 6])])  # round 5's name

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The evaluations behind Table 2's retrieval columns on the real HotpotQA / MuSiQue test questions
-# (docs/results/table2/plan_train.txt trains the runs; scripts/report_table2.py reads what this writes).
+# (experiments/table2/plan_train.txt trains the runs; experiments/table2/report_table2.py reads what this writes).
 #
-#   scripts/table2_evals.sh <runs dir> [extra eval_retriever.py overrides...]
+#   experiments/table2/table2_evals.sh <runs dir> [extra eval_retriever.py overrides...]
 #
 # Per run, all test questions (num_samples=-1), seed 42, best checkpoint, fixed budget T:
 #   HotpotQA (T = 2): greedy -> <run>/eval_seed42.jsonl, Plan Q-RAG (eval.planner=beam) -> _beam4x3;
@@ -21,8 +21,8 @@ if [ $# -lt 1 ]; then
   exit 2
 fi
 RUNS="$1"; shift
-. "$(dirname "${BASH_SOURCE[0]}")/python.sh"
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+. "$HERE/scripts/python.sh"
 ev() {  # ev <run> <overrides...>
   local run="$1"; shift
   [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $run "* ]] && return 0

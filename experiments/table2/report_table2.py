@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """Table 2's retrieval columns (Fact F1 / EM) on the real HotpotQA / MuSiQue test questions, beside
-the paper's rows (docs/DESIGN.md §10.4), from the run folders of docs/results/table2/plan_train.txt
-evaluated by scripts/table2_evals.sh.
+the paper's rows (docs/DESIGN.md §10.4), from the run folders of experiments/table2/plan_train.txt
+evaluated by experiments/table2/table2_evals.sh.
 
-    python scripts/report_table2.py runs/table2 [--out docs/results/table2/table2.md] [--seed 42]
+    python experiments/table2/report_table2.py runs/table2 [--out experiments/table2/table2.md] [--seed 42]
+    scripts/make_results.sh table2      # the same from the committed records, experiments/table2/runs.tgz
 
 Every cell is recomputed from the evaluation records (``pred_idx`` against ``sf_idx``): the fixed
 budget T (what the paper's Table 2 states) and, for MuSiQue (T = 4, 2-4 gold paragraphs), also with
@@ -23,7 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO), str(REPO / "scripts")]
 from report_round import oracle_prefix  # noqa: E402
 
 from prompts_and_metrics.metrics import fact_metrics  # noqa: E402
@@ -32,7 +34,7 @@ DASH = "—"
 # method: (run folders (seeds), HotpotQA file, MuSiQue file, paper (HQA F1, EM, MSQ F1, EM) or None)
 # A file is a tuple of names, the first present is read. The evaluation names a file by its settings
 # (rl/run/eval_records.py eval_stem): MuSiQue on a HotpotQA run at T = 4 is eval_seed42_musique_T4;
-# the round-5 records (docs/results/table2/runs) predate those suffixes and keep the bare names.
+# the round-5 records (experiments/table2/runs.tgz) predate those suffixes and keep the bare names.
 GREEDY, BEAM = ("eval_seed{seed}.jsonl",), ("eval_seed{seed}_beam4x3.jsonl",)
 MSQ_GREEDY = ("ood_musique/eval_seed{seed}_musique_T4.jsonl", "ood_musique/eval_seed{seed}.jsonl")
 MSQ_BEAM = ("ood_musique/eval_seed{seed}_musique_T4_beam4x3.jsonl", "ood_musique/eval_seed{seed}_beam4x3.jsonl")
@@ -116,9 +118,9 @@ def build(runs_dir: Path, seed: int) -> str:
     out = [
         "# Table 2 (retrieval columns) on real HotpotQA / MuSiQue questions",
         "",
-        f"Made by `python scripts/report_table2.py {runs_dir}` from the run folders of",
-        "docs/results/table2/plan_train.txt, evaluated by scripts/table2_evals.sh (seed "
-        f"{seed}, best checkpoint, every test question).",
+        "Made by experiments/table2/report_table2.py from the run folders of experiments/table2/plan_train.txt",
+        "(committed in experiments/table2/runs.tgz: `scripts/make_results.sh table2` rebuilds this file),",
+        f"evaluated by experiments/table2/table2_evals.sh (seed {seed}, best checkpoint, every test question).",
         "",
         "HotpotQA: the 300 real test questions (T = 2). MuSiQue: the 200 real test questions, out of domain",
         "(the HotpotQA-trained retriever, T = 4). Fact F1 / EM at the fixed budget T, as Table 2 (EM: every",
