@@ -107,8 +107,8 @@ def test_eval_file_names_of_the_other_datasets(config_run: Path) -> None:
     assert meta["niah"]["data_path"].endswith("niah_multivalue") and meta["hf"]["task"] == "qa1_single-supporting-fact"
 
 
-# A run folder written before the token mode and before the dead keys went (docs/results: a real run of then).
-OLD_RUN = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200_minilm" / "qa1" / "config.yaml"
+# A run folder written before the token mode and before the dead keys went (experiments/h200_minilm: a real run of then).
+OLD_RUN = Path(__file__).resolve().parents[2] / "experiments" / "h200_minilm" / "qa1" / "config.yaml"
 
 
 def test_old_run_folder_is_upgraded_once(tmp_path: Path) -> None:
