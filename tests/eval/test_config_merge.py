@@ -108,7 +108,8 @@ def test_eval_file_names_of_the_other_datasets(config_run: Path) -> None:
 
 
 # A run folder written before the token mode and before the dead keys went (experiments/h200_minilm: a real run of then).
-OLD_RUN = Path(__file__).resolve().parents[2] / "experiments" / "h200_minilm" / "qa1" / "config.yaml"
+REPO = Path(__file__).resolve().parents[2]
+OLD_RUN = REPO / "experiments" / "h200_minilm" / "qa1" / "config.yaml"
 
 
 def test_old_run_folder_is_upgraded_once(tmp_path: Path) -> None:
@@ -147,7 +148,7 @@ def test_eval_meta_names_the_data_it_read(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.yaml").write_text(OLD_RUN.read_text())
-    data = OLD_RUN.parents[4] / "data/babilong"
+    data = REPO / "data/babilong"
     manifest = json.loads((data / "babi/MANIFEST.json").read_text())
     want = {e["file"]: e["sha256"] for e in manifest["files"]}
     name = "qa1_single-supporting-fact_test.txt"
