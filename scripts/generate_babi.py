@@ -4,7 +4,7 @@
 
 That command (the default --out) writes the shipped data/babilong/babi-generated/en-10k byte for
 byte. The generator follows rules measured on the real files (docs/DATA_BABILONG.md; compare with
-scripts/babi_fidelity.py). Files are named like the real en-10k ones ({task}_{split}.txt); with
+experiments/babi_fidelity/babi_fidelity.py). Files are named like the real en-10k ones ({task}_{split}.txt); with
 --gzip they are written as {task}_{split}.txt.gz (deterministic bytes), which the loader reads.
 Every file is re-checked by an independent simulation (envs.data.babi_generator.check_babi_lines)
 before it is written.

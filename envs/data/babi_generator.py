@@ -1,7 +1,7 @@
 """Deterministic generator for bAbI tasks qa1-qa5 in the bAbI v1.2 file format, and a checker.
 
 The output is *generated* data that follows rules measured on the real bAbI v1.2 en-10k files
-(docs/DATA_BABILONG.md; scripts/babi_fidelity.py puts both side by side). It is not the real
+(docs/DATA_BABILONG.md; experiments/babi_fidelity/babi_fidelity.py puts both side by side). It is not the real
 bAbI data and not BabiLong.
 
 Shared by the world tasks (qa1, qa2, qa3, qa5), as measured on the real files:

@@ -5,7 +5,7 @@
 file: story shape, statement mix, "there" suffixes, question forms, answers, repeats, the kinds
 and order of the supporting facts and how far each lies before its question. ``STATS`` says which
 of them the fidelity report shows for each task and how far a generated value may stray from the
-real one (scripts/babi_fidelity.py, tests/data_babilong/test_babi_fidelity.py).
+real one (experiments/babi_fidelity/babi_fidelity.py, tests/data_babilong/test_babi_fidelity.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The generator stays within its stated tolerances of the real bAbI v1.2 files.
 
 Statistics and tolerances: envs/data/babi_stats.py (STATS); the full-size table is
-docs/results/babi_fidelity.md (scripts/babi_fidelity.py). The real files are the shipped ones
+experiments/babi_fidelity/babi_fidelity.md (experiments/babi_fidelity/babi_fidelity.py). The real files are the shipped ones
 under data/babilong/babi/en-10k.
 """
 

@@ -1,6 +1,6 @@
 """Put generated bAbI qa1-qa5 files side by side with the real ones: one table of statistics per task.
 
-    python scripts/babi_fidelity.py --out docs/results/babi_fidelity.md
+    python experiments/babi_fidelity/babi_fidelity.py --out experiments/babi_fidelity/babi_fidelity.md
 
 For every task it reads the real training file (``--real``, default the shipped real files
 data/babilong/babi/en-10k) and the generated training file (``--generated``, default
@@ -20,7 +20,7 @@ from pathlib import Path
 from envs.data.babi_generator import GEN_TASKS, generate_task
 from envs.data.babi_stats import STATS, compare, read_lines, story_stats
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _file(root: Path, task: str, split: str) -> Path:
@@ -38,7 +38,7 @@ def _fmt(x: float) -> str:
 def report(real_root: Path, gen_root: Path | None, seed: int | None, tasks: list[str]) -> tuple[str, bool]:
     out = ["# Generated bAbI qa1-qa5 against the real bAbI v1.2 en-10k files", ""]
     out += [
-        "Written by `python scripts/babi_fidelity.py` (statistics: `envs/data/babi_stats.py`).",
+        "Written by `python experiments/babi_fidelity/babi_fidelity.py` (statistics: `envs/data/babi_stats.py`).",
         "*Real* is the real training file, *generated* the generated training file, *real test* the",
         "real test file (how far two real files of one task differ). Tolerances are absolute, or",
         "relative where a percentage is shown; count tables (question forms, answers, gold-fact kinds)",
