@@ -3,7 +3,7 @@
     python scripts/bench_table.py peer <peer_out_dir> --card NAME --torch VERSION >> call.jsonl
     python scripts/bench_table.py table call.jsonl [--baseline reference]
 
-``peer`` turns the files of the reference harness (docs/bench/peer_harness: ``peer_train.json``,
+``peer`` turns the files of the reference harness (experiments/bench/peer_harness: ``peer_train.json``,
 ``peer_eval_<N>.json``) into JSON lines shaped like scripts/bench.py's, marked ``"tree": "reference"``,
 so that one file holds every tree of a call. ``table`` prints a Markdown table: one row per workload,
 one column per tree (seconds per iteration or episode, peak GiB), and each tree's speed-up over the
@@ -66,7 +66,7 @@ def peer_lines(folder: Path, card: str, torch_version: str) -> list[dict]:
             }
         )
     if not out:
-        sys.exit(f"{folder}: no peer_train.json or peer_eval_*.json (run docs/bench/side_by_side.sh ref first)")
+        sys.exit(f"{folder}: no peer_train.json or peer_eval_*.json (run experiments/bench/side_by_side.sh ref first)")
     return out
 
 
@@ -154,7 +154,7 @@ def throughput(lines: list[dict]) -> str | None:
 
 
 def floors(lines: list[dict]) -> str | None:
-    """scripts/encoder_floor.py's lines (``"workload": "floor"``) as one row per measured part; None
+    """experiments/bench/encoder_floor.py's lines (``"workload": "floor"``) as one row per measured part; None
     when the call has none. The acting lines are seconds per rollout of their ``steps``, the others per 1 M tokens."""
     rows = [x for x in lines if x.get("workload") == "floor"]
     if not rows:

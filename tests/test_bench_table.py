@@ -135,12 +135,12 @@ def test_throughput_rows_and_sync_counts():
     assert bt.throughput(lines[:1]) is None
 
 
-# what side_by_side.sh's floor mode adds to each line of scripts/encoder_floor.py
+# what side_by_side.sh's floor mode adds to each line of experiments/bench/encoder_floor.py
 FLOOR_LINE = {"workload": "floor", "tree": "new", "card": "H200"}
 
 
 def test_floor_rows():
-    """scripts/encoder_floor.py's lines (tagged workload "floor") become one row per part, with the
+    """experiments/bench/encoder_floor.py's lines (tagged workload "floor") become one row per part, with the
     matmul rate, the elementwise share of the layer tail and the acting path."""
     lines = [
         {**FLOOR_LINE, "part": "gemm", "tokens": 131000, "s": 0.0393, "s_per_1m_tokens": 0.3, "tflops": 566.4},

@@ -1,4 +1,4 @@
-"""scripts/encoder_floor.py runs end to end (on the CPU: only that it runs; its figures are GPU figures)."""
+"""experiments/bench/encoder_floor.py runs end to end (on the CPU: only that it runs; its figures are GPU figures)."""
 
 import json
 import subprocess
@@ -15,7 +15,7 @@ def test_every_part_is_measured_and_consistent():
     out = subprocess.run(
         [
             sys.executable,
-            "scripts/encoder_floor.py",
+            "experiments/bench/encoder_floor.py",
             "--device",
             "cpu",
             "--tokens",
@@ -46,5 +46,5 @@ def test_every_part_is_measured_and_consistent():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without a GPU")
 def test_refuses_cuda_without_a_gpu():
-    r = subprocess.run([sys.executable, "scripts/encoder_floor.py"], cwd=ROOT, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "experiments/bench/encoder_floor.py"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 2 and "needs a CUDA GPU" in r.stdout

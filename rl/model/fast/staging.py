@@ -27,7 +27,7 @@ CAP_BYTES = 256 << 20  # pinned host memory one pool may hold (a W4 haystack sta
 MIN_BUFFER = 1 << 12
 # Copies up to this size go from pageable memory: 10-30 µs each and never waited for a busy GPU on an
 # H200, where a pinned copy costs 25-90 µs of host time; from 128 KB on, pageable copies waited for the
-# GPU's queue (scripts/bench_copies.py, docs/BENCH.md "Round 6").
+# GPU's queue (experiments/bench/bench_copies.py, docs/BENCH.md "Round 6").
 PAGEABLE_MAX = 1 << 12
 
 

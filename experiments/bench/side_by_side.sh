@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Speed round 3 (docs/BENCH.md) on one lent GPU, in calls of at most 10 minutes on the same warm machine:
-#   bash docs/bench/side_by_side.sh setup     # wheels, code copies, data, models; the packed-encoder self-check
-#   bash docs/bench/side_by_side.sh ref       # the reference (authors' code, unchanged) and this tree on the
+#   bash experiments/bench/side_by_side.sh setup     # wheels, code copies, data, models; the packed-encoder self-check
+#   bash experiments/bench/side_by_side.sh ref       # the reference (authors' code, unchanged) and this tree on the
 #                                             #   same card, data and random BERT-base: W1, W2, W3, whole program
 #                                             #   (PEER_STEPS=40 training steps each; REF_PART=train|eval: two calls)
-#   bash docs/bench/side_by_side.sh oldnew    # OLD_TREE and this tree on the repository's data: W1-W4, W6
-#   bash docs/bench/side_by_side.sh train     # qa3 runs sharing the card (old, new, new under CUDA MPS; RUNS,
+#   bash experiments/bench/side_by_side.sh oldnew    # OLD_TREE and this tree on the repository's data: W1-W4, W6
+#   bash experiments/bench/side_by_side.sh train     # qa3 runs sharing the card (old, new, new under CUDA MPS; RUNS,
 #                                             #   MPS_RUNS), one qa3 step of each tree alone, a kernel profile
-#   bash docs/bench/side_by_side.sh corpus    # the 1M-passage corpus-index demonstration
-#   bash docs/bench/side_by_side.sh floor     # this tree's GPU tests (-m cuda), then scripts/encoder_floor.py:
+#   bash experiments/bench/side_by_side.sh corpus    # the 1M-passage corpus-index demonstration
+#   bash experiments/bench/side_by_side.sh floor     # this tree's GPU tests (-m cuda), then experiments/bench/encoder_floor.py:
 #                                             #   what the card allows for W1's acting and W3/W4's encoder
-#   bash docs/bench/side_by_side.sh parity    # the qa3 recipe's learning curve, OLD_TREE and this tree, 2 seeds
+#   bash experiments/bench/side_by_side.sh parity    # the qa3 recipe's learning curve, OLD_TREE and this tree, 2 seeds
 #                                             #   each, all four runs sharing the card (PARITY_STEPS, default 400)
 # Env: SKIP_CHECK=1 skips setup's packed-encoder self-check; OLD_BENCH=new (setup) gives the old tree this
 # tree's bench.py; WORKLOADS (oldnew, default W1,W2,W3,W4) and W6=0 choose oldnew's workloads, PROFILE_W3=1
@@ -24,7 +24,7 @@
 # .device/ma; ref carries .device/mb, oldnew .device/mc (or both, when ref is not run; MiniLM's fp16 weights in
 # three parts: `split -n 3 -d model.safetensors`), corpus .device/xwhl (the faiss-cpu wheel), floor
 # .device/twhl (pytest and its pure-Python dependencies, installed when the machine lacks them). The timing harness is
-# docs/bench/peer_harness.
+# experiments/bench/peer_harness.
 set -uo pipefail
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 OLD_TREE="${OLD_TREE:-ac6029a}"
@@ -92,12 +92,12 @@ case "$1" in
     # here, e.g. --sync-debug; only where the two trees' APIs that bench.py calls are the same)
     [ "${OLD_BENCH:-old}" = new ] && cp /tmp/new/scripts/bench.py /tmp/old/scripts/bench.py
     cp -r "$SRC/.device/tok" /tmp/tok && cp /tmp/tok/* /tmp/minilm/ && cp "$SRC"/.device/ma/* /tmp/minilm/
-    rm -rf "$PEER" && cp -r "$SRC/.device/peer/Q-RAG" "$PEER" && H="$SRC/docs/bench/peer_harness" \
+    rm -rf "$PEER" && cp -r "$SRC/.device/peer/Q-RAG" "$PEER" && H="$SRC/experiments/bench/peer_harness" \
       && cp "$H/noise.py" "$PEER/peer_noise.py" && cp "$H"/timed_train.py "$H"/timed_eval.py "$PEER/" \
       && cp -r "$H/stubs" /tmp/peer_stubs
-    python3 "$SRC/docs/bench/peer_harness/make_data.py" /tmp/peerdata
-    python3 "$SRC/docs/bench/peer_harness/to_project_data.py" /tmp/peerdata /tmp/pdata
-    python3 "$SRC/docs/bench/peer_harness/make_random_bert.py" /tmp/tok /tmp/contriever-random 12 768
+    python3 "$SRC/experiments/bench/peer_harness/make_data.py" /tmp/peerdata
+    python3 "$SRC/experiments/bench/peer_harness/to_project_data.py" /tmp/peerdata /tmp/pdata
+    python3 "$SRC/experiments/bench/peer_harness/make_random_bert.py" /tmp/tok /tmp/contriever-random 12 768
     nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader; nproc
     echo "torch $TORCH"
     # MiniLM's weights arrive in three calls: the self-check runs a random MiniLM-shaped BERT (weights don't
@@ -203,12 +203,12 @@ case "$1" in
         --data-root /tmp/new/data --iters 10 --warmup 5 --set envs_parallel=16 --profile
     fi
     ;;
-  floor)  # this tree's GPU tests, then the floors under W1 and W3/W4 (scripts/encoder_floor.py)
+  floor)  # this tree's GPU tests, then the floors under W1 and W3/W4 (experiments/bench/encoder_floor.py)
     [ -d "$SRC/.device/twhl" ] && wheels twhl  # pytest, when the machine lacks it
     (cd /tmp/new && timeout 300 python3 -m pytest -q -m cuda tests/rl -p no:cacheprovider) \
       > "$OUT/gpu_tests.log" 2>&1
     echo "GPU tests rc=$?"; tail -n 5 "$OUT/gpu_tests.log"
-    (cd /tmp/new && timeout 240 python3 scripts/encoder_floor.py --tree "$NEW_TREE") 2>> "$OUT/floor.log" \
+    (cd /tmp/new && timeout 240 python3 experiments/bench/encoder_floor.py --tree "$NEW_TREE") 2>> "$OUT/floor.log" \
       | tag "$NEW_TREE" floor "$CARD" >> "$OUT/floor.jsonl"
     echo "floor rc=${PIPESTATUS[0]}"; cat "$OUT/floor.jsonl" | cut -c1-300; tail -n 3 "$OUT/floor.log" ;;
   corpus)  # the corpus index over 1M passages built from the shipped data (an untrained MiniLM Q-network)

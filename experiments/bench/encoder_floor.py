@@ -1,6 +1,6 @@
 """What the card allows: the floors under W1 and W3/W4 (docs/BENCH.md), measured piece by piece.
 
-    python scripts/encoder_floor.py [--tokens 131072] [--repeats 5] [--steps 64] [--tree LABEL] [--device cpu]
+    python experiments/bench/encoder_floor.py [--tokens 131072] [--repeats 5] [--steps 64] [--tree LABEL] [--device cpu]
 
 GPU only; about a minute on an H100/H200 (compilation included). A random BERT-base (the benchmark's
 encoder) in bf16, one JSON line per measurement, each with card, torch and tree:

@@ -1,6 +1,6 @@
 """Host cost of one host-to-device copy, by size and way, with the GPU idle and busy (GPU only).
 
-    python scripts/bench_copies.py [--copies 200] [--tree LABEL]
+    python experiments/bench/bench_copies.py [--copies 200] [--tree LABEL]
 
 Three ways: ``pageable`` (``torch.from_numpy(a).to(dev, non_blocking=True)``), ``pin`` (a fresh
 pinned block per copy, ``pin_memory()``, what rl/model/fast/batching.py did before the pool) and
