@@ -1,4 +1,4 @@
-"""Table 1 (RULER NIAH) from the evaluation records of scripts/niah_eval_grid.py.
+"""Table 1 (RULER NIAH) from the evaluation records of experiments/niah/niah_eval_grid.py.
 
     python scripts/niah_report.py <experiments/niah/runs.tgz unpacked> --seeds n_s1,n_s2,n_s3 --untrained n_noft \
         --out experiments/niah                       # or: scripts/make_results.sh niah

@@ -9,7 +9,7 @@ and is used here. Each ``<folder>`` is one seed of the system (a run folder, or 
 which its records lie); the scores are averaged over the folders, as niah_report.py does.
 
 Records are found under each folder by name, ``eval_seed<S>_test[_]<length>.jsonl[.gz]``
-(eval_retriever.py / scripts/niah_eval_grid.py on a test split named by its length: ``4k``, ``1m``),
+(eval_retriever.py / experiments/niah/niah_eval_grid.py on a test split named by its length: ``4k``, ``1m``),
 and their task is the ``task`` of the ``.meta.json`` eval_retriever.py writes beside them.
 
 * Retrieval alone (no ``--reader``): per sample, niah_report.py's ``score`` of the greedy record at

@@ -61,7 +61,7 @@ case "$1" in
     python3 scripts/niah_testsets.py --jobs 24 --lengths 16k 2>&1 | tail -n 3
     setsid nohup bash -c "python3 scripts/niah_testsets.py --jobs 24 && python3 scripts/niah_testsets.py --write-manifest \
       && until [ -f runs/niah/n_noft/summary.json ]; do sleep 10; done \
-      && python3 scripts/niah_eval_grid.py runs/niah n_noft --gpus 3 --per-gpu 2" \
+      && python3 experiments/niah/niah_eval_grid.py runs/niah n_noft --gpus 3 --per-gpu 2" \
       > runs/niah/logs/testsets.log 2>&1 < /dev/null &
     echo $! >> runs/niah/pids
     nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader; nproc ;;
@@ -85,10 +85,10 @@ case "$1" in
     cd "$CODE"; pkill -f train_q_rag.py; sleep 5; status
     for plan in "$ROUND"/plan_eval_*.txt; do bash scripts/launch_evals.sh "$plan" runs/round5; done
     t2eval 0 h_qrag_s1; t2eval 1 h_gen; t2eval 2 m_qrag
-    setsid nohup python3 scripts/niah_eval_grid.py runs/niah n_s1 n_s2 n_s3 --lengths 4k,16k,32k,128k \
+    setsid nohup python3 experiments/niah/niah_eval_grid.py runs/niah n_s1 n_s2 n_s3 --lengths 4k,16k,32k,128k \
       --gpus 0,1,2,3 --per-gpu 2 > runs/niah/logs/grid_seeds.log 2>&1 < /dev/null &
     echo $! >> runs/niah/pids
-    setsid nohup python3 scripts/niah_eval_grid.py runs/niah n_s1 --lengths 1m --gpus 0,1,2,3 --per-gpu 1 \
+    setsid nohup python3 experiments/niah/niah_eval_grid.py runs/niah n_s1 --lengths 1m --gpus 0,1,2,3 --per-gpu 1 \
       > runs/niah/logs/grid_1m.log 2>&1 < /dev/null &
     echo $! >> runs/niah/pids
     while alive && [ $SECONDS -lt $end ]; do sleep 60; status | tail -n 6; done ;;

@@ -127,7 +127,7 @@ class SFTLearner(LearnerBase):
     def group_logits(self, episodes: Sequence[Episode], train: bool = True) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per sample, Q(s_t, ·) over its chunks for every teacher-forced state (unavailable chunks
         at −inf) and the gold chunks: (logits [T′, N], targets [T′]); with ``train``, with gradient
-        and encoders in train mode, else gradient-free in eval mode (scripts/sft_probe.py); one
+        and encoders in train mode, else gradient-free in eval mode (experiments/round5/sft_probe.py); one
         length-bucketed encoder pass over all the samples' chunks and one over all their
         teacher-forced states."""
         golds = [self.trajectory(ep) for ep in episodes]

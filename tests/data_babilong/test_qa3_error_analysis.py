@@ -1,4 +1,4 @@
-"""scripts/qa3_error_analysis.py: the roles it gives to the picks of a qa3 retriever."""
+"""experiments/round5/qa3_error_analysis.py: the roles it gives to the picks of a qa3 retriever."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ STORY = [
 
 
 def test_roles_decoys_and_the_drop_before_a_gold_pick_up():
-    script = load_script("qa3_error_analysis")
+    script = load_script("qa3_error_analysis", "experiments/round5")
     (sample,) = parse_babi_lines([ln + "\n" for ln in STORY])
     assert script.roles(sample) == (5, 8, 6)  # pick-up, move into the hallway, move before it
     names = {j: script.decoy(sample, j) for j in (0, 2, 3, 4, 7, 9)}

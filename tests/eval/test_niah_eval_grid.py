@@ -1,4 +1,4 @@
-"""scripts/niah_eval_grid.py: the eval_retriever.py command of each cell (dry run), the skip of
+"""experiments/niah/niah_eval_grid.py: the eval_retriever.py command of each cell (dry run), the skip of
 finished cells, and the refusal of test files that differ from their manifest."""
 
 import json
@@ -6,7 +6,7 @@ import shutil
 
 from tests.conftest import load_script
 
-grid = load_script("niah_eval_grid")
+grid = load_script("niah_eval_grid", "experiments/niah")
 testsets = load_script("niah_testsets")
 
 

@@ -1,7 +1,7 @@
 """Table 1's evaluation grid: every run × the eight NIAH subtasks × 4K..1M, spread over GPUs.
 
-    python scripts/niah_eval_grid.py runs/niah n_s1 n_s2 n_s3 n_noft --gpus 0,1,2,3 --per-gpu 4
-    python scripts/niah_eval_grid.py runs/niah n_s1 --lengths 4k --tasks niah_multiquery --dry-run
+    python experiments/niah/niah_eval_grid.py runs/niah n_s1 n_s2 n_s3 n_noft --gpus 0,1,2,3 --per-gpu 4
+    python experiments/niah/niah_eval_grid.py runs/niah n_s1 --lengths 4k --tasks niah_multiquery --dry-run
 
 Each cell is one `eval_retriever.py` call: the run's best checkpoint, greedy at the run's fixed
 budget T, seed 42, every sample of the test file (scripts/niah_testsets.py: 100 up to 128K, 30 at
@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from envs.data.common import content_sha256  # noqa: E402

@@ -1,6 +1,6 @@
 """What a qa3 retriever misses on the real test, and the qa3 statistics of real and generated stories.
 
-    PYTHONPATH=. python scripts/qa3_error_analysis.py   # the tables of experiments/round5/generator_analysis.md
+    PYTHONPATH=. python experiments/round5/qa3_error_analysis.py   # the tables of experiments/round5/generator_analysis.md
 
 Part 1 reads the committed evaluation records of round 4 (``--rounds-dir``, runs ``--runs``, files
 ``eval_seed42_nt{1000,32000}.jsonl.gz``), rebuilds each sample's haystack on CPU (the real qa3 test
@@ -27,7 +27,7 @@ from envs.data.babi import load_babi_file, parse_babi_lines
 from envs.data.babi_stats import read_stories
 from envs.data.babilong import build_babilong
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TASK = "qa3_three-supporting-facts"
 REAL = REPO / "data/babilong/babi/en-10k"
 GENERATED = f"data/babilong/babi-generated/en-10k/{TASK}_train.txt.gz"

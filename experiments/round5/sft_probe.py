@@ -11,7 +11,7 @@ Trains ``learner=sft`` for a few optimiser steps (CPU is enough) and reports at 
   the share of teacher-forced hops that entered the loss);
 * validation fact EM and F1 (greedy, the trainer's fixed in-training evaluation subset).
 
-Usage: python scripts/sft_probe.py --steps 150 --every 25 --probe 24 --out probe.jsonl -- <overrides>
+Usage: python experiments/round5/sft_probe.py --steps 150 --every 25 --probe 24 --out probe.jsonl -- <overrides>
 (the overrides compose configs/training.yaml; ``learner=sft`` is added).
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from omegaconf import open_dict
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from rl.learners.sft import SFTLearner, gold_ranks  # noqa: E402
 from rl.run.config import compose_config  # noqa: E402
