@@ -315,9 +315,12 @@ def test_pack_round_refuses_files_git_ignores(tmp_path: Path):
     _run(raw / "f_qa1", [1.0], {"eval_seed42_nt1000.jsonl": FULL})
     pack = load_script("pack_round")
     with pytest.raises(SystemExit, match=r"\.gitignore keeps 2 packed file\(s\) out of git"):
-        pack.main([str(raw), str(repo / "docs" / "results" / "r" / "runs")])
-    (repo / ".gitignore").write_text("/runs/\n")  # root-anchored: docs/results/*/runs/ is committed
-    assert pack.main([str(raw), str(repo / "docs" / "results" / "r" / "runs")])["files"] == 2
+        pack.main([str(raw), str(repo / "experiments" / "r" / "runs")])
+    (repo / ".gitignore").write_text("/runs/\n")  # root-anchored: experiments/<round>/runs/ is committed
+    assert pack.main([str(raw), str(repo / "experiments" / "r" / "runs")])["files"] == 2
+    (repo / ".gitignore").write_text("*.tgz\n")  # the round's archive, as well
+    with pytest.raises(SystemExit, match=r"\.gitignore keeps 1 packed file\(s\) out of git, e.g. .*runs\.tgz"):
+        pack.main([str(raw), str(repo / "experiments" / "r" / "runs.tgz")])
 
 
 def test_training_facts_names_each_file_of_a_list(tmp_path: Path):
