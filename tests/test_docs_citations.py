@@ -5,7 +5,7 @@
   in ``DESIGN §2.2, §8.4``) name a numbered heading of docs/DESIGN.md, ``§11 #N`` a row of its
   defect table; ``<doc>.md §N`` a numbered heading of that document. A bare ``§N`` leads somewhere
   only inside a document under docs/ (its own section): in code and configs it is an error.
-* A code path the docs or the README name (``rl/learners/pqn.py``, ``configs/algo/``) exists,
+* A code path the docs or the README name (``rl/learners/pqn.py``, ``configs/algo/``, ``experiments/round4/``) exists,
   unless it is one of the few paths of other repositories listed in ELSEWHERE.
 * Nothing points to a specification outside the repository.
 """
@@ -31,7 +31,9 @@ CITE = re.compile(r"§(\d+(?:\.\d+)?)(?:\s+#(\d+b?))?")
 QUALIFIER = re.compile(r"(DESIGN|paper|App\.|Sec\.|[\w./-]*\.md)(?:'s)?\s*$")
 DOCS_PATH = re.compile(r"(?<![\w/.-])docs/[\w-]+\.md\b")
 DOC_NAME = re.compile(r"(?<![\w/.-])([A-Z][A-Z0-9_]*\.md)\b")
-CODE_PATH = re.compile(r"(?<![\w/.-])((?:rl|envs|runstore|scripts|configs|tests|prompts_and_metrics)/[\w./-]*[\w/])")
+CODE_PATH = re.compile(
+    r"(?<![\w/.-])((?:rl|envs|runstore|scripts|configs|tests|prompts_and_metrics|experiments)/[\w./-]*[\w/])"
+)
 HEADING = re.compile(r"^(?:##\s+(\d+)\.|###\s+(\d+\.\d+))\s")
 # (document, path): files of other repositories (the authors' code, RULER) that a document names
 ELSEWHERE = {
@@ -160,6 +162,7 @@ def test_code_paths_worked_cases():
     assert dead_code_paths("docs/X.md", "`configs/learner/<name>.yaml`, `configs/envs/*.yaml`") == []
     assert dead_code_paths("docs/X.md", "the old `rl/pqn.py`") == ["rl/pqn.py"]
     assert dead_code_paths("docs/X.md", "The authors' `rl/dqn.py`") == ["rl/dqn.py"]  # only where listed
+    assert dead_code_paths("docs/X.md", "`experiments/round4/runs/`") == ["experiments/round4/runs/"]  # now runs.tgz
 
 
 # -- the repository --------------------------------------------------------------------------------
