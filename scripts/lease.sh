@@ -12,6 +12,8 @@
 # TRAIN_PLANS and EVAL_PLANS (scripts/launch_plan.sh / launch_evals.sh plan files, relative to the
 # repository), TIME_LIMIT (seconds a training run may take), MPS (1: CUDA MPS on every card, one daemon
 # for the whole lease), EXTRA (overrides given to every training run after the plan's #@common ones).
+# Environment: CODE (the copy, /tmp/qrag), PYTHON (python3), SITE (/tmp/site), FIRST_LOOK and POLL (the
+# seconds before the first progress lines and between them: 90 and 120; the eval verb polls every 30).
 #
 # What travels (gitignored, built on the CPU machine; at most 64 MiB a call with the tree): .device/whl
 # (wheels the machine lacks: hydra-core, omegaconf, antlr4-python3-runtime) and the fp16 MiniLM folder in
@@ -28,9 +30,11 @@ VERB="${2:?usage: $0 <settings file> setup|start|watch|eval|pack [seconds]}"
 SECS="${3:-540}"
 SRC="$(cd "$(dirname "$0")/.." && pwd)"
 CODE="${CODE:-/tmp/qrag}"
-. "$SRC/$SETTINGS" || { echo "error: cannot read settings $SETTINGS" >&2; exit 2; }
+case "$SETTINGS" in /*) ;; *) SETTINGS="$SRC/$SETTINGS" ;; esac  # relative: to the repository
+. "$SETTINGS" || { echo "error: cannot read settings $SETTINGS" >&2; exit 2; }
 : "${RUNS:?settings: RUNS}" "${TRAIN_PLANS:?settings: TRAIN_PLANS}" "${EVAL_PLANS:?settings: EVAL_PLANS}"
-export THREADS="${THREADS:-2}" PYTHONUNBUFFERED=1 PYTHON=python3 PYTHONPATH=/tmp/site TIME_LIMIT="${TIME_LIMIT:-900}"
+SITE="${SITE:-/tmp/site}"  # where the carried wheels are installed
+export THREADS="${THREADS:-2}" PYTHONUNBUFFERED=1 PYTHON="${PYTHON:-python3}" PYTHONPATH="$SITE" TIME_LIMIT="${TIME_LIMIT:-900}"
 GPUS="$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | tr '\n' ' ')"
 export GPUS
 if [ "${MPS:-1}" = 1 ]; then  # the daemon's pipe folder is fixed, so processes of later calls find it
@@ -42,7 +46,7 @@ take_parts() {  # copy the weight parts this call carries; join them once every 
   mkdir -p "$m"
   for d in "$SRC"/.device/part*/; do [ -d "$d" ] && cp -r "$d". "$m/"; done
   want="$(cat "$m/PARTS" 2>/dev/null || echo 0)"
-  if [ -f "$m/model.safetensors" ]; then return 0; fi
+  if [ -f "$m/model.safetensors" ] || [ "$want" -eq 0 ]; then return 0; fi  # joined, or no parts: the run's own model
   if [ "$(ls "$m"/model.safetensors.part-* 2>/dev/null | wc -l)" -eq "$want" ] && [ "$want" -gt 0 ]; then
     cat "$m"/model.safetensors.part-* > "$m/model.safetensors" && rm "$m"/model.safetensors.part-* \
       && sha256sum "$m/model.safetensors"
@@ -52,7 +56,10 @@ take_parts() {  # copy the weight parts this call carries; join them once every 
 }
 
 plans() {  # the plan files as they are in this call's tree: a later wave's plans need no new setup
-  for plan in "$@"; do mkdir -p "$CODE/$(dirname "$plan")" && cp "$SRC/$plan" "$CODE/$plan" || exit 1; done
+  for plan in "$@"; do
+    case "$plan" in /*) continue ;; esac  # an absolute path is read where it is
+    mkdir -p "$CODE/$(dirname "$plan")" && cp "$SRC/$plan" "$CODE/$plan" || exit 1
+  done
 }
 
 alive() { [ -f "$CODE/$RUNS/pids" ] && for p in $(cat "$CODE/$RUNS/pids"); do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
@@ -61,13 +68,13 @@ status() {
   echo "--- $(date +%T)"
   (cd "$CODE" && bash scripts/plan_status.sh "$RUNS" 2>&1 | cut -c1-72)
   echo "evaluations done: $(find "$CODE/$RUNS" -name 'eval_*.summary.json' 2>/dev/null | wc -l)"
-  nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used --format=csv,noheader
+  nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used --format=csv,noheader 2>/dev/null || true
 }
 
 watch() {  # watch <seconds>: progress every 120 s until the time is up or nothing runs
   local end=$((SECONDS + $1))
   while [ $SECONDS -lt "$end" ] && alive; do
-    sleep $(( end - SECONDS < 120 ? end - SECONDS : 120 )); status
+    sleep $(( end - SECONDS < ${POLL:-120} ? end - SECONDS : ${POLL:-120} )); status
   done
 }
 
@@ -75,9 +82,11 @@ case "$VERB" in
   setup)
     [ -n "${COMMIT:-}" ] || { echo "error: COMMIT=<the tree's commit> must be set (the copy has no .git)" >&2; exit 2; }
     mkdir -p "$CODE"
-    (cd "$SRC" && tar cf - --exclude=./.device --exclude=./runs --exclude=./.git .) | (cd "$CODE" && tar xf -)
+    (cd "$SRC" && tar cf - --exclude=./.device --exclude=./runs --exclude=./.git --exclude='./.venv*' .) | (cd "$CODE" && tar xf -)
     echo "$COMMIT" > "$CODE/.code_version"
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$SRC"/.device/whl/*.whl || exit 1
+    if compgen -G "$SRC/.device/whl/*.whl" > /dev/null; then
+      "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "$SRC"/.device/whl/*.whl || exit 1
+    fi
     if [ "${MPS:-1}" = 1 ]; then
       mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
       nvidia-cuda-mps-control -d || { echo "error: MPS did not start" >&2; exit 1; }
@@ -87,16 +96,18 @@ case "$VERB" in
     nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader; nproc ;;
   start)
     take_parts
-    [ -f "$CODE/.device/minilm/model.safetensors" ] || { echo "error: weights incomplete" >&2; exit 1; }
-    cd "$CODE" || exit 1
     read -r -a extra <<< "${EXTRA:-}"
+    if [ -f "$CODE/.device/minilm/PARTS" ]; then  # carried weights: every run reads them
+      [ -f "$CODE/.device/minilm/model.safetensors" ] || { echo "error: weights incomplete" >&2; exit 1; }
+      extra=(algo.model.name=.device/minilm ${extra[@]+"${extra[@]}"})
+    fi
+    cd "$CODE" || exit 1
     plans $TRAIN_PLANS $EVAL_PLANS
     for plan in $TRAIN_PLANS; do
-      bash scripts/launch_plan.sh "$plan" "$RUNS" algo.model.name=.device/minilm logger.progress_bar=false \
-        ${extra[@]+"${extra[@]}"}
+      bash scripts/launch_plan.sh "$plan" "$RUNS" logger.progress_bar=false ${extra[@]+"${extra[@]}"}
     done
-    sleep 90; tail -q -n 1 "$RUNS"/logs/*.log | cut -c1-150
-    watch $((SECS - 100)) ;;
+    sleep "${FIRST_LOOK:-90}"; tail -q -n 1 "$RUNS"/logs/*.log | cut -c1-150
+    watch $((SECS - ${FIRST_LOOK:-90} - 10)) ;;
   watch) take_parts; watch "$SECS" ;;
   eval)  # training runs still going are stopped (their model_best.pt stays), then every evaluation chain
     end=$((SECONDS + SECS))
@@ -105,8 +116,10 @@ case "$VERB" in
     if alive; then for p in $(cat "$RUNS/pids"); do kill -TERM "$p" 2>/dev/null; done; sleep 5; fi  # no pkill there
     status
     for plan in $EVAL_PLANS; do bash scripts/launch_evals.sh "$plan" "$RUNS"; done
-    while alive && [ $SECONDS -lt "$end" ]; do sleep 30; echo "$(date +%T) evaluations done: $(find "$RUNS" -name 'eval_*.summary.json' | wc -l)"; done
-    grep -h "FAILED\|Error" "$RUNS"/logs/eval_*.log | head -n 5 ;;
+    while alive && [ $SECONDS -lt "$end" ]; do sleep "${POLL:-30}"; echo "$(date +%T) evaluations done: $(find "$RUNS" -name 'eval_*.summary.json' | wc -l)"; done
+    if grep -q "FAILED" "$RUNS"/logs/eval_*.log; then  # launch_evals.sh's line for a failed evaluation
+      grep -h -B3 "FAILED" "$RUNS"/logs/eval_*.log | tail -n 20; exit 1
+    fi ;;
   pack)  # settings, curves, summaries and records; no checkpoints (also not a killed run's .pt.tmp*)
     cd "$CODE" || exit 1
     status
