@@ -63,16 +63,28 @@ def test_scripts_run_the_repositorys_venv_when_it_is_not_activated(tmp_path):
 
 
 def test_a_failed_report_leaves_the_committed_summary_as_it_was(tmp_path):
+    """The report itself fails (an archive that holds no run, its sha256 recorded): summary.txt stays
+    as committed and nothing is left beside it."""
+    import hashlib
+    import json
+    import tarfile
+
     results = tmp_path / "experiments"
     shutil.copytree(ROOT / "experiments" / "round4", results / "round4")
     summary = results / "round4" / "summary.txt"
     summary.write_text("the committed summary\n")
-    env = _env_without_python(tmp_path)
-    env["EXPERIMENTS"] = str(results)
+    (tmp_path / "empty").mkdir()
+    archive = results / "round4" / "runs.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(tmp_path / "empty", arcname="runs")
+    manifest = json.loads((results / "round4" / "MANIFEST.json").read_text())
+    manifest["archives"]["runs.tgz"]["sha256"] = hashlib.sha256(archive.read_bytes()).hexdigest()
+    (results / "round4" / "MANIFEST.json").write_text(json.dumps(manifest))
+    env = {**os.environ, "EXPERIMENTS": str(results)}
     done = subprocess.run(
         ["bash", str(ROOT / "scripts" / "make_results.sh"), "round4"], env=env, capture_output=True, text=True
     )
-    assert done.returncode != 0
+    assert done.returncode != 0 and "left as it was" in done.stderr
     assert summary.read_text() == "the committed summary\n"
     assert sorted(p.name for p in (results / "round4").iterdir()) == sorted(
         p.name for p in (ROOT / "experiments" / "round4").iterdir()
