@@ -119,6 +119,12 @@ def squad_f1(gold: str, pred: str) -> float:
     return 2 * prec * rec / (prec + rec)
 
 
+def musique_answer(pred: str, golds: Sequence[str]) -> tuple[float, float]:
+    """AnswerMetric of one record: (em, f1), each the maximum over the answer and its aliases."""
+    em = max(float(normalize_answer(g) == normalize_answer(pred)) for g in golds)
+    return em, max(squad_f1(pred, g) for g in golds)
+
+
 def musique_support(pred: Iterable[int], gold: Iterable[int]) -> tuple[float, float]:
     """SupportMetric of one record: (em, f1) of the index sets, both 1 when both are empty."""
     p, g = set(map(int, pred)), set(map(int, gold))
@@ -139,9 +145,9 @@ def musique_evaluate(pred_lines: Sequence[dict[str, Any]], gold_lines: Sequence[
             raise ValueError("the prediction and gold lines must be in the same order (ids differ)")
         if not g["answerable"]:
             continue
-        answers = [g["answer"], *g["answer_aliases"]]
-        ems.append(max(float(normalize_answer(a) == normalize_answer(p["predicted_answer"])) for a in answers))
-        f1s.append(max(squad_f1(p["predicted_answer"], a) for a in answers))
+        em, f1 = musique_answer(p["predicted_answer"], [g["answer"], *g["answer_aliases"]])
+        ems.append(em)
+        f1s.append(f1)
         gold_idx = [para["idx"] for para in g["paragraphs"] if para["is_supporting"]]
         sups.append(musique_support(p["predicted_support_idxs"], gold_idx)[1])
     n = len(ems)
@@ -271,39 +277,44 @@ def close(a: float, b: float) -> bool:
     return abs(a - b) <= TOL
 
 
+def fact_agreement(dataset: str, rec: dict[str, Any], raw: dict[str, Any]) -> tuple[bool, bool | None]:
+    """Whether a record's fact precision / recall / F1 equal the port's (the project's are
+    paragraph-level: HotpotQA's update_sp over the paragraphs' titles, MuSiQue's support F1 over
+    paragraph idx), and its fact EM (None where the picks are not as many as the gold: the
+    project's EM allows extra picks, the official needs the exact set)."""
+    if dataset == "hotpotqa":
+        titles = [raw["context"][j][0] for j in rec["pred_idx"]]
+        em, f1, prec, recall = set_scores(titles, (f[0] for f in raw["supporting_facts"]))
+        gold_n = len({f[0] for f in raw["supporting_facts"]})
+        ok = close(f1, rec["f1"]) and close(prec, rec["precision"]) and close(recall, rec["recall"])
+    else:
+        gold_idx = [p["idx"] for p in raw["paragraphs"] if p["is_supporting"]]
+        em, f1 = musique_support([raw["paragraphs"][j]["idx"] for j in rec["pred_idx"]], gold_idx)
+        gold_n = len(set(gold_idx))
+        ok = close(f1, rec["f1"])
+    return ok, close(em, rec["em"]) if len(set(rec["pred_idx"])) == gold_n else None
+
+
 def agreement(dataset: str, records, raws, answers) -> dict[str, Any]:
-    """Per record, the project's numbers against the ports': fact precision / recall / F1 (the
-    project's are paragraph-level: HotpotQA's update_sp over the paragraphs' titles, MuSiQue's
-    support F1 over paragraph idx), fact EM where the picks are as many as the gold (the project's
-    EM allows extra picks, the official needs the exact set), and the reader's EM / F1."""
+    """Per record, the project's numbers against the ports': fact metrics (:func:`fact_agreement`)
+    and the reader's EM / F1."""
     n_fact = n_fact_ok = n_em = n_em_ok = n_ans = n_ans_ok = 0
     for rec, raw in zip(records, raws):
-        if dataset == "hotpotqa":
-            titles = [raw["context"][j][0] for j in rec["pred_idx"]]
-            em, f1, prec, rec_ = set_scores(titles, (f[0] for f in raw["supporting_facts"]))
-            gold_n = len({f[0] for f in raw["supporting_facts"]})
-            ours = (rec["f1"], rec["precision"], rec["recall"])
-            ok = close(f1, ours[0]) and close(prec, ours[1]) and close(rec_, ours[2])
-        elif raw.get("answerable", True):
-            gold_idx = [p["idx"] for p in raw["paragraphs"] if p["is_supporting"]]
-            em, f1 = musique_support([raw["paragraphs"][j]["idx"] for j in rec["pred_idx"]], gold_idx)
-            gold_n = len(set(gold_idx))
-            ok = close(f1, rec["f1"])
-        else:
-            continue
-        n_fact += 1
-        n_fact_ok += ok
-        if len(set(rec["pred_idx"])) == gold_n:
-            n_em += 1
-            n_em_ok += close(em, rec["em"])
+        if not raw.get("answerable", True):
+            continue  # MuSiQue-Full's unanswerable twin: the official scores neither its answer nor support
+        if rec.get("f1") is not None:  # None: gold unknown to the project (none in the context)
+            ok, em_ok = fact_agreement(dataset, rec, raw)
+            n_fact += 1
+            n_fact_ok += ok
+            if em_ok is not None:
+                n_em += 1
+                n_em_ok += em_ok
         line = answers.get(str(rec["id"]))
         if line is not None:
             if dataset == "hotpotqa":
                 a_em, a_f1 = hotpot_answer(line["prediction"], raw["answer"])[:2]
             else:
-                golds = [raw["answer"], *raw["answer_aliases"]]
-                a_em = max(float(normalize_answer(g) == normalize_answer(line["prediction"])) for g in golds)
-                a_f1 = max(squad_f1(line["prediction"], g) for g in golds)
+                a_em, a_f1 = musique_answer(line["prediction"], [raw["answer"], *raw["answer_aliases"]])
             n_ans += 1
             n_ans_ok += close(a_em, line["EM"]) and close(a_f1, line["F1"])
     return {
@@ -331,7 +342,8 @@ def write_official(log: Path, out: Path, reader: Path | None = None, data: Path 
         raise LogFormatError(f"{reader}: no reader line for {len(missing)} record(s) of the log, e.g. {missing[0]!r}")
     out.mkdir(parents=True, exist_ok=True)
     scored = [r for r in records if not str(r["id"]).endswith(":unanswerable")]
-    project = {"fact_em": mean(r["em"] for r in scored), "fact_f1": mean(r["f1"] for r in scored)}
+    known = [r for r in scored if r.get("f1") is not None]  # as the evaluation's summary
+    project = {"fact_em": mean(r["em"] for r in known), "fact_f1": mean(r["f1"] for r in known)}
     if answers:
         project.update(
             answer_em=mean(answers[str(r["id"])]["EM"] for r in scored),

@@ -126,3 +126,15 @@ def test_bad_inputs_are_one_error_line(tmp_path: Path, capsys: pytest.CaptureFix
     reader.write_text(json.dumps({"id": "x", "prediction": "a", "EM": 0.0, "F1": 0.0}) + "\n")
     assert official.main([str(log), "--reader", str(reader), "--out", str(tmp_path / "o")]) == 2
     assert "no reader line for 200 record(s)" in capsys.readouterr().err
+
+
+def test_records_of_unknown_gold_are_left_out_as_in_the_summary(tmp_path: Path) -> None:
+    src = TABLE2 / "h_qrag_s1"
+    records = [json.loads(x) for x in gzip.open(src / "eval_seed42.jsonl.gz", "rt", encoding="utf-8")][:5]
+    records[0].update(em=None, f1=None, precision=None, recall=None)  # what a record of unknown gold holds
+    log = tmp_path / "eval_seed42.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    shutil.copy(src / "eval_seed42.jsonl.meta.json", tmp_path)
+    result = official.write_official(log, tmp_path / "official")
+    assert result["all_agree"] and result["fact_f1_agree"] == "4/4"
+    assert result["project"]["fact_f1"] == pytest.approx(sum(r["f1"] for r in records[1:]) / 4)
