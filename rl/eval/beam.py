@@ -5,7 +5,7 @@ Every partial trajectory is expanded by its ``beam_expand`` best available chunk
 left) the trajectory with the highest path score is returned. The path score (``eval.beam_score``,
 :data:`PATH_SCORES`) is a function of the Q of each action taken: ``last`` (the default and the
 reference's rule: the most recent action's Q), ``sum``, ``mean``, ``first`` or ``min``. ``last``
-trusts one estimate per path, so among many paths it picks the one whose final Q is most
+trusts one estimate per path, so among many paths it favours those whose final Q is
 overestimated; ``sum``, ``mean`` and ``min`` weigh every step. Every path of a step has the same
 length, so ``sum`` and ``mean`` always pick the same paths.
 Per step this costs one batched state-encoder pass over the beam members; chunks are embedded
