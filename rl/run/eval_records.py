@@ -39,8 +39,9 @@ def eval_stem(cfg: DictConfig) -> str:
     ``_{split}`` NIAH and RULER QA, ...; envs/data/ loaders), then suffixes for settings that
     change results, so that a sweep over any of them writes one file per value: the dataset where
     it is not the run's and names no part of its own (``eval_env=musique`` on a HotpotQA run), T
-    where it is not the run's, the checkpoint, planner, stop threshold and oracle stop. A run's
-    own default evaluation keeps the name it always had (its files still resume)."""
+    where it is not the run's, the checkpoint, planner (and a beam score other than ``last``), stop
+    threshold and oracle stop. A run's own default evaluation keeps the name it always had (its
+    files still resume)."""
     run = read_run_config(Path(cfg.pretrained_path) / "config.yaml")["envs"]
     part = dataset_spec(str(cfg.envs.name)).eval_suffix(cfg.envs)
     stem = f"eval_seed{int(cfg.seed)}" + part
@@ -52,6 +53,8 @@ def eval_stem(cfg: DictConfig) -> str:
         stem += "_last"
     if str(cfg.eval.planner) == "beam":
         stem += f"_beam{int(cfg.eval.beam_width)}x{int(cfg.eval.beam_expand)}"
+        if str(cfg.eval.beam_score) != "last":  # the default keeps the name its files always had
+            stem += f"_{cfg.eval.beam_score}"
     if cfg.eval.stop_q_threshold is not None:
         stem += f"_qstop{float(cfg.eval.stop_q_threshold):g}"
     if Legacy.from_cfg(cfg.legacy).oracle_stop:

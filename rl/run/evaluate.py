@@ -142,7 +142,14 @@ def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
     feedback = build_feedback(cfg.feedback, cfg.envs, "test", str(cfg.envs.task), legacy)
     if str(cfg.eval.planner) == "beam":
         episodes = beam_episodes(
-            qnet, dataset, todo, feedback, settings, int(cfg.eval.beam_width), int(cfg.eval.beam_expand)
+            qnet,
+            dataset,
+            todo,
+            feedback,
+            settings,
+            int(cfg.eval.beam_width),
+            int(cfg.eval.beam_expand),
+            str(cfg.eval.beam_score),
         )
     elif str(cfg.eval.planner) == "greedy":
         episodes = greedy_episodes(qnet, dataset, todo, feedback, settings)

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from rl.run.keys import EnvPositions, RunKeys, TrainingKeys
 
 PLANNERS = ("greedy", "beam")
+BEAM_SCORES = ("last", "sum", "mean", "first", "min")  # rl/eval/beam.py PATH_SCORES (a test keeps them equal)
 POSITIONS = ("none", "absolute", "random", "relative")
 # A value that becomes part of a file or folder name: no separators, no leading dot.
 SAFE_NAME = re.compile(r"[A-Za-z0-9_+=,-][A-Za-z0-9_.+=,-]*")
@@ -261,6 +262,7 @@ def check_eval(cfg: DictConfig) -> None:
     c.choice("eval.planner", PLANNERS)
     c.integer("eval.beam_width", 1)
     c.integer("eval.beam_expand", 1)
+    c.choice("eval.beam_score", BEAM_SCORES)
     c.number("eval.stop_q_threshold", float("-inf"), nullable=True)
     c.integer("eval.group_size", 1, nullable=True)
     c.name("eval_env")
