@@ -114,6 +114,13 @@ def matrix(runs: dict[str, dict[str, Any]], length: str, qs: list[int], col: int
     return np.array(rows, dtype=float).reshape(len(rows), len(qs))
 
 
+def run_mean(run: dict[str, Any], length: str, qs: list[int], col: int) -> float | None:
+    """One run's mean over the common questions (col 0: oracle-stop F1, 1: fact EM); None without it."""
+    if length not in run["scores"] or not qs:
+        return None
+    return round(float(np.mean([run["scores"][length][q][col] for q in qs])), 2)
+
+
 def boot_means(m: np.ndarray, rng: np.random.Generator, q_idx: np.ndarray) -> np.ndarray:
     """Bootstrap means: seeds resampled, then the given question resamples (one row per draw)."""
     seeds = rng.integers(0, m.shape[0], size=(BOOT, m.shape[0]))
@@ -137,18 +144,8 @@ def report(settings: dict[str, dict[str, dict[str, Any]]], reference: str | None
     for name, runs in sorted(settings.items()):
         entry: dict[str, Any] = {"seeds": {}, "repeats": {}}
         for label, r in sorted(runs.items(), key=lambda kv: (int(re.sub(r"\D", "", kv[0])), kv[0])):
-            qs_1k = draws["1K"][0]
-            cell = {
-                b: round(float(np.mean([r["scores"][b][q][0] for q in draws[b][0]])), 2)
-                if b in r["scores"] and draws[b][0]
-                else None
-                for b in LENGTHS
-            }
-            cell["em_1K"] = (
-                round(float(np.mean([r["scores"]["1K"][q][1] for q in qs_1k])), 2)
-                if "1K" in r["scores"] and qs_1k
-                else None
-            )
+            cell = {b: run_mean(r, b, draws[b][0], 0) for b in LENGTHS}
+            cell["em_1K"] = run_mean(r, "1K", draws["1K"][0], 1)
             cell.update(
                 curve=r["curve"],
                 jump=r["jump"],
