@@ -9,7 +9,8 @@ writes ``<out>_train.txt`` (scripts/launch_plan.sh: ``w<wave>_<setting>_s<seed> 
 the ``#@common`` line first) and ``<out>_eval.txt`` (scripts/launch_evals.sh: ``--samples`` questions at
 ``--lengths`` BabiLong token budgets, best validation checkpoint; ``--last`` adds a chain on
 ``model_last.pt`` for each run). Runs are dealt to the cards seed by seed, each seed's settings on
-different cards, so every card holds about the same mix (a card that runs slower shifts no setting).
+different cards, each pass one card further on, so every card holds about the same mix of settings
+(a card that runs slower shifts no setting).
 """
 
 from __future__ import annotations
@@ -38,9 +39,14 @@ def seeds_of(text: str) -> list[int]:
 
 
 def plan_lines(settings: list[tuple[str, str]], seeds: list[int], gpus: int, wave: int) -> list[tuple[str, int, str]]:
-    """(run name, gpu, own overrides) for every setting × seed, dealt round-robin in seed-major order."""
+    """(run name, gpu, own overrides) for every setting × seed, dealt round-robin in seed-major order.
+
+    Each pass over the cards starts one card further on: with a plain round-robin, a number of settings
+    that divides the number of cards puts each setting on the same cards every seed (2 settings on 4
+    cards: one on cards 0 and 2 only), and a card that runs slower would then shift one setting.
+    """
     runs = [(f"w{wave}_{name}_s{seed}", f"seed={seed} {ov}".strip()) for seed in seeds for name, ov in settings]
-    return [(name, i % gpus, ov) for i, (name, ov) in enumerate(runs)]
+    return [(name, (i + i // gpus) % gpus, ov) for i, (name, ov) in enumerate(runs)]
 
 
 def main(argv: Sequence[str] | None = None) -> list[tuple[str, int, str]]:

@@ -46,6 +46,8 @@ def test_plans_deal_every_setting_evenly(tmp_path: Path) -> None:
     assert sorted(Counter(gpus.values()).values()) == [2, 2, 3, 3]  # 10 runs on 4 cards
     for k in (1, 2, 3, 4, 9):  # one seed's settings never share a card
         assert gpus[f"w3_a02_s{k}"] != gpus[f"w3_base_s{k}"]
+    per_card = Counter((g, n.split("_")[1]) for n, g in gpus.items())
+    assert all(per_card[(g, s)] >= 1 for g in range(4) for s in ("a02", "base"))  # every card holds both
     evals = [line.split() for line in Path(f"{out}_eval.txt").read_text().splitlines() if not line.startswith("#")]
     assert "#@length_unit tokens" in Path(f"{out}_eval.txt").read_text()
     assert len(evals) == 20 and all(e[2:4] == ["200", "1000,32000"] for e in evals)
