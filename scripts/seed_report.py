@@ -285,8 +285,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 with tarfile.open(p) as tar:
                     tar.extractall(dest, filter="data")
                 roots += sorted({q.parent.parent for q in dest.rglob("config.yaml")})
-            elif p.is_dir():
-                roots.append(p)
+            elif p.is_dir():  # a round's folder of runs, or an unpacked archive with wave folders in it
+                roots += sorted({q.parent.parent for q in p.rglob("config.yaml")}) or [p]
             else:
                 raise ReportError(f"{p}: neither a folder nor a .tgz archive")
         rep = report(collect(sorted(set(roots)), "_last" if args.last else ""), args.reference, args.threshold)

@@ -76,6 +76,11 @@ def test_archive_gives_the_same_bytes(rounds: Path, tmp_path: Path) -> None:
     mod.main([str(archive), "--reference", "base", "--out", str(tmp_path / "b")])
     for ext in (".md", ".json"):
         assert (tmp_path / f"a{ext}").read_bytes() == (tmp_path / f"b{ext}").read_bytes()
+    unpacked = tmp_path / "unpacked"  # as scripts/make_results.sh hands it over: wave folders inside
+    with tarfile.open(archive) as tar:
+        tar.extractall(unpacked / "x", filter="data")
+    mod.main([str(unpacked), "--reference", "base", "--out", str(tmp_path / "c")])
+    assert (tmp_path / "c.md").read_bytes() == (tmp_path / "a.md").read_bytes()
     text = (tmp_path / "a.md").read_text()
     assert "| good | 3 | 2 of 3 | 96.7 ± 5.8" in text and "good seed 1b: 0.0 / 0.0" in text
 
