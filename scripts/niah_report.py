@@ -10,18 +10,23 @@ Per sample, from the greedy fixed-budget record (``pred_idx``, ``pred_texts``, `
 ``sf_idx``, ``answer``):
 
 * ``all``: 1 if every needle of the query (the gold chunks) was retrieved: a reader's answer can be
-  complete only then (the headline, in percent);
+  complete only then (the headline, in percent; the lenient reading: anywhere among the T picks);
+* ``first_k``: the stricter reading, 1 if every needle is among the first k picks, k = the sample's
+  number of needles (1 for S1-MK3: the first pick is the needle; 4 for MV and MQ, where it equals
+  ``all`` at T = 4);
 * ``f1``: fact F1 of the retrieved chunks against the gold chunks;
 * ``smatch``: RULER's ``string_match_all`` (prompts_and_metrics/metrics.py) with the retrieved
   chunks' text joined as the "prediction": a reader-free UPPER BOUND on RULER's score, not a
   reader's score;
-* the same three with Q-value stopping at threshold θ (``--theta``): the episode stops before step
+* the same four with Q-value stopping at threshold θ (``--theta``): the episode stops before step
   t > 0 when that step's max Q is ≤ θ (eval_retriever.py's ``eval.stop_q_threshold`` rule), i.e.
   the record truncated there; ``steps`` is the number of chunks kept.
 
 Writes ``table1.md`` (Table 1 with the paper's Q-RAG row beside it, mean ± std over seeds, plus
-the untrained encoder, the Q-stop, fact-F1 and string-match tables and RULER's effective length:
-the longest length up to which every tested length scores above 85.6), ``table1.csv`` (one row
+the untrained encoder, both readings, the Q-stop, fact-F1 and string-match tables, RULER's effective
+length: the longest length up to which every tested length scores above 85.6, which subtasks meet
+issue 44's target in each reading, and the trained runs' recipe against the paper's App. F read from
+their ``config_resolved.yaml``), ``table1.csv`` (one row
 per run, subtask, length, with the test file's sha256) and ``table1.png`` (accuracy against
 length per subtask). A record file whose test file's sha256 (``.testset.json``) differs from the
 manifest (scripts/niah_testsets.py) is refused.
@@ -69,7 +74,34 @@ PAPER = {
     "1m": [100, 100, 100, 100, 98.5, 99.0, 100, 100, 99.7],
 }
 RULER_THRESHOLD = 85.6  # RULER's effective-length threshold (Llama-2-7B's average at 4K)
-METRICS = ("all", "f1", "smatch")
+# issue 44's target for every run: every needle retrieved in >= 99 % of samples at 4K-128K, >= 97 % at 1M
+TARGET = {"4k": 99.0, "16k": 99.0, "32k": 99.0, "128k": 99.0, "1m": 97.0}
+# The paper's recipe for the NIAH retriever (App. F; Table 8 for encoder, T and chunk cap; docs/DESIGN.md
+# §8.7-§8.8) against the trained runs' config_resolved.yaml: (setting, the paper's value as written,
+# that value for the comparison or None where the paper gives none, the config keys read).
+APP_F = [
+    ("encoder", "contriever (Table 8)", "facebook/contriever", ("algo.model.name",)),
+    ("retrieval steps T", "4 (Table 8)", 4, ("envs.max_steps",)),
+    ("chunk token cap", "64, sentences (Table 8)", 64, ("max_action_length",)),
+    ("AdamW β / ε", "(0.9, 0.98) / 1e-6", ([0.9, 0.98], 1e-6), ("algo.optimizer.betas", "algo.optimizer.eps")),
+    ("learning rate", "1.5e-5", 1.5e-5, ("algo.optimizer.lr",)),
+    ("weight decay", "5e-4", 5e-4, ("algo.optimizer.weight_decay",)),
+    ("warm-up steps", "1000", 1000, ("algo.scheduler.warmup",)),
+    ("decay", "linear to 10 %", ("WarmupLinear", 0.1), ("algo.scheduler.name", "algo.scheduler.ratio")),
+    ("gradient clip", "2.0", 2.0, ("algo.max_grad_norm",)),
+    ("batch × accumulation", "12 × 8 = 96", (12, 8), ("batch_size", "accumulate_grads")),
+    (
+        "γ / α₀ / λ / τ",
+        "0.99 / 0.05 / 0.5 / 0.02",
+        (0.99, 0.05, 0.5, 0.02),
+        tuple(f"algo.pqn.hyperparams.{k}" for k in ("gamma", "alpha", "Lambda", "tau")),
+    ),
+    ("relative-position step δ", "10 (ℓ = 9)", 10, ("envs.step_size",)),
+    ("position codes", "not stated for NIAH (the reference's: none)", None, ("envs.positions_processor",)),
+    ("optimiser steps (planned)", "not given", None, ("steps_count",)),
+    ("parallel environments E", "not given", None, ("envs_parallel",)),
+]
+METRICS = ("all", "first_k", "f1", "smatch")
 
 
 def stop_at(q_values: list[float], theta: float | None) -> int:
@@ -85,8 +117,10 @@ def stop_at(q_values: list[float], theta: float | None) -> int:
 def score(rec: dict[str, Any], theta: float | None = None) -> dict[str, float]:
     k = stop_at(rec["q_values"], theta)
     facts = fact_metrics(rec["pred_idx"][:k], rec["sf_idx"])  # "all" = fact EM: every needle, extras allowed
+    needles = len(set(rec["sf_idx"]))
     return {
         "all": facts["em"],
+        "first_k": fact_metrics(rec["pred_idx"][: min(k, needles)], rec["sf_idx"])["em"],
         "f1": facts["f1"],
         "smatch": string_match_all(" ".join(rec["pred_texts"][:k]), str(rec["answer"]).split(",")),
         "steps": float(k),
@@ -193,6 +227,86 @@ def effective_length(
             return f"{label} ({', '.join(have)} only)"
         best = label
     return best
+
+
+def below_target(cells: dict[tuple, dict[str, Any]], names: list[str], key: str) -> dict[str, list[tuple]]:
+    """Per subtask, the cells of ``names`` under issue 44's target in reading ``key``, as (score,
+    length, run), lowest first; a subtask evaluated with none meets the target at every length."""
+    out: dict[str, list[tuple]] = {t: [] for t in COLUMNS if any((n, t, ln) in cells for n in names for ln in ROWS)}
+    for t in out:
+        for length in ROWS:
+            for n in names:
+                # "not >=", so that a NaN score fails
+                if (n, t, length) in cells and not cells[(n, t, length)][key] >= TARGET[length]:
+                    out[t].append((cells[(n, t, length)][key], length, n))
+        out[t].sort(key=lambda miss: miss[0])
+    return out
+
+
+def target_lines(cells: dict[tuple, dict[str, Any]], names: list[str], what: str) -> list[str]:
+    """One bullet per reading: the subtasks that meet the target, and each other one's lowest cell."""
+    lines = []
+    for reading, key in (
+        ("lenient (anywhere among the T picks)", "fixed_all"),
+        ("strict (first k picks)", "fixed_first_k"),
+    ):
+        misses = below_target(cells, names, key)
+        met = [COLUMNS[t] for t, m in misses.items() if not m]
+        low = [
+            f"{COLUMNS[t]} {v:.1f} at {ROWS[ln]}" + (f" ({n})" if len(names) > 1 else "")
+            for t, m in misses.items()
+            if m
+            for v, ln, n in m[:1]
+        ]
+        lines.append(
+            f"* {what}, {reading}: meets it on {', '.join(met) or 'no subtask'}"
+            + (f"; lowest cell of the others: {', '.join(low)}." if low else ".")
+        )
+    return lines
+
+
+def recipe(run_dir: Path) -> tuple[dict[str, Any], int | None, int | None]:
+    """A run's resolved config, its last validated step and the step of its model_best.pt (the
+    highest validation return, a tie to the later step: DESIGN §5.8) from metrics.jsonl."""
+    import yaml
+
+    cfg = yaml.safe_load((run_dir / "config_resolved.yaml").read_text())
+    evals = []
+    metrics = run_dir / "metrics.jsonl"
+    if metrics.is_file():
+        evals = [r for r in map(json.loads, metrics.read_text().splitlines()) if "eval/return" in r]
+    last = max((r["step"] for r in evals), default=None)
+    best = max(((r["eval/return"], r["step"]) for r in evals), default=(None, None))[1]
+    return cfg, last, best
+
+
+def app_f_table(runs: Path, names: list[str]) -> list[str]:
+    """The trained runs' recipe against the paper's, one row per setting (APP_F), then the steps
+    the runs reached; a value that differs between the runs is shown per run."""
+    read = {n: recipe(runs / n) for n in names}
+
+    def get(cfg: dict[str, Any], key: str) -> Any:
+        for part in key.split("."):
+            cfg = cfg[part]
+        return cfg
+
+    def one(shown: dict[str, str]) -> str:
+        return shown[names[0]] if len(set(shown.values())) == 1 else ", ".join(f"{v} ({n})" for n, v in shown.items())
+
+    lines = ["| setting | paper | this round | departs |", "|---|---|---|---|"]
+    for setting, text, want, keys in APP_F:
+        got = {n: tuple(get(read[n][0], k) for k in keys) for n in names}
+        if want is None:
+            departs = "–"
+        else:
+            want = want if isinstance(want, tuple) else (want,)
+            departs = "no" if all(g == want for g in got.values()) else "**yes**"
+        lines.append(
+            f"| {setting} | {text} | {one({n: ' / '.join(map(str, g)) for n, g in got.items()})} | {departs} |"
+        )
+    reached = one({n: f"{read[n][1]} / {read[n][2]}" for n in names})
+    lines.append(f"| steps reached / model_best.pt step (metrics.jsonl) | not given | {reached} | – |")
+    return lines
 
 
 def plot(cells: dict[tuple, dict[str, Any]], seeds: list[str], untrained: list[str], path: Path) -> None:
@@ -310,7 +424,20 @@ def main(argv: list[str] | None = None) -> int:
         *paper_table(),
     ]
     sections = [
-        (f"## Q-value stopping (θ = {args.theta}): all needles retrieved, %", seeds, "qstop_all"),
+        (
+            "## Stricter reading: every needle among the first k picks (k = the sample's number of needles), %\n\n"
+            "k is 1 for S1-MK3 (the first pick must be the needle) and 4 for MV and MQ, where at T = 4 this\n"
+            "reading equals the lenient one above (every needle among the T picks). Fixed budget, greedy.",
+            seeds,
+            "fixed_first_k",
+        ),
+        (
+            f"## Q-value stopping (θ = {args.theta}): all needles retrieved, %\n\n"
+            f"θ is fixed at {args.theta} here, not chosen on validation: θ chosen on validation, the share that\n"
+            "keeps every needle and the chunks kept are issue 47 item 1's analysis (experiments/t_and_stop/).",
+            seeds,
+            "qstop_all",
+        ),
         (f"## Q-value stopping (θ = {args.theta}): chunks kept per sample", seeds, "qstop_steps"),
         ("## Fact F1 (fixed budget), %", seeds, "fixed_f1"),
         (
@@ -319,11 +446,32 @@ def main(argv: list[str] | None = None) -> int:
             "fixed_smatch",
         ),
         ("## Untrained encoder (w/o FT, steps_count = 0): all needles retrieved, %", untrained, "fixed_all"),
+        ("## Untrained encoder, stricter reading (first k picks), %", untrained, "fixed_first_k"),
         ("## Untrained encoder, Q-value stopping: all needles retrieved, %", untrained, "qstop_all"),
     ]
     for title, names, key in sections:
         if names and any(k[0] in names for k in cells):
             md += ["", title, "", *table(cells, names, key, paper=False)]
+    md += [
+        "",
+        "## Which subtasks meet issue 44's target (every needle in ≥ 99 % of samples at 4K-128K, ≥ 97 % at 1M)",
+        "",
+        "Every evaluated length and run counts (fixed budget, greedy); the untrained encoder's lines say which",
+        "subtasks need no training.",
+        "",
+        *target_lines(cells, seeds, "Trained (" + ", ".join(seeds) + ")"),
+        *(target_lines(cells, untrained, "Untrained encoder (" + ", ".join(untrained) + ")") if untrained else []),
+        "",
+        "## The recipe against the paper's App. F (the trained runs' config_resolved.yaml)",
+        "",
+        "Paper values: App. F, and Table 8 for the NIAH retriever's encoder, T and chunk cap",
+        "(DESIGN §8.7, §8.8). The encoder folder holds all-MiniLM-L6-v2 (the round's copy of the shipped weights).",
+        "δ is set but has no effect while the position codes are none. Training data: the",
+        'eight subtasks mixed at 4K tokens (experiments/niah/README.md, "Choices"); the paper trains on 4K',
+        "documents of the NIAH subtasks.",
+        "",
+        *app_f_table(args.runs_dir, seeds),
+    ]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "table1.md").write_text("\n".join(md) + "\n")
     with open(args.out / "table1.csv", "w", newline="") as f:

@@ -1,6 +1,8 @@
 """scripts/niah_report.py: per-sample scores from eval_retriever.py records (fixed budget and Q-value
 stopping), the seed table and RULER's effective length."""
 
+import json
+
 import pytest
 
 from tests.conftest import load_script
@@ -56,7 +58,6 @@ def test_table_and_effective_length():
 
 
 def test_collect_keeps_no_checkpoint_and_the_report_reads_its_gzipped_records(tmp_path):
-    import json
     import tarfile
 
     run = tmp_path / "runs" / "n_s1"
@@ -99,3 +100,65 @@ def test_effective_length_names_a_length_only_some_seeds_reached():
     cells[("b", "niah_single_1", lengths[1])] = {"all": 0.0}  # mean over 16 cells 93.75: still above
     assert report.effective_length(cells, ["a", "b"], None, "all") == f"{last} (a only)"
     assert report.effective_length(cells, ["a", "b"], "niah_single_1", "all") == report.ROWS[lengths[0]]
+
+
+def test_stricter_reading_counts_the_needles_among_the_first_k_picks():
+    """k = the sample's number of (distinct) needles; hand-computed on tiny records."""
+    one = {**REC, "sf_idx": [7]}  # picks [0, 7, 3, 9]: the needle second
+    assert report.score(one)["all"] == 1.0 and report.score(one)["first_k"] == 0.0
+    assert report.score({**one, "pred_idx": [7, 0, 3, 9]})["first_k"] == 1.0
+    two = {**REC, "sf_idx": [3, 7, 7], "pred_idx": [7, 3, 0, 9]}  # two needles, both in the first two picks
+    assert report.score(two)["first_k"] == 1.0
+    assert report.score({**two, "pred_idx": [7, 0, 3, 9]})["first_k"] == 0.0  # the second needle third
+    # four needles at T = 4: the strict reading is the lenient one
+    assert report.score(REC)["first_k"] == 0.0 and report.score({**REC, "pred_idx": [12, 9, 3, 7]})["first_k"] == 1.0
+    # under Q-value stopping, the first k of the kept picks: one kept, two needles
+    assert report.score({**two, "q_values": [0.9, 0.2, 0.9, 0.9]}, 0.5)["first_k"] == 0.0
+
+
+def test_target_lines_name_the_subtasks_met_in_each_reading():
+    cells = {
+        (n, t, ln): {"fixed_all": 100.0, "fixed_first_k": 100.0}
+        for n in ("a", "b")
+        for t in report.COLUMNS
+        for ln in ("4k", "1m")
+    }
+    cells[("b", "niah_single_3", "4k")]["fixed_first_k"] = 0.0
+    cells[("a", "niah_single_3", "4k")]["fixed_first_k"] = 50.0
+    cells[("a", "niah_multiquery", "1m")]["fixed_all"] = 97.0  # 1M's target is 97: met
+    cells[("a", "niah_multiquery", "4k")]["fixed_all"] = 98.0  # 4K's is 99: missed
+    lenient, strict = report.target_lines(cells, ["a", "b"], "runs")
+    assert lenient.endswith("meets it on S1, S2, S3, MK1, MK2, MK3, MV; lowest cell of the others: MQ 98.0 at 4K (a).")
+    assert strict.endswith("meets it on S1, S2, MK1, MK2, MK3, MV, MQ; lowest cell of the others: S3 0.0 at 4K (b).")
+
+
+def test_app_f_table_reads_the_runs_configs(tmp_path):
+    import yaml
+
+    cfg = {
+        "max_action_length": 64,
+        "batch_size": 12,
+        "accumulate_grads": 8,
+        "steps_count": 1000,
+        "envs_parallel": 16,
+        "envs": {"max_steps": 4, "step_size": 10, "positions_processor": "none"},
+        "algo": {
+            "model": {"name": "facebook/contriever"},
+            "optimizer": {"lr": 1.5e-05, "weight_decay": 0.0005, "betas": [0.9, 0.98], "eps": 1.0e-06},
+            "scheduler": {"name": "WarmupLinear", "warmup": 1000, "ratio": 0.1},
+            "max_grad_norm": 2.0,
+            "pqn": {"hyperparams": {"gamma": 0.99, "alpha": 0.05, "Lambda": 0.5, "tau": 0.02}},
+        },
+    }
+    for name, lr, returns in (("a", 1.5e-5, (0.5, 0.9, 0.9)), ("b", 5e-5, (0.5, 0.9, 0.8))):
+        (tmp_path / name).mkdir()
+        cfg["algo"]["optimizer"]["lr"] = lr
+        (tmp_path / name / "config_resolved.yaml").write_text(yaml.safe_dump(cfg))
+        evals = [{"step": 100 * i, "eval/return": r} for i, r in enumerate(returns)]
+        (tmp_path / name / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
+    rows = {r.split(" | ")[0][2:]: r.split(" | ")[1:] for r in report.app_f_table(tmp_path, ["a", "b"])[2:]}
+    assert rows["learning rate"] == ["1.5e-5", "1.5e-05 (a), 5e-05 (b)", "**yes** |"]
+    assert rows["weight decay"][1:] == ["0.0005", "no |"] and rows["batch × accumulation"][2] == "no |"
+    assert rows["encoder"][2] == "no |" and rows["optimiser steps (planned)"][2] == "– |"
+    # a's model_best.pt is its later tied step (200), b's the best one (100); both validated up to 200
+    assert rows["steps reached / model_best.pt step (metrics.jsonl)"][1] == "200 / 200 (a), 200 / 100 (b)"

@@ -39,6 +39,15 @@ def _write(path: Path, pairs: list[tuple[list[int], list[int]]]) -> None:
     path.write_text("".join(json.dumps({"sf_idx": g, "pred_idx": p}) + "\n" for g, p in pairs))
 
 
+def _tables(text: str) -> dict[str, dict[str, list[str]]]:
+    """The report's two protocol tables ("Fixed budget T", "Oracle stopping ..."): row cells by method."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for section in text.split("\n### ")[1:]:
+        rows = [line.removesuffix(" |").split(" | ") for line in section.splitlines() if line.startswith("| ")]
+        out[section.splitlines()[0].split(" (")[0]] = {r[0][2:]: r[1:] for r in rows}
+    return out
+
+
 def test_report_recomputes_cells(tmp_path):
     report = load_script("report_table2", "experiments/table2")
     _write(tmp_path / "h_noft" / "eval_seed42.jsonl", [([0, 1], [0, 2]), ([3, 4], [5, 6])])  # F1 0.5 / 0
@@ -47,13 +56,22 @@ def test_report_recomputes_cells(tmp_path):
     # MuSiQue, T = 4 with 2 gold: fixed budget F1 2/3 and EM 1, oracle stop (cut after step 2) F1 1
     _write(tmp_path / "h_qrag_s1" / "ood_musique" / "eval_seed42.jsonl", [([0, 1], [1, 0, 5, 6])])
     text = report.build(tmp_path, 42)
-    rows = {line.split(" | ")[0]: line.split(" | ") for line in text.splitlines() if line.startswith("| ")}
-    noft = rows["| multi-step RAG w/o FT (untrained MiniLM)"]
-    assert noft[1:4] == ["0.250", "0.000", "2"]
-    q = rows["| **Q-RAG** (real HotpotQA training questions)"]
-    assert q[1] == "0.875 ± 0.177" and q[4] == "0.93 / 0.89"
-    assert q[5:9] == ["0.667", "1.000", "1.000", "1"]  # EM: every gold found, extras allowed
-    assert rows["| Plan Q-RAG (beam 4 × 3)"][1] == "—"
+    fixed, oracle = _tables(text)["Fixed budget T"], _tables(text)["Oracle stopping"]
+    noft = fixed["multi-step RAG w/o FT (untrained MiniLM)"]
+    assert noft[:5] == ["0.250", "0.000", "2", "0.73 / 0.54", "-0.480 / -0.540"]
+    q = fixed["**Q-RAG** (real HotpotQA training questions)"]
+    assert q[0] == "0.875 ± 0.177" and q[3:5] == ["0.93 / 0.89", "-0.055 / -0.140"]  # EM (1 + 0.5) / 2
+    assert q[5:10] == ["0.667", "1.000", "1", "0.71 / 0.55", "-0.043 / +0.450"]  # EM: every gold, extras allowed
+    # oracle stopping: HotpotQA unchanged (T = 2, two gold), MuSiQue cut after step 2: F1 1, EM still 1
+    assert oracle["**Q-RAG** (real HotpotQA training questions)"] == [
+        *q[:5],
+        "1.000",
+        "1.000",
+        "1",
+        q[8],
+        "+0.290 / +0.450",
+    ]
+    assert fixed["Plan Q-RAG (beam 4 × 3)"][0] == "—" and fixed["Plan Q-RAG (beam 4 × 3)"][4] == "— / —"
     assert "+0.625, met" in text
 
 
@@ -75,6 +93,6 @@ def test_report_reads_the_names_the_evaluation_writes(tmp_path, committed_runs):
     _write(tmp_path / "h_qrag_s1" / "ood_musique" / "eval_seed42.jsonl", [([0, 1], [5, 6, 7, 8])])  # shadowed
     _write(tmp_path / "h_qrag_s2" / "ood_musique" / "eval_seed42.jsonl", [([0, 1], [0, 1, 5, 6])])  # round 5's name
     _write(tmp_path / "h_noft" / "ood_musique" / f"{beam}.jsonl", [([0, 1], [0, 5, 6, 7])])  # F1 1/3
-    rows = {line.split(" | ")[0]: line.split(" | ") for line in report.build(tmp_path, 42).splitlines()}
-    assert rows["| **Q-RAG** (real HotpotQA training questions)"][5] == "0.667 ± 0.000"
-    assert rows["| Plan Q-RAG w/o FT (beam 4 × 3)"][5] == "0.333"
+    rows = _tables(report.build(tmp_path, 42))["Fixed budget T"]
+    assert rows["**Q-RAG** (real HotpotQA training questions)"][5] == "0.667 ± 0.000"
+    assert rows["Plan Q-RAG w/o FT (beam 4 × 3)"][5] == "0.333"
