@@ -1,6 +1,6 @@
 """Generate the synthetic multi-hop sets (envs/data/multihop_generator.py) in the real formats.
 
-    python scripts/generate_multihop.py --out data --gzip          # the shipped sizes
+    python scripts/generate_multihop.py --out /tmp/gen --gzip      # the shipped sizes (data/*-generated)
     python scripts/generate_multihop.py --out ../datasets --hotpotqa 20000:2000 --musique 10000:1000
 
 Writes (under --out, the ``paths.data_root`` layout):

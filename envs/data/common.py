@@ -67,6 +67,12 @@ def order_and_cap(samples: list[Sample], seed: int, length: int | None, *keys: o
     return cap(out, length)
 
 
+def split_length(cfg: Any, split: str) -> int | None:
+    """``envs.length`` for ``split``, except the data's own validation split, which is never capped:
+    model selection keeps all its questions when ``length`` caps the training set (a learning curve)."""
+    return -1 if split == "validation" else cfg_get(cfg, "length")
+
+
 def cap(samples: list[Sample], length: int | None) -> list[Sample]:
     if length is None or int(length) < 0:
         return samples

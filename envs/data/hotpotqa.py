@@ -9,7 +9,9 @@ pairs). One chunk per paragraph in context order: ``title + " " + " ".join(sente
 (JSON Lines ``{"Q_id", "aliases", "demonyms"}``, shipped with the dataset's ``answer_id`` version)
 lies in the data folder, a record's ``answer_id`` selects its aliases and demonyms, which become
 ``answer_aliases`` (the readers score against the answer and all of them). Its ``test`` split has
-no answers: loading it says so.
+no answers: loading it says so. The shipped real 2Wiki subset (data/2wikimultihopqa) is read from
+``subset_{train,validation,test}.jsonl`` as splits ``train``, ``validation`` and ``dev`` (its
+held-out questions, all from the official dev set).
 
 Gold that the context lacks (docs/DATA_OTHER.md, docs/SCORING.md): in the fullwiki setting the
 context is what a retriever found, and it may miss supporting paragraphs. ``sf_idx`` holds the
@@ -40,9 +42,10 @@ from envs.data.common import (
     read_json_array,
     require_file,
     resolve_split,
+    split_length,
 )
-from envs.data.ircot import load_subset, subset_files
-from envs.data.registry import DatasetSpec, register
+from envs.data.ircot import SubsetSpec, load_subset, subset_files
+from envs.data.registry import register
 from envs.errors import DatasetFormatError
 from envs.types import Sample
 
@@ -55,14 +58,21 @@ HOTPOTQA_FILES = {
     "fullwiki_eval": ["hotpot_dev_fullwiki_v1.json"],  # retrieved context: gold may be missing
 }
 TWOWIKI_SPLITS = ("train", "dev", "test")
+# the shipped real subset: its held-out questions are official dev records, read as split dev
+TWOWIKI_SUBSET_FILES = {
+    "train": ["subset_train.jsonl"],
+    "validation": ["subset_validation.jsonl"],
+    "dev": ["subset_test.jsonl"],
+}
 FULLWIKI_GOLD = ("official", "in_context")  # envs.fullwiki_gold
 HOTPOTQA_HOW = (
     "download from https://hotpotqa.github.io (distractor/fullwiki JSON), use the shipped real subset "
-    "(paths=embedded: data/hotpotqa/subset_{train,test}.jsonl.gz), or the generated stand-ins (paths=generated)"
+    "(paths=embedded: data/hotpotqa/subset_{train,validation,test}.jsonl.gz), or the generated stand-ins (paths=generated)"
 )
 TWOWIKI_HOW = (
-    "download 2WikiMultihopQA (https://github.com/Alab-NII/2wikimultihop: train/dev/test.json), "
-    "or generate the offline synthetic set: python scripts/generate_multihop.py"
+    "download 2WikiMultihopQA (https://github.com/Alab-NII/2wikimultihop: train/dev/test.json), use the shipped "
+    "real subset (paths=embedded: data/2wikimultihopqa, splits train/validation/dev), or the generated stand-ins "
+    "(paths=generated)"
 )
 
 
@@ -145,9 +155,27 @@ def twowiki_files(data_path: str | Path, split: str) -> list[Path]:
     ]
 
 
+def twowiki_record_to_sample(rec: Any, path: Path, where: int | str, aliases: dict[str, list[str]] | None) -> Sample:
+    """One 2Wiki record -> Sample, with ``answer_aliases`` from the id_aliases.json table."""
+    if isinstance(rec, dict) and "answer" not in rec:
+        raise DatasetFormatError(
+            path,
+            f"record {where}, _id={rec.get('_id', '?')}"
+            if isinstance(where, int)
+            else f"{where}, _id={rec.get('_id', '?')}",
+            "no 'answer': the official 2WikiMultihopQA test split is unlabelled (its authors score "
+            "test predictions on request); train and evaluate on train/dev",
+        )
+    sample = hotpot_record_to_sample(rec, path, where)
+    names = (aliases or {}).get(str(rec.get("answer_id")), [])
+    if names:
+        sample["answer_aliases"] = sorted(set(names) - {sample["answer"]})
+    return sample
+
+
 def load_hotpotqa(data_path: str | Path, split: str, fullwiki_gold: str = "official") -> list[Sample]:
     """All samples of a HotpotQA split in file order: the official files, or the shipped real
-    subset's ``subset_{train,test}.jsonl`` (original and IRCoT layouts; envs/data/ircot.py)."""
+    subset's ``subset_{train,validation,test}.jsonl`` (original and IRCoT layouts; envs/data/ircot.py)."""
     subset = subset_files(
         data_path, split, HOTPOTQA_FILES, "HotpotQA subset JSONL (original or IRCoT layout)", HOTPOTQA_HOW
     )
@@ -184,25 +212,18 @@ def load_2wiki(data_path: str | Path, split: str) -> list[Sample]:
             "of the dataset (python scripts/get_data.py 2wikimultihopqa) and keep id_aliases.json there",
             data_path,
         )
-    out: list[Sample] = []
-    for path in twowiki_files(data_path, split):
-        for i, rec in enumerate(read_json_array(path)):
-            if isinstance(rec, dict) and "answer" not in rec:
-                raise DatasetFormatError(
-                    path,
-                    f"record {i}, _id={rec.get('_id', '?')}",
-                    "no 'answer': the official 2WikiMultihopQA test split is unlabelled (its authors score "
-                    "test predictions on request); train and evaluate on train/dev",
-                )
-            sample = hotpot_record_to_sample(rec, path, i)
-            names = (aliases or {}).get(str(rec.get("answer_id")), [])
-            if names:
-                sample["answer_aliases"] = sorted(set(names) - {sample["answer"]})
-            out.append(sample)
-    return out
+    official = {s: [f"{s}.json"] for s in TWOWIKI_SPLITS}
+    subset = subset_files(data_path, split, official, "2WikiMultihopQA subset JSONL", TWOWIKI_HOW, TWOWIKI_SUBSET_FILES)
+    if subset is not None:
+        return load_subset(subset, lambda rec, path, where: twowiki_record_to_sample(rec, path, where, aliases), " ")
+    return [
+        twowiki_record_to_sample(rec, path, i, aliases)
+        for path in twowiki_files(data_path, split)
+        for i, rec in enumerate(read_json_array(path))
+    ]
 
 
-class HotpotQASpec(DatasetSpec):
+class HotpotQASpec(SubsetSpec):
     """The fullwiki scoring rule is part of an evaluation file's settings: the project's earlier
     rule writes ``eval_seed<seed>_in_context.jsonl``, never mixed with official scores."""
 
@@ -224,15 +245,16 @@ def build_hotpotqa(envs_cfg: Any, split: str, seed: int) -> ListDataset:
     split = resolve_split(envs_cfg, split)
     samples = load_hotpotqa(cfg_get(envs_cfg, "data_path"), split, str(cfg_get(envs_cfg, "fullwiki_gold")))
     return ListDataset(
-        order_and_cap(samples, seed, cfg_get(envs_cfg, "length"), "hotpotqa", split), f"hotpotqa/{split}"
+        order_and_cap(samples, seed, split_length(envs_cfg, split), "hotpotqa", split), f"hotpotqa/{split}"
     )
 
 
-@register("2WikiMultihopQA")
+@register("2WikiMultihopQA", SubsetSpec())
 def build_2wiki(envs_cfg: Any, split: str, seed: int) -> ListDataset:
     """Reads ``data_path``, ``test_split`` (``dev``: no envs yaml of its own, so the node must name it), ``length``."""
     split = resolve_split(envs_cfg, split)
     samples = load_2wiki(cfg_get(envs_cfg, "data_path"), split)
     return ListDataset(
-        order_and_cap(samples, seed, cfg_get(envs_cfg, "length"), "2WikiMultihopQA", split), f"2WikiMultihopQA/{split}"
+        order_and_cap(samples, seed, split_length(envs_cfg, split), "2WikiMultihopQA", split),
+        f"2WikiMultihopQA/{split}",
     )

@@ -20,15 +20,18 @@ from pathlib import Path
 from typing import Any
 
 from envs.data.common import checked, iter_jsonl, need, require_file
+from envs.data.registry import DatasetSpec
 from envs.errors import DatasetFormatError
 from envs.types import Sample
 
-# The shipped real subsets (data/hotpotqa, data/musique: scripts/build_real_multihop.py): one
-# JSON record per line, in either layout, split into training and test questions.
+# The shipped real subsets (data/hotpotqa, data/musique, data/2wikimultihopqa:
+# scripts/build_real_multihop.py): one JSON record per line, in the dataset's layout or IRCoT's,
+# split into training, validation and test questions.
 SUBSET_FILES = {
     "train": ["subset_train.jsonl"],
+    "validation": ["subset_validation.jsonl"],
     "eval": ["subset_test.jsonl"],
-    "all": ["subset_test.jsonl", "subset_train.jsonl"],  # eval first, as the official files
+    "all": ["subset_test.jsonl", "subset_validation.jsonl", "subset_train.jsonl"],  # eval first, as the official files
 }
 
 
@@ -102,20 +105,26 @@ def load_subset(
     return out
 
 
+def present(folder: Path, name: str) -> bool:
+    return (folder / name).is_file() or (folder / f"{name}.gz").is_file()
+
+
 def subset_files(
-    data_path: str | Path, split: str, official: dict[str, list[str]], what: str, how: str
+    data_path: str | Path,
+    split: str,
+    official: dict[str, list[str]],
+    what: str,
+    how: str,
+    subset: dict[str, list[str]] = SUBSET_FILES,
 ) -> list[Path] | None:
-    """The shipped subset's files for ``split`` when ``data_path`` holds them and not the official
-    files (None: use the official ones); a folder holding both is refused, as it is ambiguous."""
+    """The shipped subset's files for ``split`` (``subset``: split -> file names) when ``data_path``
+    holds them and not the official files (None: use the official ones); a folder holding both is
+    refused, as it is ambiguous."""
     folder = Path(data_path)
-    names = SUBSET_FILES.get(split)
-
-    def present(name: str) -> bool:
-        return (folder / name).is_file() or (folder / f"{name}.gz").is_file()
-
-    if not names or not any(present(n) for n in names):
+    names = subset.get(split)
+    if not names or not any(present(folder, n) for n in names):
         return None
-    clash = [n for n in official.get(split, []) if present(n)]
+    clash = [n for n in official.get(split, []) if present(folder, n)]
     if clash:
         raise DatasetFormatError(
             folder / names[0],
@@ -123,3 +132,15 @@ def subset_files(
             f"{folder} holds both the official {clash[0]} and the subset's {names[0]}: keep one layout per folder",
         )
     return [require_file(folder / n, what, how) for n in names]
+
+
+class SubsetSpec(DatasetSpec):
+    """A dataset whose shipped subset has a validation file of its own: model selection reads it
+    (nothing is carved from the training questions, envs/data/registry.py); a folder of the official
+    files has none, and the registry carves validation from train as for every other dataset."""
+
+    path_keys: tuple[str, ...] = ("data_path",)
+
+    def fixed_validation(self, envs: Any) -> bool:
+        paths = [envs.get(k) for k in self.path_keys if envs.get(k)]
+        return bool(paths) and all(present(Path(str(p)), SUBSET_FILES["validation"][0]) for p in paths)

@@ -32,8 +32,9 @@ from envs.data.common import (
     order_and_cap,
     require_file,
     resolve_split,
+    split_length,
 )
-from envs.data.ircot import load_subset, subset_files
+from envs.data.ircot import SubsetSpec, load_subset, subset_files
 from envs.data.registry import register
 from envs.errors import DatasetFormatError
 from envs.types import Sample
@@ -47,7 +48,7 @@ MUSIQUE_FILES = {
 }
 MUSIQUE_HOW = (
     "download MuSiQue v1.0 (https://github.com/StonyBrookNLP/musique, data/musique_{ans,full}_v1.0_*.jsonl), "
-    "use the shipped real subset (paths=embedded: data/musique/subset_{train,test}.jsonl.gz), or the generated "
+    "use the shipped real subset (paths=embedded: data/musique/subset_{train,validation,test}.jsonl.gz), or the generated "
     "stand-ins (paths=generated)"
 )
 
@@ -111,14 +112,14 @@ def musique_record_to_sample(rec: dict[str, Any], path: Path, lineno: int | str)
 
 def load_musique(data_path: str | Path, split: str) -> list[Sample]:
     """All samples of a MuSiQue split in file order: the official files, or the shipped real
-    subset's ``subset_{train,test}.jsonl`` (ans v1.0 and IRCoT layouts; envs/data/ircot.py)."""
-    if split not in MUSIQUE_FILES:
-        raise ValueError(f"MuSiQue split must be one of {sorted(MUSIQUE_FILES)} (or 'test'), got {split!r}")
+    subset's ``subset_{train,validation,test}.jsonl`` (ans v1.0 and IRCoT layouts; envs/data/ircot.py)."""
     subset = subset_files(
         data_path, split, MUSIQUE_FILES, "MuSiQue subset JSONL (ans v1.0 or IRCoT layout)", MUSIQUE_HOW
     )
     if subset is not None:
         return load_subset(subset, musique_record_to_sample, ". ")
+    if split not in MUSIQUE_FILES:
+        raise ValueError(f"MuSiQue split must be one of {sorted(MUSIQUE_FILES)} (or 'test'), got {split!r}")
     out: list[Sample] = []
     for name in MUSIQUE_FILES[split]:
         path = require_file(
@@ -130,9 +131,11 @@ def load_musique(data_path: str | Path, split: str) -> list[Sample]:
     return out
 
 
-@register("musique")
+@register("musique", SubsetSpec())
 def build_musique(envs_cfg: Any, split: str, seed: int) -> ListDataset:
     """Reads ``data_path``, ``test_split`` (its configs/envs yaml: ``eval``), ``length``."""
     split = resolve_split(envs_cfg, split)
     samples = load_musique(cfg_get(envs_cfg, "data_path"), split)
-    return ListDataset(order_and_cap(samples, seed, cfg_get(envs_cfg, "length"), "musique", split), f"musique/{split}")
+    return ListDataset(
+        order_and_cap(samples, seed, split_length(envs_cfg, split), "musique", split), f"musique/{split}"
+    )

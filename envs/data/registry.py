@@ -6,19 +6,24 @@ samples (how its evaluation files are named and described, which of its settings
 checked), so that ``rl`` never switches on dataset names. Builders only know their own splits
 (``train``, ``test`` and dataset-specific ones such as ``test4k``); the ``validation`` split is
 carved here, generically, from ``train`` (DESIGN §5.8): a fixed, seed-derived fraction of the
-training items that training never sees.
+training items that training never sees. A dataset whose files hold a validation split of their
+own (the shipped real multi-hop subsets: ``DatasetSpec.fixed_validation``) is read as it is, and
+nothing is carved.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from envs.legacy import ALL_OFF, Legacy
 from envs.seeding import derive_rng
 from envs.types import Sample
+
+log = logging.getLogger(__name__)
 
 
 class RetrievalDataset(Protocol):
@@ -60,6 +65,11 @@ class DatasetSpec:
     def config_errors(self, envs: Any) -> list[str]:
         """One line per bad dataset-specific value (rl/run/validate.py reports them with the rest)."""
         return []
+
+    def fixed_validation(self, envs: Any) -> bool:
+        """True when the data hold a validation split of their own, which the builder reads (split
+        ``validation``) in place of the carve from ``train``."""
+        return False
 
 
 class SplitNamedSpec(DatasetSpec):
@@ -148,10 +158,17 @@ def build_dataset(
     """Build the dataset for ``split``; its builder gets the legacy switches it registered.
 
     ``train`` / ``validation`` share one underlying training set: with a positive
-    ``validation_fraction`` the two are disjoint. Any other split goes to the builder as is.
+    ``validation_fraction`` the two are disjoint. Data with a validation split of their own
+    (``DatasetSpec.fixed_validation``) give both to the builder, whatever ``validation_fraction``
+    says; so does any other split.
     """
     name = str(envs_cfg.name)
     build = functools.partial(_builder(name), **legacy.pick(_SWITCHES[name]))
+    if split in ("train", "validation") and _SPECS[name].fixed_validation(envs_cfg):
+        ds = build(envs_cfg, split, seed)
+        if split == "validation":
+            log.info("%s: the data's own validation split, %d questions (validation_fraction not used)", name, len(ds))
+        return ds
     if split not in ("train", "validation") or validation_fraction <= 0:
         if split == "validation":
             raise ValueError("the validation split needs validation_fraction > 0")

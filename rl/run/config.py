@@ -174,9 +174,14 @@ RENAMED_KEYS = {
     "algo.pqn.hyperparams.Lambda": "algo.pqn.hyperparams.lam",
     "algo.sac_d.hyperparams.Lambda": "algo.sac_d.hyperparams.lam",
 }
-# Dataset folders added to configs/paths since: a saved run read HotpotQA / MuSiQue from these (its own
-# envs node keeps its saved data_path; an `eval_env=hotpotqa|musique` node reads the keys).
-ADDED_PATHS = {"hotpotqa_dir": "${paths.data_root}/hotpotqa", "musique_dir": "${paths.data_root}/musique"}
+# Dataset folders added to configs/paths since: a saved run read HotpotQA / MuSiQue / 2Wiki from these
+# (its own envs node keeps its saved data paths; an `eval_env=hotpotqa|musique|hotpotqa+musique+2wikimultihopqa`
+# node reads the keys).
+ADDED_PATHS = {
+    "hotpotqa_dir": "${paths.data_root}/hotpotqa",
+    "musique_dir": "${paths.data_root}/musique",
+    "twowiki_dir": "${paths.data_root}/2wikimultihopqa",
+}
 
 
 def upgrade_run_config(saved: dict[str, Any]) -> dict[str, Any]:

@@ -48,6 +48,7 @@ def _compose(repo, fix, name):
                 "babi_dir": str(repo / "data" / "babilong" / "babi" / "en-10k"),
                 "hotpotqa_dir": str(repo / "data" / "hotpotqa"),  # the real subsets (paths=embedded)
                 "musique_dir": str(repo / "data" / "musique"),
+                "twowiki_dir": str(repo / "data" / "2wikimultihopqa"),
             },
             "envs": envs,
         }
@@ -102,6 +103,11 @@ def test_shipped_sizes_and_combined_sources(repo, fix):
     root = _compose(repo, fix, "hotpotqa+musique+2wikimultihopqa")
     train = build_dataset(root.envs, "train", 0)
     assert {train[i]["source"] for i in range(len(train))} == {"hotpotqa", "musique", "2WikiMultihopQA"}
-    assert len(train) == 485 + 192 + 100  # real HotpotQA and MuSiQue training questions, generated 2Wiki
+    assert len(train) == 733 + 573 + 478  # the real HotpotQA, MuSiQue and 2Wiki training questions
+    # every part holds a validation file: the validation split is theirs, whatever validation_fraction says
+    val = build_dataset(root.envs, "validation", 0, validation_fraction=0.05)
+    assert len(val) == 300 and {val[i]["source"] for i in range(len(val))} == {"hotpotqa", "musique", "2WikiMultihopQA"}
+    assert len(build_dataset(root.envs, "train", 0, validation_fraction=0.05)) == len(train)
+    assert len(build_dataset(root.envs, "test", 0)) == 300 + 200 + 300
     niah = _compose(repo, fix, "niah").envs
     assert len(build_dataset(niah, "train", 0)) == 200 and len(build_dataset(niah, "test16k", 0)) == 20

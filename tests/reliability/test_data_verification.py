@@ -1,10 +1,11 @@
 """Checking shipped data against its manifest (issue 46 items 12, 19): scripts/niah_testsets.py and
-scripts/build_real_multihop.py --verify report a damaged or missing file as a finding naming it
-(exit 1), a broken manifest in one line, and a folder in a test file's place is refused before
+scripts/build_real_multihop.py --verify report a damaged or missing file (one changed byte included)
+as a finding naming it (exit 1), a broken manifest in one line, and a folder in a test file's place is refused before
 anything is generated."""
 
 from __future__ import annotations
 
+import gzip
 import shutil
 
 import pytest
@@ -98,7 +99,7 @@ def test_niah_write_manifest_over_an_unreadable_file_is_one_line(niah_root, caps
 @pytest.fixture
 def shipped(tmp_path):
     out = tmp_path / "data"
-    for dataset in ("hotpotqa", "musique"):
+    for dataset in multihop.DATASETS:
         shutil.copytree(ROOT / "data" / dataset, out / dataset)
     return out
 
@@ -111,9 +112,24 @@ def _write(text):
     return lambda path: path.write_bytes(text)
 
 
+def _one_byte_changed(path):
+    """One character of the content changed (same length, same lines), gzipped again: readable, and
+    only its sha256 tells."""
+    raw = bytearray(gzip.decompress(path.read_bytes()))
+    k = raw.index(b'"question": "') + len(b'"question": "')
+    raw[k] = ord("X") if raw[k] != ord("X") else ord("Y")
+    path.write_bytes(gzip.compress(bytes(raw)))
+
+
 @pytest.mark.parametrize(
     ("name", "damage", "finding"),
     [
+        ("subset_test.jsonl.gz", _one_byte_changed, "subset_test.jsonl.gz: sha256 differs from MANIFEST.json"),
+        (
+            "subset_validation.jsonl.gz",
+            _one_byte_changed,
+            "subset_validation.jsonl.gz: sha256 differs from MANIFEST.json",
+        ),
         ("subset_test.jsonl.gz", _truncate, "subset_test.jsonl.gz: cannot be read ("),
         ("subset_test.jsonl.gz", _not_gzip, "subset_test.jsonl.gz: cannot be read ("),
         ("subset_test.jsonl.gz", _delete, "subset_test.jsonl.gz: missing"),
@@ -123,7 +139,18 @@ def _write(text):
         ("MANIFEST.json", _write(b'{"files": [{"file": "x"}]}'), "MANIFEST.json: not a manifest of this script"),
         ("MANIFEST.json", _write(b"[1]"), "MANIFEST.json: not a manifest of this script"),
     ],
-    ids=["truncated", "not-gzip", "missing", "folder", "no-manifest", "torn-manifest", "entry", "list"],
+    ids=[
+        "byte",
+        "validation-byte",
+        "truncated",
+        "not-gzip",
+        "missing",
+        "folder",
+        "no-manifest",
+        "torn-manifest",
+        "entry",
+        "list",
+    ],
 )
 def test_multihop_verify_reports_a_damaged_file(shipped, capsys, name, damage, finding):
     assert multihop.main(["--verify", "--out", str(shipped)]) == 0  # the copy matches before the damage
@@ -137,5 +164,5 @@ def test_multihop_verify_reports_a_damaged_file(shipped, capsys, name, damage, f
 def test_multihop_verify_of_a_wrong_out_names_what_is_missing(tmp_path, capsys):
     assert multihop.main(["--verify", "--out", str(tmp_path / "nowhere")]) == 1
     assert capsys.readouterr().out.splitlines() == [
-        f"{tmp_path / 'nowhere' / d / 'MANIFEST.json'}: missing" for d in ("hotpotqa", "musique")
+        f"{tmp_path / 'nowhere' / d / 'MANIFEST.json'}: missing" for d in ("hotpotqa", "musique", "2wikimultihopqa")
     ]
