@@ -82,13 +82,15 @@ def test_raw_files_were_made_with_their_plan_lines(round_: str, plans: list[Path
 
 
 def test_round9_other_plans_compose() -> None:
-    """Table 3's w/o Target, SFT and w/o FT, and qa1/qa2/qa4/qa5 at the isoA recipe (their round-4 steps)."""
+    """Table 3's w/o Soft-Q, w/o Target, SFT and w/o FT, and qa1/qa2/qa4/qa5 at the isoA recipe (their round-4 steps)."""
     common, runs = read_plan(EXP / "round9" / "t3b_train.txt")
-    for name in ("w1_notarget_s1", "w1_sft_s1", "w1_noft_s1"):
+    for name in ("w1_nosoftq_s1", "w1_notarget_s1", "w1_sft_s1", "w1_noft_s1"):
         cfg = compose_cfg(common + runs[name])
         assert cfg.envs.task == "qa3_three-supporting-facts" and cfg.steps_count == (0 if "noft" in name else 2000)
         if "notarget" in name:
             assert facts(cfg) == (0.01, 0.0, True, False, 5.0)
+        if "nosoftq" in name:
+            assert facts(cfg) == KEYS["nosoftq"]
         if "sft" in name:
             assert cfg.algo.objective == "sft"
     common, runs = read_plan(EXP / "round9" / "tasks_train.txt")
