@@ -4,16 +4,18 @@
 
 RULER scores a system per task and context length, averages over its tasks at each length, and
 calls the longest length up to which every tested length's average is above 85.6 (Llama-2-7B's
-average at 4K) its effective length; scripts/niah_report.py's ``effective_length`` applies that rule
-and is used here. Each ``<folder>`` is one seed of the system (a run folder, or any folder under
-which its records lie); the scores are averaged over the folders, as niah_report.py does.
+average at 4K) its effective length (``effective_length`` here; Table 1's report,
+experiments/niah/niah_report.py, applies the same rule and scores). Each ``<folder>`` is one seed of
+the system (a run folder, or any folder under which its records lie); the scores are averaged over
+the folders.
 
 Records are found under each folder by name, ``eval_seed<S>_test[_]<length>.jsonl[.gz]``
 (eval_retriever.py / experiments/niah/niah_eval_grid.py on a test split named by its length: ``4k``, ``1m``),
 and their task is the ``task`` of the ``.meta.json`` eval_retriever.py writes beside them.
 
-* Retrieval alone (no ``--reader``): per sample, niah_report.py's ``score`` of the greedy record at
-  the fixed budget; ``--metric all`` (default: every gold chunk retrieved), ``f1`` (fact F1) or
+* Retrieval alone (no ``--reader``): per sample, ``score`` of the greedy record at the fixed
+  budget; ``--metric all`` (default: every gold chunk retrieved), ``first_k`` (every gold chunk among
+  the first k picks, k = the sample's number of gold chunks), ``f1`` (fact F1) or
   ``smatch`` (RULER's string_match_all on the retrieved chunks' text, a reader-free upper bound).
 * With a reader (``--reader <basename of the llm>``): its output files
   ``<llm>_eval_seed<S>_test<length>.jsonl`` beside the records (eval_llm_synthetics.py's default
@@ -42,15 +44,81 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
-import niah_report  # noqa: E402
 from jsonl_input import InputError, read_bytes, read_jsonl  # noqa: E402
 
-from prompts_and_metrics.metrics import ruler_postprocess  # noqa: E402
+from prompts_and_metrics.metrics import fact_metrics, ruler_postprocess, string_match_all  # noqa: E402
 from runstore import StorageError, atomic_write_text, probe_writable  # noqa: E402
+
+# RULER's eight NIAH subtasks with Table 1's column labels, and its lengths (shortest first)
+COLUMNS = {
+    "niah_single_1": "S1",
+    "niah_single_2": "S2",
+    "niah_single_3": "S3",
+    "niah_multikey_1": "MK1",
+    "niah_multikey_2": "MK2",
+    "niah_multikey_3": "MK3",
+    "niah_multivalue": "MV",
+    "niah_multiquery": "MQ",
+}
+ROWS = {"4k": "4K", "16k": "16K", "32k": "32K", "128k": "128K", "1m": "1M"}
+RULER_THRESHOLD = 85.6  # RULER's effective-length threshold (Llama-2-7B's average at 4K)
+METRICS = ("all", "first_k", "f1", "smatch")
+
+
+def stop_at(q_values: list[float], theta: float | None) -> int:
+    """Chunks kept under Q-value stopping: the first step t > 0 whose max Q is <= theta ends the
+    episode before that step is taken (None: the fixed budget, every step)."""
+    if theta is not None:
+        for t in range(1, len(q_values)):
+            if q_values[t] <= theta:
+                return t
+    return len(q_values)
+
+
+def score(rec: dict[str, Any], theta: float | None = None) -> dict[str, float]:
+    """One greedy record's scores (``all``, ``first_k``, ``f1``, ``smatch``: the module's docstring), its ``steps``
+    kept, the record cut by Q-value stopping at ``theta`` when given (Table 1's Q-stop rows)."""
+    k = stop_at(rec["q_values"], theta)
+    facts = fact_metrics(rec["pred_idx"][:k], rec["sf_idx"])  # "all" = fact EM: every needle, extras allowed
+    needles = len(set(rec["sf_idx"]))
+    return {
+        "all": facts["em"],
+        "first_k": fact_metrics(rec["pred_idx"][: min(k, needles)], rec["sf_idx"])["em"],
+        "f1": facts["f1"],
+        "smatch": string_match_all(" ".join(rec["pred_texts"][:k]), str(rec["answer"]).split(",")),
+        "steps": float(k),
+    }
+
+
+def effective_length(
+    cells: dict[tuple, dict[str, Any]],
+    names: list[str],
+    task: str | None,
+    key: str,
+    rows: dict[str, str] = ROWS,
+    columns: dict[str, str] = COLUMNS,
+) -> str:
+    """RULER's effective length: the longest length up to which every tested length's mean score
+    (over seeds; over the subtasks ``columns`` when ``task`` is None) is above the threshold. A length
+    that only some seeds were evaluated at ends the search, named with the seeds it rests on.
+    ``rows`` maps the lengths, shortest first, to their labels (report() passes the lengths and tasks
+    its records hold; experiments/niah/niah_report.py, Table 1's grid)."""
+    best = f"< {next(iter(rows.values()))}"
+    for length, label in rows.items():
+        tasks = list(columns) if task is None else [task]
+        have = [n for n in names if all((n, t, length) in cells for t in tasks)]
+        # "not above", so that a NaN score fails (NaN <= threshold is False)
+        if not have or not statistics.fmean(cells[(n, t, length)][key] for n in have for t in tasks) > RULER_THRESHOLD:
+            break
+        if len(have) < len(names):  # a length evaluated for some seeds only (e.g. 1M for one seed): said so
+            return f"{label} ({', '.join(have)} only)"
+        best = label
+    return best
+
 
 RECORDS = re.compile(r"eval_seed\d+_test_?(\d+)([km])\.jsonl(?:\.gz)?")
 UNITS = {"k": 1_000, "m": 1_000_000}
-RECORD_KEYS = ("pred_idx", "pred_texts", "q_values", "sf_idx", "answer")  # what niah_report.score reads
+RECORD_KEYS = ("pred_idx", "pred_texts", "q_values", "sf_idx", "answer")  # what score() reads
 REPORT_KEYS = {"threshold", "folders", "scores", "effective_length"}  # an earlier --out, safe to replace
 
 
@@ -101,7 +169,7 @@ def file_score(path: Path, reader: str | None, chunk_filter: str, metric: str | 
                 raise ScoreError(
                     f"{path}:{n}: the record lacks {', '.join(missing)} (not a greedy eval_retriever.py record)"
                 )
-            values.append(niah_report.score(r)[metric or "all"])
+            values.append(score(r)[metric or "all"])
     else:
         rows = [(n, r) for n, r in rows if r.get("filter") == chunk_filter]
         if not rows:
@@ -158,7 +226,7 @@ def check_out(out: Path, folders: list[Path], reader: str | None) -> None:
 
 
 def report(cells: dict[tuple, dict], names: list[str]) -> dict[str, Any]:
-    """Table and effective lengths, the rows ordered by length, as niah_report.effective_length reads them."""
+    """Table and effective lengths, the rows ordered by length, as effective_length reads them."""
     lengths = sorted({k[2] for k in cells}, key=lambda s: int(s[:-1]) * UNITS[s[-1]])
     rows = {length: length.upper() for length in lengths}
     tasks = sorted({k[1] for k in cells})
@@ -172,13 +240,11 @@ def report(cells: dict[tuple, dict], names: list[str]) -> dict[str, Any]:
         for length in lengths
     }
     return {
-        "threshold": niah_report.RULER_THRESHOLD,
+        "threshold": RULER_THRESHOLD,
         "folders": names,
         "scores": table,
-        "effective_length": niah_report.effective_length(cells, names, None, "score", rows, columns),
-        "effective_length_per_task": {
-            t: niah_report.effective_length(cells, names, t, "score", rows, columns) for t in tasks
-        },
+        "effective_length": effective_length(cells, names, None, "score", rows, columns),
+        "effective_length_per_task": {t: effective_length(cells, names, t, "score", rows, columns) for t in tasks},
     }
 
 
@@ -226,7 +292,7 @@ def write_ruler(folder: Path, reader: str, chunk_filter: str, metric: str | None
         lengths.setdefault(length, {})[task_of(records)] = (score, preds)
     written = []
     for length, tasks in lengths.items():
-        order = sorted(tasks, key=lambda t: (list(niah_report.COLUMNS).index(t) if t in niah_report.COLUMNS else 99, t))
+        order = sorted(tasks, key=lambda t: (list(COLUMNS).index(t) if t in COLUMNS else 99, t))
         summary = [
             ["Tasks", *order],
             ["Score", *(tasks[t][0] for t in order)],
@@ -251,8 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="also write the result as JSON here")
     ap.add_argument("--ruler-out", type=Path, help="also write RULER's summary.csv / submission.csv under this folder")
     args = ap.parse_args(argv)
-    if args.reader is None and args.metric not in (None, *niah_report.METRICS):
-        ap.error(f"--metric {args.metric}: retrieval metrics are {', '.join(niah_report.METRICS)}")
+    if args.reader is None and args.metric not in (None, *METRICS):
+        ap.error(f"--metric {args.metric}: retrieval metrics are {', '.join(METRICS)}")
     if args.ruler_out is not None and (args.reader is None or len(args.folders) != 1):
         ap.error("--ruler-out: RULER's files hold one run's reader answers: give --reader and one folder")
     names = [str(f) for f in args.folders]

@@ -1,4 +1,4 @@
-"""scripts/bench_table.py: the reference harness's files as JSON lines, and the ratio table."""
+"""experiments/bench/bench_table.py: the reference harness's files as JSON lines, and the ratio table."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import load_script
 
-bt = load_script("bench_table")
+bt = load_script("bench_table", "experiments/bench")
 
 
 @pytest.fixture

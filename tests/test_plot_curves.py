@@ -1,4 +1,4 @@
-"""scripts/plot_curves.py on tiny metrics.jsonl files in the format rl/run/train.py writes."""
+"""experiments/parity_speed/plot_curves.py on tiny metrics.jsonl files in the format rl/run/train.py writes."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_overlay_and_table(tmp_path, capsys):
     # a second seed of "off", with one extra step no other run has: the table must skip it
     b2 = write_run(tmp_path / "b2", {0: 0.5, 25: 0.8, 50: 0.6, 75: 0.1}, {0: 0.5, 25: 0.8, 50: 0.9, 75: 0.0})
     out, table = tmp_path / "plots" / "p.png", tmp_path / "p.md"
-    stats = load_script("plot_curves").main(
+    stats = load_script("plot_curves", "experiments/parity_speed").main(
         [
             "--run",
             f"on={a}",
@@ -66,7 +66,7 @@ def test_overlay_and_table(tmp_path, capsys):
 def test_missing_metric_names_file_and_keys(tmp_path):
     a = write_run(tmp_path / "a", {0: 0.5}, {0: 0.5})
     with pytest.raises(SystemExit) as e:
-        load_script("plot_curves").main(
+        load_script("plot_curves", "experiments/parity_speed").main(
             ["--run", f"on={a}", "--metrics", "return,recall", "--out", str(tmp_path / "p.png")]
         )
     msg = str(e.value)

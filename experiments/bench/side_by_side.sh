@@ -15,7 +15,7 @@
 # Env: SKIP_CHECK=1 skips setup's packed-encoder self-check; OLD_BENCH=new (setup) gives the old tree this
 # tree's bench.py; WORKLOADS (oldnew, default W1,W2,W3,W4) and W6=0 choose oldnew's workloads, PROFILE_W3=1
 # adds a cProfile of W3, PROFILE_W1=1 one of W1, ORDER="new old" runs this tree first; ABLATE_SET="key=value" adds a W1 line of this tree with that override (oldnew).
-# Every JSON line lands in $OUT/<call>.jsonl and names card, tree and workload; scripts/bench_table.py turns
+# Every JSON line lands in $OUT/<call>.jsonl and names card, tree and workload; experiments/bench/bench_table.py turns
 # them into BENCH.md's tables. Each call re-lays the working tree, so setup copies the code to /tmp/new (this
 # tree) and /tmp/old (OLD_TREE, a `git archive` in .device/old_<commit>.tgz); later calls run those copies.
 # Carried (gitignored, built on the CPU machine), at most 64 MiB a call with the tree (~30 MiB): setup carries
@@ -104,7 +104,7 @@ case "$1" in
     # change whether the packed and padded paths agree, or their speed)
     python3 -c "from transformers import BertConfig, BertModel, AutoTokenizer; BertModel(BertConfig.from_pretrained('/tmp/tok')).save_pretrained('/tmp/minilm-random'); AutoTokenizer.from_pretrained('/tmp/tok').save_pretrained('/tmp/minilm-random')"
     [ "${SKIP_CHECK:-0}" = 1 ] && { echo "packed-encoder check skipped"; exit 0; }
-    (cd /tmp/new && timeout 240 python3 scripts/check_packed_encoder.py --minilm /tmp/minilm-random) > "$OUT/setup.jsonl" 2> "$OUT/setup.log"
+    (cd /tmp/new && timeout 240 python3 experiments/bench/check_packed_encoder.py --minilm /tmp/minilm-random) > "$OUT/setup.jsonl" 2> "$OUT/setup.log"
     echo "packed-encoder check rc=$?"; cat "$OUT/setup.jsonl"; tail -n 5 "$OUT/setup.log" ;;
   ref)  # the reference and this tree, same card, data and model; REF_PART=train (W1, whole program) or eval
     # (W2, W3) splits it in two calls of the same workloads (all in one call passed 10 minutes on an H200)
@@ -124,7 +124,7 @@ case "$1" in
       done
     fi
     cd /tmp/new
-    python3 scripts/bench_table.py peer "$OUT" --card "$CARD" --torch "$TORCH" >> "$OUT/ref.jsonl"
+    python3 experiments/bench/bench_table.py peer "$OUT" --card "$CARD" --torch "$TORCH" >> "$OUT/ref.jsonl"
     if [ "$PART" != eval ]; then
       bench /tmp/new "$NEW_TREE" ref --workloads W1 --encoder /tmp/contriever-random --data-root /tmp/pdata \
         --iters 60 --warmup 10
@@ -132,7 +132,7 @@ case "$1" in
     fi
     [ "$PART" != train ] && bench /tmp/new "$NEW_TREE" ref --workloads W2,W3 --encoder /tmp/contriever-random \
       --data-root /tmp/pdata --episodes 3
-    python3 scripts/bench_table.py table "$OUT/ref.jsonl" ;;
+    python3 experiments/bench/bench_table.py table "$OUT/ref.jsonl" ;;
   oldnew)  # OLD_TREE and this tree on the repository's data, interleaved
     for part in mb mc; do [ -d "$SRC/.device/$part" ] && cp "$SRC/.device/$part"/* /tmp/minilm/; done
     # join MiniLM's weights only once all three parts are here (a partial join used to delete the parts)
@@ -157,7 +157,7 @@ case "$1" in
         --iters 15 --warmup 5 --profile) > /dev/null 2> "$OUT/profile_w1.log"
       grep -a -A 30 "function calls" "$OUT/profile_w1.log" | tail -n 32
     fi
-    (cd /tmp/new && python3 scripts/bench_table.py table "$OUT/oldnew.jsonl" --baseline "$OLD_TREE") ;;
+    (cd /tmp/new && python3 experiments/bench/bench_table.py table "$OUT/oldnew.jsonl" --baseline "$OLD_TREE") ;;
   train)  # training throughput: runs sharing the card, per tree; one qa3 step alone; a kernel profile
     # Env: TRAIN_TREES (default "old new"), RUNS (runs per card for each tree, a comma list, default 4),
     # MPS_RUNS (the same for this tree under CUDA MPS, default 4; empty: no MPS), STEP_LINES (default 1: one

@@ -7,7 +7,7 @@ Each cell is one `eval_retriever.py` call: the run's best checkpoint, greedy at 
 budget T, seed 42, every sample of the test file (scripts/niah_testsets.py: 100 up to 128K, 30 at
 1M), written to ``<runs dir>/<run>/niah/<task>/eval_seed42_test<len>.jsonl`` (+ summary and meta)
 with a ``.testset.json`` beside it naming the test file and its sha256. Q-value stopping is scored
-from these records (scripts/niah_report.py): stopping only truncates the greedy sequence, and every
+from these records (experiments/niah/niah_report.py): stopping only truncates the greedy sequence, and every
 step's max Q is logged (docs/EVALUATION.md), so no second pass is needed. The test files are checked
 against their manifest first; a mismatch stops everything. Cells whose summary already covers the
 file are skipped, and an interrupted cell resumes (eval_retriever.py resumes by sample). Longest

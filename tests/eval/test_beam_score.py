@@ -150,14 +150,14 @@ def test_the_evaluation_uses_the_configured_score(
 
 
 def test_one_evaluation_gives_every_score_as_its_own_evaluation_would(tiny_run: Path, tmp_path: Path) -> None:
-    """scripts/beam_path_scores.py (every score from one beam evaluation, on cached Q rows) picks,
+    """experiments/table2/beam_path_scores.py (every score from one beam evaluation, on cached Q rows) picks,
     per sample and score, the path that ``eval.beam_score=<score>`` picks; T = 3, so ``sum`` and
     ``min`` prune differently from ``last`` and ask for rows of their own."""
     from tests.conftest import load_script
 
     common = [f"pretrained_path={tiny_run}", "envs.num_sentences=12", "num_samples=4", "envs.max_steps=3"]
     common += ["progress_bar=false", "device=cpu"]
-    result = load_script("beam_path_scores").main([*common, f"output_dir={tmp_path / 'all'}"])
+    result = load_script("beam_path_scores", "experiments/table2").main([*common, f"output_dir={tmp_path / 'all'}"])
     assert result["n"] == 4 and set(result["scores"]) == set(PATH_SCORES)
     for score in PATH_SCORES:
         run(

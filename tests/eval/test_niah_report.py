@@ -1,5 +1,6 @@
-"""scripts/niah_report.py: per-sample scores from eval_retriever.py records (fixed budget and Q-value
-stopping), the seed table and RULER's effective length."""
+"""Per-sample scores from eval_retriever.py records (fixed budget and Q-value stopping) and RULER's
+effective length (scripts/ruler_effective_length.py, the rule experiments/niah/niah_report.py applies),
+and Table 1's seed table, targets, recipe table and archive (niah_report.py)."""
 
 import json
 
@@ -7,7 +8,8 @@ import pytest
 
 from tests.conftest import load_script
 
-report = load_script("niah_report")
+report = load_script("niah_report", "experiments/niah")
+ruler = load_script("ruler_effective_length")
 
 # an MQ-like record: the instruction sentence (chunk 0) picked first, three of four needles after it
 REC = {
@@ -25,20 +27,20 @@ REC = {
 
 
 def test_fixed_budget_scores():
-    s = report.score(REC)
+    s = ruler.score(REC)
     assert s["all"] == 0.0 and s["steps"] == 4
     assert s["f1"] == pytest.approx(2 * 0.75 * 0.75 / 1.5)  # 3 of 4 picks gold, 3 of 4 gold picked
     assert s["smatch"] == 0.75  # RULER's string_match_all on the picked text: 3 of 4 values
     full = {**REC, "pred_idx": [3, 7, 9, 12]}
-    assert report.score(full)["all"] == 1.0
+    assert ruler.score(full)["all"] == 1.0
 
 
 def test_q_stopping_truncates_before_the_first_low_q_step():
-    assert report.stop_at(REC["q_values"], None) == 4
-    assert report.stop_at(REC["q_values"], 0.5) == 2  # step 2's max Q 0.3 <= 0.5: two chunks kept
-    assert report.stop_at([0.1, 0.9], 0.5) == 2  # step 0 never stops (the rule starts at t > 0)
-    assert report.stop_at(REC["q_values"], 0.3) == 2  # <= is the rule (eval.stop_q_threshold)
-    s = report.score(REC, 0.5)
+    assert ruler.stop_at(REC["q_values"], None) == 4
+    assert ruler.stop_at(REC["q_values"], 0.5) == 2  # step 2's max Q 0.3 <= 0.5: two chunks kept
+    assert ruler.stop_at([0.1, 0.9], 0.5) == 2  # step 0 never stops (the rule starts at t > 0)
+    assert ruler.stop_at(REC["q_values"], 0.3) == 2  # <= is the rule (eval.stop_q_threshold)
+    s = ruler.score(REC, 0.5)
     assert s["steps"] == 2 and s["smatch"] == 0.25 and s["f1"] == pytest.approx(2 * 0.5 * 0.25 / 0.75)
 
 
@@ -53,8 +55,8 @@ def test_table_and_effective_length():
     assert lines[3].startswith("| 16K | 85.0 ± 7.1 |")
     assert len(lines) == 5  # 128K and 1M were not evaluated: no rows
     # 16K averages 85.0, not above 85.6: the effective length ends at 4K
-    assert report.effective_length(cells, ["a", "b"], None, "fixed_all") == "4K"
-    assert report.effective_length(cells, ["a"], None, "fixed_all") == "16K"
+    assert ruler.effective_length(cells, ["a", "b"], None, "fixed_all") == "4K"
+    assert ruler.effective_length(cells, ["a"], None, "fixed_all") == "16K"
 
 
 def test_collect_keeps_no_checkpoint_and_the_report_reads_its_gzipped_records(tmp_path):
@@ -96,24 +98,24 @@ def test_effective_length_names_a_length_only_some_seeds_reached():
     cells = {(n, t, length): {"all": 100.0} for n in ("a", "b") for t in report.COLUMNS for length in lengths[:-1]}
     cells |= {("a", t, lengths[-1]): {"all": 100.0} for t in report.COLUMNS}
     last = report.ROWS[lengths[-1]]
-    assert report.effective_length(cells, ["a", "b"], None, "all") == f"{last} (a only)"
+    assert ruler.effective_length(cells, ["a", "b"], None, "all") == f"{last} (a only)"
     cells[("b", "niah_single_1", lengths[1])] = {"all": 0.0}  # mean over 16 cells 93.75: still above
-    assert report.effective_length(cells, ["a", "b"], None, "all") == f"{last} (a only)"
-    assert report.effective_length(cells, ["a", "b"], "niah_single_1", "all") == report.ROWS[lengths[0]]
+    assert ruler.effective_length(cells, ["a", "b"], None, "all") == f"{last} (a only)"
+    assert ruler.effective_length(cells, ["a", "b"], "niah_single_1", "all") == report.ROWS[lengths[0]]
 
 
 def test_stricter_reading_counts_the_needles_among_the_first_k_picks():
     """k = the sample's number of (distinct) needles; hand-computed on tiny records."""
     one = {**REC, "sf_idx": [7]}  # picks [0, 7, 3, 9]: the needle second
-    assert report.score(one)["all"] == 1.0 and report.score(one)["first_k"] == 0.0
-    assert report.score({**one, "pred_idx": [7, 0, 3, 9]})["first_k"] == 1.0
+    assert ruler.score(one)["all"] == 1.0 and ruler.score(one)["first_k"] == 0.0
+    assert ruler.score({**one, "pred_idx": [7, 0, 3, 9]})["first_k"] == 1.0
     two = {**REC, "sf_idx": [3, 7, 7], "pred_idx": [7, 3, 0, 9]}  # two needles, both in the first two picks
-    assert report.score(two)["first_k"] == 1.0
-    assert report.score({**two, "pred_idx": [7, 0, 3, 9]})["first_k"] == 0.0  # the second needle third
+    assert ruler.score(two)["first_k"] == 1.0
+    assert ruler.score({**two, "pred_idx": [7, 0, 3, 9]})["first_k"] == 0.0  # the second needle third
     # four needles at T = 4: the strict reading is the lenient one
-    assert report.score(REC)["first_k"] == 0.0 and report.score({**REC, "pred_idx": [12, 9, 3, 7]})["first_k"] == 1.0
+    assert ruler.score(REC)["first_k"] == 0.0 and ruler.score({**REC, "pred_idx": [12, 9, 3, 7]})["first_k"] == 1.0
     # under Q-value stopping, the first k of the kept picks: one kept, two needles
-    assert report.score({**two, "q_values": [0.9, 0.2, 0.9, 0.9]}, 0.5)["first_k"] == 0.0
+    assert ruler.score({**two, "q_values": [0.9, 0.2, 0.9, 0.9]}, 0.5)["first_k"] == 0.0
 
 
 def test_target_lines_name_the_subtasks_met_in_each_reading():

@@ -144,7 +144,7 @@ def test_eval_plan_length_unit(tmp_path: Path, plan: str, unit: str | None, expe
 
 
 def test_repro_offline_end_to_end(tmp_path: Path):
-    """scripts/repro_offline.sh on a one-run round: train, evaluate, report (CPU, demo settings)."""
+    """experiments/round4/repro_offline.sh on a one-run round: train, evaluate, report (CPU, demo settings)."""
     rnd = tmp_path / "round"
     rnd.mkdir()
     (rnd / "plan_train.txt").write_text(
@@ -163,7 +163,11 @@ def test_repro_offline_end_to_end(tmp_path: Path):
         EVAL_EXTRA="device=cpu",
     )
     res = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "repro_offline.sh")], env=env, capture_output=True, text=True, timeout=400
+        ["bash", str(ROOT / "experiments" / "round4" / "repro_offline.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
     )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     lengths = (out / "report" / "lengths.md").read_text()

@@ -5,7 +5,7 @@ encoder must give the same embeddings (fp32: 1e-5; bf16 autocast: an error again
 same size as the padded path's own) for the real MiniLM and random tiny BERT / XLM-RoBERTa models,
 every pooling, mixed lengths from 1 token to the model's maximum, slices and filler padding of
 the compiled shapes, and after in-place weight updates. Unsupported models keep the padded path
-with a log line. On a GPU, ``scripts/check_packed_encoder.py`` compares the CUDA kernels.
+with a log line. On a GPU, ``experiments/bench/check_packed_encoder.py`` compares the CUDA kernels.
 """
 
 from __future__ import annotations

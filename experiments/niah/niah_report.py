@@ -1,13 +1,14 @@
 """Table 1 (RULER NIAH) from the evaluation records of experiments/niah/niah_eval_grid.py.
 
-    python scripts/niah_report.py <experiments/niah/runs.tgz unpacked> --seeds n_s1,n_s2,n_s3 --untrained n_noft \
+    python experiments/niah/niah_report.py <experiments/niah/runs.tgz unpacked> --seeds n_s1,n_s2,n_s3 --untrained n_noft \
         --out experiments/niah                       # or: scripts/make_results.sh niah
     # a GPU round's run folders without checkpoints, records gzipped, as the round's archive (what the
     # repository commits; its sha256 in MANIFEST.json beside it; a folder instead of a .tgz: unarchived):
-    python scripts/niah_report.py runs/niah --collect experiments/niah/runs.tgz
+    python experiments/niah/niah_report.py runs/niah --collect experiments/niah/runs.tgz
 
 Per sample, from the greedy fixed-budget record (``pred_idx``, ``pred_texts``, ``q_values``,
-``sf_idx``, ``answer``):
+``sf_idx``, ``answer``; the scores and RULER's effective-length rule are those of the user's tool,
+scripts/ruler_effective_length.py):
 
 * ``all``: 1 if every needle of the query (the gold chunks) was retrieved: a reader's answer can be
   complete only then (the headline, in percent; the lenient reading: anywhere among the T picks);
@@ -45,26 +46,20 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-
-from prompts_and_metrics.metrics import fact_metrics, string_match_all  # noqa: E402
-
 sys.path.insert(0, str(REPO / "scripts"))
 import niah_testsets as testsets  # noqa: E402
 import pack_round  # noqa: E402
+from ruler_effective_length import (  # noqa: E402  RULER's rule and per-sample scores, the tool's own
+    COLUMNS,
+    METRICS,
+    ROWS,
+    RULER_THRESHOLD,
+    effective_length,
+    score,
+)
 
-COLUMNS = {
-    "niah_single_1": "S1",
-    "niah_single_2": "S2",
-    "niah_single_3": "S3",
-    "niah_multikey_1": "MK1",
-    "niah_multikey_2": "MK2",
-    "niah_multikey_3": "MK3",
-    "niah_multivalue": "MV",
-    "niah_multiquery": "MQ",
-}
-ROWS = {"4k": "4K", "16k": "16K", "32k": "32K", "128k": "128K", "1m": "1M"}
 # the paper's Table 1 (v2), Q-RAG + Qwen3-4B, percent (docs/DESIGN.md §10.3)
 PAPER = {
     "4k": [100] * 8 + [100],
@@ -73,7 +68,6 @@ PAPER = {
     "128k": [100] * 8 + [100],
     "1m": [100, 100, 100, 100, 98.5, 99.0, 100, 100, 99.7],
 }
-RULER_THRESHOLD = 85.6  # RULER's effective-length threshold (Llama-2-7B's average at 4K)
 # issue 44's target for every run: every needle retrieved in >= 99 % of samples at 4K-128K, >= 97 % at 1M
 TARGET = {"4k": 99.0, "16k": 99.0, "32k": 99.0, "128k": 99.0, "1m": 97.0}
 # The paper's recipe for the NIAH retriever (App. F; Table 8 for encoder, T and chunk cap; docs/DESIGN.md
@@ -101,30 +95,6 @@ APP_F = [
     ("optimiser steps (planned)", "not given", None, ("steps_count",)),
     ("parallel environments E", "not given", None, ("envs_parallel",)),
 ]
-METRICS = ("all", "first_k", "f1", "smatch")
-
-
-def stop_at(q_values: list[float], theta: float | None) -> int:
-    """Chunks kept under Q-value stopping: the first step t > 0 whose max Q is <= theta ends the
-    episode before that step is taken (None: the fixed budget, every step)."""
-    if theta is not None:
-        for t in range(1, len(q_values)):
-            if q_values[t] <= theta:
-                return t
-    return len(q_values)
-
-
-def score(rec: dict[str, Any], theta: float | None = None) -> dict[str, float]:
-    k = stop_at(rec["q_values"], theta)
-    facts = fact_metrics(rec["pred_idx"][:k], rec["sf_idx"])  # "all" = fact EM: every needle, extras allowed
-    needles = len(set(rec["sf_idx"]))
-    return {
-        "all": facts["em"],
-        "first_k": fact_metrics(rec["pred_idx"][: min(k, needles)], rec["sf_idx"])["em"],
-        "f1": facts["f1"],
-        "smatch": string_match_all(" ".join(rec["pred_texts"][:k]), str(rec["answer"]).split(",")),
-        "steps": float(k),
-    }
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -201,32 +171,6 @@ def paper_table() -> list[str]:
     head = ["length", *COLUMNS.values(), "avg"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     return lines + ["| " + " | ".join([ROWS[n], *(f"{v:g}" for v in row)]) + " |" for n, row in PAPER.items()]
-
-
-def effective_length(
-    cells: dict[tuple, dict[str, Any]],
-    names: list[str],
-    task: str | None,
-    key: str,
-    rows: dict[str, str] = ROWS,
-    columns: dict[str, str] = COLUMNS,
-) -> str:
-    """RULER's effective length: the longest length up to which every tested length's mean score
-    (over seeds; over the subtasks ``columns`` when ``task`` is None) is above the threshold. A length
-    that only some seeds were evaluated at ends the search, named with the seeds it rests on.
-    ``rows`` maps the lengths, shortest first, to their labels (scripts/ruler_effective_length.py
-    passes the lengths and tasks its records hold)."""
-    best = f"< {next(iter(rows.values()))}"
-    for length, label in rows.items():
-        tasks = list(columns) if task is None else [task]
-        have = [n for n in names if all((n, t, length) in cells for t in tasks)]
-        # "not above", so that a NaN score fails (NaN <= threshold is False)
-        if not have or not statistics.fmean(cells[(n, t, length)][key] for n in have for t in tasks) > RULER_THRESHOLD:
-            break
-        if len(have) < len(names):  # a length evaluated for some seeds only (e.g. 1M for one seed): said so
-            return f"{label} ({', '.join(have)} only)"
-        best = label
-    return best
 
 
 def below_target(cells: dict[tuple, dict[str, Any]], names: list[str], key: str) -> dict[str, list[tuple]]:
@@ -348,7 +292,16 @@ def plot(cells: dict[tuple, dict[str, Any]], seeds: list[str], untrained: list[s
 
 
 # scripts/make_results.sh's command for a round of this report (its manifest's "report")
-REPORT = ["scripts/niah_report.py", "{runs}", "--seeds", "n_s1,n_s2,n_s3", "--untrained", "n_noft", "--out", "{round}"]
+REPORT = [
+    "experiments/niah/niah_report.py",
+    "{runs}",
+    "--seeds",
+    "n_s1,n_s2,n_s3",
+    "--untrained",
+    "n_noft",
+    "--out",
+    "{round}",
+]
 
 
 def collect(src: Path, dest: Path) -> None:

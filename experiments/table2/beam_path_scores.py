@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Every beam path score (``eval.beam_score``, rl/eval/beam.py PATH_SCORES) from ONE beam evaluation.
 
-    python scripts/beam_path_scores.py pretrained_path=runs/<run> [eval_retriever.py overrides ...]
+    python experiments/table2/beam_path_scores.py pretrained_path=runs/<run> [eval_retriever.py overrides ...]
 
 Runs ``eval_retriever.py``'s evaluation with ``eval.planner=beam`` (score ``last``, written to its
 usual file) while each sample's Q-function rows are cached by the selection they were computed for;
@@ -25,7 +25,7 @@ from statistics import mean
 import torch
 from hydra import compose, initialize_config_dir
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import rl.eval.beam as beam  # noqa: E402

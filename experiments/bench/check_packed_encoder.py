@@ -1,6 +1,6 @@
 """GPU self-check of the packed encoder (rl/model/fast/packed.py, ``speed.packed_encoder``).
 
-    python scripts/check_packed_encoder.py [--device cuda] [--no-compile] [--tokens 1000000] [--minilm FOLDER]
+    python experiments/bench/check_packed_encoder.py [--device cuda] [--no-compile] [--tokens 1000000] [--minilm FOLDER]
 
 Run it first on a GPU machine (well under 2 minutes on an H100, compilation included). Prints JSON
 lines:

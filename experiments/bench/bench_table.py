@@ -1,7 +1,7 @@
 """The side-by-side speed table (docs/BENCH.md) from one benchmark call's JSON lines.
 
-    python scripts/bench_table.py peer <peer_out_dir> --card NAME --torch VERSION >> call.jsonl
-    python scripts/bench_table.py table call.jsonl [--baseline reference]
+    python experiments/bench/bench_table.py peer <peer_out_dir> --card NAME --torch VERSION >> call.jsonl
+    python experiments/bench/bench_table.py table call.jsonl [--baseline reference]
 
 ``peer`` turns the files of the reference harness (experiments/bench/peer_harness: ``peer_train.json``,
 ``peer_eval_<N>.json``) into JSON lines shaped like scripts/bench.py's, marked ``"tree": "reference"``,
