@@ -7,39 +7,71 @@
 #   bash scripts/lease.sh <settings> watch <seconds>                 # keep the machine: progress every 2 minutes
 #   bash scripts/lease.sh <settings> eval <seconds>                  # stop training, every evaluation plan side by side
 #   bash scripts/lease.sh <settings> pack                            # run files (no checkpoints) -> $OUT/round.tgz
+#   bash scripts/lease.sh <settings> call <name> <seconds>           # the settings' CALL_<name> lines, in turn
 #
 # Settings (experiments/round7/lease.env is one): RUNS (run folders, relative to the code copy),
 # TRAIN_PLANS and EVAL_PLANS (scripts/launch_plan.sh / launch_evals.sh plan files, relative to the
-# repository), TIME_LIMIT (seconds a training run may take), MPS (1: CUDA MPS on every card, one daemon
-# for the whole lease), EXTRA (overrides given to every training run after the plan's #@common ones).
-# Environment: CODE (the copy, /tmp/qrag), PYTHON (python3), SITE (/tmp/site), FIRST_LOOK and POLL (the
-# seconds before the first progress lines and between them: 90 and 120; the eval verb polls every 30).
+# repository; `<plan>:<folder>` puts that plan's runs in <folder> instead of RUNS), TIME_LIMIT (seconds a
+# training run may take), MPS (1: CUDA MPS on every card, one daemon for the whole lease), EXTRA
+# (overrides given to every training run after the plan's #@common ones). What is not a plan:
+#   JOBS_SETUP, JOBS_START, JOBS_EVAL  bash arrays of command lines started in the background (in the code
+#       copy) at the end of that verb, beside the plans: logs $RUNS/logs/job_<verb>_<i>.log, process ids in
+#       $RUNS/job_pids (watched like the runs; eval does not stop them). experiments/round5/lease.env.
+#   CALL_<name>  a bash array of command lines the `call <name>` verb runs in the foreground, one after the
+#       other, each given the seconds left; for measurements rather than runs (experiments/bench/lease.env).
+#   OLD_TREE  a second tree beside this one: setup unpacks .device/old_<OLD_TREE>.tgz (`git archive
+#       --prefix=old/ -o .device/old_<commit>.tgz <commit>`) into $OLD, with its .code_version.
+# Every assignment of the settings is exported (the lines read them), and so are CODE, OLD, SRC (the call's
+# working tree, where carried files are), OUT, PYTHON, SITE and COMMIT (the copy's .code_version).
+# Environment: CODE (the copy, /tmp/qrag), OLD (/tmp/qrag_old), PYTHON (python3), SITE (/tmp/site),
+# FIRST_LOOK and POLL (the seconds before the first progress lines and between them: 90 and 120; the eval
+# verb polls every 30).
 #
-# What travels (gitignored, built on the CPU machine; at most 64 MiB a call with the tree): .device/whl
-# (wheels the machine lacks: hydra-core, omegaconf, antlr4-python3-runtime) and the fp16 MiniLM folder in
-# parts, .device/part1, .device/part2, ... (the config and tokenizer files plus `model.safetensors.part-*` pieces
-# of `split -b 22M`); every verb takes the parts its call carries, and the weights are joined into
+# What travels (gitignored, built on the CPU machine; at most 64 MiB a call with the tree): wheels the
+# machine lacks in .device/<any>whl folders (.device/whl: hydra-core, omegaconf, antlr4-python3-runtime;
+# every verb installs the wheels its call carries) and the fp16 MiniLM folder in parts, .device/part1,
+# .device/part2, ... (the config and tokenizer files plus `model.safetensors.part-*` pieces of
+# `split -b 22M`); every verb takes the parts its call carries, and the weights are joined into
 # $CODE/.device/minilm once no part is missing (`.device/part*/PARTS` names how many there are).
 # Each call re-lays the working tree, so everything long-running reads from a copy outside it ($CODE,
 # made once by setup, with .code_version = $COMMIT, the commit the runs record: the copy has no .git).
 # start and eval copy the settings' plan files from the call's tree first, so a second wave in the same
 # lease is a second settings file (its own RUNS and plans) run with start / eval / pack, without setup.
+# pack splits an archive over 15 MiB (a returned file may hold 16) into round.tgz.part-aa, -ab, ...
+# (`cat round.tgz.part-* > round.tgz` joins them).
 set -uo pipefail
-SETTINGS="${1:?usage: $0 <settings file> setup|start|watch|eval|pack [seconds]}"
-VERB="${2:?usage: $0 <settings file> setup|start|watch|eval|pack [seconds]}"
-SECS="${3:-540}"
+SETTINGS="${1:?usage: $0 <settings file> setup|start|watch|eval|pack|call [name] [seconds]}"
+VERB="${2:?usage: $0 <settings file> setup|start|watch|eval|pack|call [name] [seconds]}"
+if [ "$VERB" = call ]; then
+  NAME="${3:?usage: $0 <settings file> call <name> [seconds]}"; SECS="${4:-540}"
+else
+  SECS="${3:-540}"
+fi
 SRC="$(cd "$(dirname "$0")/.." && pwd)"
-CODE="${CODE:-/tmp/qrag}"
+CODE="${CODE:-/tmp/qrag}" OLD="${OLD:-/tmp/qrag_old}" SITE="${SITE:-/tmp/site}"  # SITE: where carried wheels go
+export SRC CODE OLD SITE OUT="${OUT:-/tmp/out}"
 case "$SETTINGS" in /*) ;; *) SETTINGS="$SRC/$SETTINGS" ;; esac  # relative: to the repository
+set -a  # every assignment of the settings is exported: CALL_ and JOBS_ lines read them
 . "$SETTINGS" || { echo "error: cannot read settings $SETTINGS" >&2; exit 2; }
-: "${RUNS:?settings: RUNS}" "${TRAIN_PLANS:?settings: TRAIN_PLANS}" "${EVAL_PLANS:?settings: EVAL_PLANS}"
-SITE="${SITE:-/tmp/site}"  # where the carried wheels are installed
+set +a
+: "${RUNS:?settings: RUNS}"
 export THREADS="${THREADS:-2}" PYTHONUNBUFFERED=1 PYTHON="${PYTHON:-python3}" PYTHONPATH="$SITE" TIME_LIMIT="${TIME_LIMIT:-900}"
+[ "$VERB" = setup ] || COMMIT="${COMMIT:-$(cat "$CODE/.code_version" 2>/dev/null)}"  # setup is told it
+export COMMIT="${COMMIT:-}"
 GPUS="$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | tr '\n' ' ')"
 export GPUS
 if [ "${MPS:-1}" = 1 ]; then  # the daemon's pipe folder is fixed, so processes of later calls find it
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/qrag_mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/qrag_mps/log
 fi
+
+take_wheels() {  # install the wheels this call carries (no index, no dependencies)
+  local d
+  for d in "$SRC"/.device/*whl/; do
+    compgen -G "$d*.whl" > /dev/null || continue
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$d"*.whl \
+      || { echo "error: the wheels of $d did not install" >&2; exit 1; }
+  done
+}
 
 take_parts() {  # copy the weight parts this call carries; join them once every part is there
   local m="$CODE/.device/minilm" want
@@ -56,18 +88,47 @@ take_parts() {  # copy the weight parts this call carries; join them once every 
 }
 
 plans() {  # the plan files as they are in this call's tree: a later wave's plans need no new setup
-  for plan in "$@"; do
+  local e plan
+  for e in "$@"; do
+    plan="${e%%:*}"
     case "$plan" in /*) continue ;; esac  # an absolute path is read where it is
     mkdir -p "$CODE/$(dirname "$plan")" && cp "$SRC/$plan" "$CODE/$plan" || exit 1
   done
 }
 
-alive() { [ -f "$CODE/$RUNS/pids" ] && for p in $(cat "$CODE/$RUNS/pids"); do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
+folders() {  # RUNS and every folder a plan entry names (`<plan>:<folder>`)
+  local e
+  { echo "$RUNS"; for e in ${TRAIN_PLANS:-} ${EVAL_PLANS:-}; do case "$e" in *:*) echo "${e#*:}" ;; esac; done; } | sort -u
+}
+
+alive() {
+  local f p
+  for f in $(folders | sed 's|$|/pids|') "$RUNS/job_pids"; do
+    [ -f "$CODE/$f" ] && for p in $(cat "$CODE/$f"); do kill -0 "$p" 2>/dev/null && return 0; done
+  done
+  return 1
+}
+
+jobs_of() {  # jobs_of <verb> <lines...>: each line in the background, its process id in $RUNS/job_pids
+  local verb="$1" i=0 line
+  shift
+  for line in "$@"; do
+    i=$((i + 1))
+    (
+      cd "$CODE" || exit 1
+      setsid nohup bash -c "$line" > "$RUNS/logs/job_${verb}_$i.log" 2>&1 < /dev/null &
+      echo $! >> "$RUNS/job_pids"
+    )
+    echo "job_${verb}_$i started: ${line:0:100}"
+  done
+}
 
 status() {
+  local f
   echo "--- $(date +%T)"
-  (cd "$CODE" && bash scripts/plan_status.sh "$RUNS" 2>&1 | cut -c1-72)
-  echo "evaluations done: $(find "$CODE/$RUNS" -name 'eval_*.summary.json' 2>/dev/null | wc -l)"
+  for f in $(folders); do (cd "$CODE" && bash scripts/plan_status.sh "$f" 2>&1 | cut -c1-72); done
+  for f in "$CODE/$RUNS"/logs/job_*.log; do [ -f "$f" ] && echo "$(basename "$f"): $(tail -n 1 "$f" | cut -c1-100)"; done
+  echo "evaluations done: $(for f in $(folders); do find "$CODE/$f" -name 'eval_*.summary.json' 2>/dev/null; done | wc -l)"
   nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used --format=csv,noheader 2>/dev/null || true
 }
 
@@ -78,21 +139,24 @@ watch() {  # watch <seconds>: progress every 120 s until the time is up or nothi
   done
 }
 
+take_wheels
 case "$VERB" in
   setup)
     [ -n "${COMMIT:-}" ] || { echo "error: COMMIT=<the tree's commit> must be set (the copy has no .git)" >&2; exit 2; }
     mkdir -p "$CODE"
     (cd "$SRC" && tar cf - --exclude=./.device --exclude=./runs --exclude=./.git --exclude='./.venv*' .) | (cd "$CODE" && tar xf -)
     echo "$COMMIT" > "$CODE/.code_version"
-    if compgen -G "$SRC/.device/whl/*.whl" > /dev/null; then
-      "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "$SRC"/.device/whl/*.whl || exit 1
+    if [ -n "${OLD_TREE:-}" ]; then
+      rm -rf "$OLD" && mkdir -p "$OLD" && tar xzf "$SRC/.device/old_$OLD_TREE.tgz" -C "$OLD" --strip-components=1 \
+        && echo "$OLD_TREE" > "$OLD/.code_version" || { echo "error: no tree .device/old_$OLD_TREE.tgz" >&2; exit 1; }
     fi
     if [ "${MPS:-1}" = 1 ]; then
       mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
       nvidia-cuda-mps-control -d || { echo "error: MPS did not start" >&2; exit 1; }
     fi
     take_parts
-    mkdir -p "$CODE/$RUNS/logs"
+    for f in $(folders); do mkdir -p "$CODE/$f/logs"; done
+    jobs_of setup ${JOBS_SETUP[@]+"${JOBS_SETUP[@]}"}
     nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader; nproc ;;
   start)
     take_parts
@@ -102,29 +166,59 @@ case "$VERB" in
       extra=(algo.model.name=.device/minilm ${extra[@]+"${extra[@]}"})
     fi
     cd "$CODE" || exit 1
-    plans $TRAIN_PLANS $EVAL_PLANS
-    for plan in $TRAIN_PLANS; do
-      bash scripts/launch_plan.sh "$plan" "$RUNS" logger.progress_bar=false ${extra[@]+"${extra[@]}"}
+    plans ${TRAIN_PLANS:-} ${EVAL_PLANS:-}
+    for e in ${TRAIN_PLANS:-}; do
+      dest="$RUNS"; case "$e" in *:*) dest="${e#*:}" ;; esac
+      bash scripts/launch_plan.sh "${e%%:*}" "$dest" logger.progress_bar=false ${extra[@]+"${extra[@]}"}
     done
-    sleep "${FIRST_LOOK:-90}"; tail -q -n 1 "$RUNS"/logs/*.log | cut -c1-150
+    jobs_of start ${JOBS_START[@]+"${JOBS_START[@]}"}
+    sleep "${FIRST_LOOK:-90}"
+    for f in $(folders); do tail -q -n 1 "$f"/logs/*.log 2>/dev/null | cut -c1-150; done
     watch $((SECS - ${FIRST_LOOK:-90} - 10)) ;;
   watch) take_parts; watch "$SECS" ;;
   eval)  # training runs still going are stopped (their model_best.pt stays), then every evaluation chain
     end=$((SECONDS + SECS))
     cd "$CODE" || exit 1
-    plans $EVAL_PLANS
-    if alive; then for p in $(cat "$RUNS/pids"); do kill -TERM "$p" 2>/dev/null; done; sleep 5; fi  # no pkill there
+    plans ${EVAL_PLANS:-}
+    stopped=0
+    for f in $(folders); do  # no pkill there; the jobs' own processes (job_pids) go on
+      [ -f "$f/pids" ] && for p in $(cat "$f/pids"); do kill -TERM "$p" 2>/dev/null && stopped=1; done
+    done
+    [ "$stopped" = 0 ] || sleep 5
     status
-    for plan in $EVAL_PLANS; do bash scripts/launch_evals.sh "$plan" "$RUNS"; done
-    while alive && [ $SECONDS -lt "$end" ]; do sleep "${POLL:-30}"; echo "$(date +%T) evaluations done: $(find "$RUNS" -name 'eval_*.summary.json' | wc -l)"; done
-    if grep -q "FAILED" "$RUNS"/logs/eval_*.log; then  # launch_evals.sh's line for a failed evaluation
-      grep -h -B3 "FAILED" "$RUNS"/logs/eval_*.log | tail -n 20; exit 1
+    for e in ${EVAL_PLANS:-}; do
+      dest="$RUNS"; case "$e" in *:*) dest="${e#*:}" ;; esac
+      bash scripts/launch_evals.sh "${e%%:*}" "$dest"
+    done
+    jobs_of eval ${JOBS_EVAL[@]+"${JOBS_EVAL[@]}"}
+    while alive && [ $SECONDS -lt "$end" ]; do
+      sleep "${POLL:-30}"; echo "$(date +%T) evaluations done: $(for f in $(folders); do find "$f" -name 'eval_*.summary.json'; done | wc -l)"
+    done
+    if grep -q "FAILED" $(for f in $(folders); do ls "$f"/logs/eval_*.log 2>/dev/null; done) /dev/null; then  # launch_evals.sh's line
+      grep -h -B3 "FAILED" $(for f in $(folders); do ls "$f"/logs/eval_*.log 2>/dev/null; done) | tail -n 20; exit 1
     fi ;;
   pack)  # settings, curves, summaries and records; no checkpoints (also not a killed run's .pt.tmp*)
     cd "$CODE" || exit 1
     status
+    mkdir -p "$OUT"
     tar czf "$OUT/round.tgz" --exclude='*.pt' --exclude='*.pt.tmp*' --exclude='tb_logs' --exclude='.eval_hydra' \
-      --exclude='*.lock' "$RUNS"
+      --exclude='*.lock' $(folders)
+    if [ "$(stat -c %s "$OUT/round.tgz")" -gt $((15 * 1024 * 1024)) ]; then
+      split -b 15M "$OUT/round.tgz" "$OUT/round.tgz.part-" && rm "$OUT/round.tgz"
+    fi
     ls -la "$OUT" ;;
-  *) echo "error: unknown verb $VERB (setup|start|watch|eval|pack)" >&2; exit 2 ;;
+  call)  # the lines of CALL_<name>, in turn, in the code copy, with this tree's PYTHONPATH after the wheels
+    take_parts
+    [[ "$NAME" =~ ^[A-Za-z0-9_]+$ ]] && declare -p "CALL_$NAME" > /dev/null 2>&1 \
+      || { echo "error: the settings have no CALL_$NAME lines" >&2; exit 2; }
+    declare -n lines="CALL_$NAME"
+    end=$((SECONDS + SECS)) rc=0
+    mkdir -p "$OUT"
+    cd "$CODE" || exit 1
+    for line in "${lines[@]}"; do  # a failed line is reported and the next one runs (as the calls ran them)
+      [ $SECONDS -lt "$end" ] || { echo "error: no time left for: ${line:0:100}" >&2; exit 1; }
+      PYTHONPATH="$SITE:." timeout $((end - SECONDS)) bash -c "$line" || { rc=$?; echo "call $NAME: rc=$rc: ${line:0:100}"; }
+    done
+    exit "$rc" ;;
+  *) echo "error: unknown verb $VERB (setup|start|watch|eval|pack|call)" >&2; exit 2 ;;
 esac

@@ -1,4 +1,5 @@
-"""experiments/bench/bench_table.py: the reference harness's files as JSON lines, and the ratio table."""
+"""experiments/bench/bench_table.py: the reference harness's files as JSON lines, the ratio table, and the
+lease lines it makes (tag, program)."""
 
 from __future__ import annotations
 
@@ -135,7 +136,7 @@ def test_throughput_rows_and_sync_counts():
     assert bt.throughput(lines[:1]) is None
 
 
-# what side_by_side.sh's floor mode adds to each line of experiments/bench/encoder_floor.py
+# what `bench_table.py tag <tree> --workload floor --card <card>` adds to each line of encoder_floor.py (lease.env's call floor)
 FLOOR_LINE = {"workload": "floor", "tree": "new", "card": "H200"}
 
 
@@ -173,3 +174,34 @@ def test_a_call_without_timed_workloads_prints_no_empty_table():
     lines = [{**FLOOR_LINE, "part": "gemm", "tokens": 10, "s": 1.0, "s_per_1m_tokens": 1e5}]
     out = bt.table(lines, "new")
     assert "| workload |" not in out and out.startswith("Card: H200\n\n| part |")
+
+
+def test_tag_labels_json_lines_and_passes_the_rest():
+    """A JSON line gets the tree; with a workload, workload and card come first unless the line has its own."""
+    assert bt.tag("loading...\n", "abc") == "loading...\n"
+    assert json.loads(bt.tag('{"s": 1, "tree": "project"}\n', "abc")) == {"s": 1, "tree": "abc"}
+    line = bt.tag('{"part": "gemm", "card": "own"}\n', "abc", "floor", "H200")
+    assert list(json.loads(line)) == ["workload", "card", "part", "tree"]
+    assert json.loads(line)["card"] == "own" and json.loads(line)["workload"] == "floor"
+
+
+def test_program_times_the_command_and_prints_only_its_line(tmp_path):
+    """`program` runs the command with its output on stderr: stdout is the one train-program line."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    cmd = [sys.executable, str(ROOT / "experiments" / "bench" / "bench_table.py"), "program"]
+    cmd += ["--tree", "abc", "--card", "cpu", "--torch", "2.0", "--steps", "4", "--"]
+    done = subprocess.run(
+        [*cmd, sys.executable, "-c", "import time; print('progress'); time.sleep(0.2); raise SystemExit(3)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and "progress" in done.stderr
+    line = json.loads(done.stdout)
+    assert line["workload"] == "train-program" and line["tree"] == "abc" and line["rc"] == 3
+    assert line["total_s"] >= 0.2 and line["s_per_step_wall"] == pytest.approx(line["total_s"] / 4)
+    assert bt.seconds(line) == line["s_per_step_wall"]  # the table reads it as the reference's program line

@@ -2,6 +2,8 @@
 
     python experiments/bench/bench_table.py peer <peer_out_dir> --card NAME --torch VERSION >> call.jsonl
     python experiments/bench/bench_table.py table call.jsonl [--baseline reference]
+    <command printing JSON lines> | python experiments/bench/bench_table.py tag TREE [--workload W --card NAME]
+    python experiments/bench/bench_table.py program --tree T --card NAME --torch V --steps N -- <training command>
 
 ``peer`` turns the files of the reference harness (experiments/bench/peer_harness: ``peer_train.json``,
 ``peer_eval_<N>.json``) into JSON lines shaped like scripts/bench.py's, marked ``"tree": "reference"``,
@@ -11,13 +13,20 @@ baseline tree (baseline seconds / tree seconds, with the host-device syncs per i
 line counted them), with the card(s) the lines name; then, when the call measured training
 throughput (``train-concurrent`` lines of scripts/bench_concurrency.sh), one row per tree and runs per
 card. Only lines of one card are compared: a file naming two cards is refused.
+
+``tag`` and ``program`` make a lease's lines (experiments/bench/lease.env): ``tag`` adds the tree (and the
+workload and card, for commands whose lines lack them) to every JSON line of its input, passing other
+lines through; ``program`` runs a whole training program, its output sent to stderr, and prints one
+``train-program`` line: wall seconds per step over its ``--steps``, start-up and evaluations included.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 # the reference's evaluation sizes (sentences) and the project's workload names for them
@@ -66,8 +75,36 @@ def peer_lines(folder: Path, card: str, torch_version: str) -> list[dict]:
             }
         )
     if not out:
-        sys.exit(f"{folder}: no peer_train.json or peer_eval_*.json (run experiments/bench/side_by_side.sh ref first)")
+        sys.exit(f"{folder}: no peer_train.json or peer_eval_*.json (run experiments/bench/lease.env's call ref first)")
     return out
+
+
+def tag(line: str, tree: str, workload: str | None = None, card: str | None = None) -> str:
+    """``line`` with ``tree`` set, and ``workload`` and ``card`` put first when given (the line's own keys
+    win over those two); a line that is not a JSON object passes unchanged."""
+    if not line.startswith("{"):
+        return line
+    x = {**json.loads(line), "tree": tree}
+    if workload is not None:
+        x = {"workload": workload, "card": card, **x}
+    return json.dumps(x) + "\n"
+
+
+def program_line(cmd: list[str], steps: int, tree: str, card: str, torch_version: str) -> dict:
+    """Run ``cmd`` (its stdout to this process's stderr, so only the result line is printed) and time it."""
+    t0 = time.perf_counter()
+    rc = subprocess.run(cmd, stdout=sys.stderr).returncode
+    total = time.perf_counter() - t0
+    return {
+        "workload": PROGRAM_WORKLOAD,
+        "tree": tree,
+        "card": card,
+        "torch": torch_version,
+        "s_per_step_wall": total / steps,
+        "steps": steps,
+        "total_s": total,
+        "rc": rc,
+    }
 
 
 def seconds(line: dict) -> float | None:
@@ -182,10 +219,27 @@ def main() -> None:
     t = sub.add_parser("table", help="a Markdown table of one call's JSON lines")
     t.add_argument("files", type=Path, nargs="+")
     t.add_argument("--baseline", default="reference", help="the tree the speed-ups divide (default: reference)")
+    g = sub.add_parser("tag", help="add the tree (and workload, card) to the JSON lines of stdin")
+    g.add_argument("tree")
+    g.add_argument("--workload")
+    g.add_argument("--card")
+    r = sub.add_parser("program", help="time a whole training program: one train-program line")
+    for key in ("--tree", "--card", "--torch"):
+        r.add_argument(key, required=True)
+    r.add_argument("--steps", type=int, required=True, help="the optimiser steps the command runs")
+    r.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
     args = ap.parse_args()
     if args.cmd == "peer":
         for line in peer_lines(args.folder, args.card, args.torch):
             print(json.dumps(line))
+    elif args.cmd == "tag":
+        for line in sys.stdin:
+            print(tag(line, args.tree, args.workload, args.card), end="", flush=True)
+    elif args.cmd == "program":
+        cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+        if not cmd:
+            ap.error("program: the command to time follows --")
+        print(json.dumps(program_line(cmd, args.steps, args.tree, args.card, args.torch)))
     else:
         print(table(read_lines(args.files), args.baseline))
 

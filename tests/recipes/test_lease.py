@@ -1,14 +1,20 @@
-"""scripts/lease.sh end to end on the CPU: setup copies the tree out with .code_version, start trains a
-plan side by side, eval evaluates it, pack brings back one archive without checkpoints, and
-scripts/seed_report.py reads that archive; the runs record the commit given at setup."""
+"""scripts/lease.sh on the CPU. End to end (slow): setup copies the tree out with .code_version, start
+trains a plan side by side, eval evaluates it, pack brings back one archive without checkpoints, and
+scripts/seed_report.py reads that archive; the runs record the commit given at setup. Every verb and
+setting on a small repository with a stand-in trainer and evaluator and a fake nvidia-smi (seconds):
+plans into their own folders, the weights joined from parts carried in two calls, a second tree,
+background jobs that eval leaves running, training that eval stops, a split archive, call lines."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import stat
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -86,3 +92,150 @@ def test_setup_needs_the_commit(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 2 and "COMMIT=" in done.stderr and not (tmp_path / "code").exists()
+
+
+# the stand-ins launch_plan.sh / launch_evals.sh start as "$PYTHON $CODE/train_q_rag.py" / "eval_retriever.py"
+FAKE_TRAIN = """import json, os, sys, time
+args = dict(a.split("=", 1) for a in sys.argv[1:] if "=" in a)
+out = args["hydra.run.dir"]
+os.makedirs(out, exist_ok=True)
+open(os.path.join(out, "config.yaml"), "w").write("\\n".join(sys.argv[1:]) + "\\n")
+open(os.path.join(out, "model_best.pt"), "w").write("weights")
+time.sleep(float(args.get("hang", 0)))
+summary = {"gpu": os.environ["CUDA_VISIBLE_DEVICES"], "model": args.get("algo.model.name"), "extra": args.get("extra")}
+open(os.path.join(out, "summary.json"), "w").write(json.dumps(summary))
+"""
+FAKE_EVAL = """import json, os, sys
+args = dict(a.split("=", 1) for a in sys.argv[1:] if "=" in a)
+name = f"eval_seed42_nt{args['envs.num_tokens']}.summary.json"
+open(os.path.join(args["pretrained_path"], name), "w").write(json.dumps({"n": int(args["num_samples"])}))
+"""
+FAKE_SMI = """#!/usr/bin/env bash
+case "$*" in
+  *query-gpu=index\\ *|*query-gpu=index) printf '0\\n1\\n' ;;
+  *) echo "0, Fake GPU, 0 %, 0 MiB" ;;
+esac
+"""
+SETTINGS = """# a lease of two plans into two folders, with jobs and calls
+RUNS=runs/t
+TRAIN_PLANS="plans/train_a.txt plans/train_b.txt:runs/other"
+EVAL_PLANS="plans/eval_a.txt
+  plans/eval_b.txt:runs/other"
+TIME_LIMIT=100
+MPS=0
+OLD_TREE=abc1234
+EXTRA="extra=yes"
+MY_SETTING=exported
+JOBS_SETUP=('echo "setup job in $PWD at $(cat .code_version)"')
+JOBS_START=('sleep 4; echo done > start_job_done')
+JOBS_EVAL=('sleep 3; echo "eval job sees $RUNS"')
+CALL_probe=(
+  'echo "lines see $COMMIT $OLD_TREE $(cat $OLD/.code_version) $MY_SETTING in $PWD"'
+  'exit 3'
+  'echo "a failed line does not stop the next" > $OUT/after.txt'
+)
+CALL_slow=('sleep 30' 'echo never')
+"""
+
+
+def test_every_verb_and_setting_in_seconds(tmp_path: Path) -> None:
+    repo, code, old, out = tmp_path / "repo", tmp_path / "code", tmp_path / "old", tmp_path / "out"
+    (repo / "scripts").mkdir(parents=True)
+    for name in ("lease.sh", "launch_plan.sh", "launch_evals.sh", "plan_status.sh", "python.sh"):
+        shutil.copy(ROOT / "scripts" / name, repo / "scripts" / name)
+    (repo / "train_q_rag.py").write_text(FAKE_TRAIN)
+    (repo / "eval_retriever.py").write_text(FAKE_EVAL)
+    (repo / "plans").mkdir()
+    (repo / "plans" / "train_a.txt").write_text("#@common x=1\nr1 0 seed=1\nr2 1 seed=2 hang=60\n")
+    (repo / "plans" / "train_b.txt").write_text("n1 1 seed=3\n")
+    (repo / "plans" / "eval_a.txt").write_text("r1 0 3 1000\n")
+    (repo / "plans" / "eval_b.txt").write_text("n1 0 2 1000,2000\n")
+    (repo / "lease.env").write_text(SETTINGS)
+    # MiniLM in two parts (the second carried by a later call) and a second tree as `git archive --prefix=old/`
+    part1, part2 = repo / ".device" / "part1", tmp_path / "carried" / "part2"
+    part1.mkdir(parents=True)
+    part2.mkdir(parents=True)
+    (part1 / "PARTS").write_text("2\n")
+    (part1 / "config.json").write_text("{}")
+    (part1 / "model.safetensors.part-aa").write_bytes(b"first half ")
+    (part2 / "model.safetensors.part-ab").write_bytes(b"second half")
+    (tmp_path / "old_src" / "old").mkdir(parents=True)
+    (tmp_path / "old_src" / "old" / "train_q_rag.py").write_text("# the old tree")
+    with tarfile.open(repo / ".device" / "old_abc1234.tgz", "w:gz") as tar:
+        tar.add(tmp_path / "old_src" / "old", arcname="old")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(FAKE_SMI)
+    (bin_dir / "nvidia-smi").chmod(0o755 | stat.S_IXUSR)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "CODE": str(code),
+        "OLD": str(old),
+        "OUT": str(out),
+        "PYTHON": sys.executable,
+        "SITE": str(tmp_path / "site"),
+        "FIRST_LOOK": "1",
+        "POLL": "1",
+    }
+    env.pop("COMMIT", None)
+
+    def lease(*verb: str, rc: int = 0, **extra: str) -> str:
+        done = subprocess.run(
+            ["bash", str(repo / "scripts" / "lease.sh"), "lease.env", *verb],
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == rc, done.stdout[-2000:] + done.stderr[-2000:]
+        return done.stdout + done.stderr
+
+    def wait_for(path: Path) -> str:
+        for _ in range(50):
+            if path.is_file() and path.read_text():
+                return path.read_text()
+            time.sleep(0.1)
+        raise AssertionError(f"{path} never written")
+
+    said = lease("setup", COMMIT="abc9999")
+    assert (code / ".code_version").read_text() == "abc9999\n" and (code / "train_q_rag.py").is_file()
+    assert (old / ".code_version").read_text() == "abc1234\n" and (old / "train_q_rag.py").is_file()
+    assert "weights: 1 of 2 parts here" in said and not (code / ".device" / "minilm" / "model.safetensors").exists()
+    assert wait_for(code / "runs" / "t" / "logs" / "job_setup_1.log") == f"setup job in {code} at abc9999\n"
+    assert (code / "runs" / "other" / "logs").is_dir()
+
+    shutil.copytree(part2, repo / ".device" / "part2")  # the start call carries the second part
+    lease("start", "12")
+    assert (code / ".device" / "minilm" / "model.safetensors").read_bytes() == b"first half second half"
+    r1 = json.loads((code / "runs" / "t" / "r1" / "summary.json").read_text())
+    n1 = json.loads((code / "runs" / "other" / "n1" / "summary.json").read_text())
+    assert r1 == {"gpu": "0", "model": ".device/minilm", "extra": "yes"} and n1["gpu"] == "1"
+    assert not (code / "runs" / "t" / "r2" / "summary.json").exists()  # still training (hang=60)
+
+    said = lease("eval", "20")
+    assert not (code / "runs" / "t" / "r2" / "summary.json").exists()  # stopped by eval, not finished
+    assert (code / "start_job_done").read_text() == "done\n"  # the start job was left to finish
+    assert json.loads((code / "runs" / "t" / "r1" / "eval_seed42_nt1000.summary.json").read_text()) == {"n": 3}
+    for n in (1000, 2000):
+        assert (code / "runs" / "other" / "n1" / f"eval_seed42_nt{n}.summary.json").is_file()
+    # eval watched its job to the end (the jobs count as running work)
+    assert (code / "runs" / "t" / "logs" / "job_eval_1.log").read_text() == "eval job sees runs/t\n"
+
+    (code / "runs" / "other" / "n1" / "big.bin").write_bytes(os.urandom(16 * 1024 * 1024))  # no gzip shrinks it
+    lease("pack")
+    parts = sorted(out.glob("round.tgz.part-*"))
+    assert len(parts) == 2 and not (out / "round.tgz").exists() and parts[0].stat().st_size == 15 * 1024 * 1024
+    (tmp_path / "joined.tgz").write_bytes(b"".join(p.read_bytes() for p in parts))
+    with tarfile.open(tmp_path / "joined.tgz") as tar:
+        names = tar.getnames()
+    assert "runs/t/r1/summary.json" in names and "runs/other/n1/eval_seed42_nt2000.summary.json" in names
+    assert "runs/other/n1/big.bin" in names and not [n for n in names if n.endswith(".pt")]
+
+    said = lease("call", "probe", "30", rc=3)
+    assert f"lines see abc9999 abc1234 abc1234 exported in {code}" in said and "call probe: rc=3: exit 3" in said
+    assert (out / "after.txt").is_file()
+    t0 = time.monotonic()
+    said = lease("call", "slow", "2", rc=1)
+    assert time.monotonic() - t0 < 10 and "no time left for: echo never" in said and said.count("never") == 1
+    assert "no CALL_nope lines" in lease("call", "nope", rc=2)
