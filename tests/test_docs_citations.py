@@ -6,7 +6,8 @@
   defect table; ``<doc>.md §N`` a numbered heading of that document. A bare ``§N`` leads somewhere
   only inside a document under docs/ (its own section): in code and configs it is an error.
 * A code path the docs or the README name (``rl/learners/pqn.py``, ``configs/algo/``, ``experiments/round4/``) exists,
-  unless it is one of the few paths of other repositories listed in ELSEWHERE.
+  unless it is one of the few paths of other repositories listed in ELSEWHERE; one named at a commit
+  (``git show <commit>:<path>``, a file the tree no longer holds) is a file of that commit.
 * Nothing points to a specification outside the repository.
 """
 
@@ -34,6 +35,7 @@ DOC_NAME = re.compile(r"(?<![\w/.-])([A-Z][A-Z0-9_]*\.md)\b")
 CODE_PATH = re.compile(
     r"(?<![\w/.-])((?:rl|envs|runstore|scripts|configs|tests|prompts_and_metrics|experiments)/[\w./-]*[\w/])"
 )
+REV_PATH = re.compile(r"(?<![\w/.-])([0-9a-f]{7,40}):$")  # the text before a path at a commit
 HEADING = re.compile(r"^(?:##\s+(\d+)\.|###\s+(\d+\.\d+))\s")
 # (document, path): files of other repositories (the authors' code, RULER) that a document names
 ELSEWHERE = {
@@ -118,14 +120,31 @@ def citation_errors(path: str, line: str, prev: str = "") -> list[str]:
     return errors
 
 
+@cache
+def in_commit(rev: str, path: str) -> bool:
+    """Whether ``path`` is a file of commit ``rev``; True when this checkout lacks the commit (a
+    shallow clone), which leaves the other checkouts to catch a wrong one."""
+    if subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{rev}^{{commit}}"], capture_output=True).returncode:
+        return True
+    return not subprocess.run(
+        ["git", "-C", str(ROOT), "cat-file", "-e", f"{rev}:{path}"], capture_output=True
+    ).returncode
+
+
 def dead_code_paths(doc: str, line: str) -> list[str]:
     """Code paths named on ``line`` of ``doc`` that no tracked file is or lies under (patterns
-    with ``*`` or ``<name>`` placeholders are not paths)."""
+    with ``*`` or ``<name>`` placeholders are not paths). A path at a commit, ``<commit>:<path>`` (as
+    ``git show`` takes it: a file the tree no longer holds, e.g. a round's old driver), must be a file
+    of that commit."""
     files = tracked_text()
     dead = []
     for m in CODE_PATH.finditer(line):
         p = m.group(1)
         if (doc, p) in ELSEWHERE or line[m.end() : m.end() + 1] in ("*", "<", "{"):
+            continue
+        if rev := REV_PATH.search(line[: m.start()]):
+            if not in_commit(rev.group(1), p):
+                dead.append(f"{rev.group(1)}:{p}")
             continue
         if p not in files and not any(f.startswith(p.rstrip("/") + "/") for f in files) and not (ROOT / p).exists():
             dead.append(p)
@@ -163,6 +182,18 @@ def test_code_paths_worked_cases():
     assert dead_code_paths("docs/X.md", "the old `rl/pqn.py`") == ["rl/pqn.py"]
     assert dead_code_paths("docs/X.md", "The authors' `rl/dqn.py`") == ["rl/dqn.py"]  # only where listed
     assert dead_code_paths("docs/X.md", "`experiments/round4/runs/`") == ["experiments/round4/runs/"]  # now runs.tgz
+
+
+def test_code_paths_at_a_commit():
+    """A file the tree no longer holds, named at a commit that has it, is no dead path; one the commit
+    lacks is."""
+    if subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", "acd916b^{commit}"], capture_output=True).returncode:
+        pytest.skip("this checkout lacks commit acd916b (a shallow clone)")
+    assert dead_code_paths("docs/X.md", "`git show acd916b:experiments/round4/device.sh`") == []
+    assert dead_code_paths("docs/X.md", "the gone `experiments/round4/device.sh`") == ["experiments/round4/device.sh"]
+    assert dead_code_paths("docs/X.md", "`git show acd916b:experiments/round4/nope.sh`") == [
+        "acd916b:experiments/round4/nope.sh"
+    ]
 
 
 # -- the repository --------------------------------------------------------------------------------
