@@ -12,11 +12,15 @@
 # or with LENGTH_UNIT=sentences the reference's `envs.num_sentences=N`. A plan whose lengths are in
 # one unit says so in a `#@length_unit tokens|sentences` line (rounds 2-3 count sentences): that
 # unit is used, and a LENGTH_UNIT that contradicts it is an error (an eval at "1200 tokens" instead
-# of 1200 sentences would be a silent mistake). The
+# of 1200 sentences would be a silent mistake). Data whose test set has no length (HotpotQA, MuSiQue:
+# experiments/table2b/) say `#@length_unit none` and put `-` in the lengths column: one evaluation per
+# line, no length override; a `-` under another unit, or a length under none, is refused before any
+# chain starts. An override holding `${...}` (a config interpolation) is single-quoted in the plan, as
+# each chain is one `bash -c` line. The
 # evaluation files resume by sample id, so relaunching a plan finishes what a stop interrupted.
 # GPUS="0 1" maps the GPU column as in scripts/launch_plan.sh; process ids go to <runs dir>/pids.
-# Env: PYTHON (default: .venv/bin/python if present, else python; scripts/python.sh), THREADS (2), LENGTH_UNIT (tokens | sentences; default: the plan's
-# #@length_unit, else tokens).
+# Env: PYTHON (default: .venv/bin/python if present, else python; scripts/python.sh), THREADS (2), LENGTH_UNIT (tokens | sentences | none;
+# default: the plan's #@length_unit, else tokens).
 set -euo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: $0 <eval plan> <runs dir> [key=value ...]" >&2
@@ -35,8 +39,12 @@ LENGTH_UNIT="${LENGTH_UNIT:-${plan_unit:-tokens}}"
 case "$LENGTH_UNIT" in
   tokens) length_arg() { echo "envs.length_unit=tokens envs.num_tokens=$1"; } ;;
   sentences) length_arg() { echo "envs.num_sentences=$1"; } ;;
-  *) echo "error: LENGTH_UNIT must be tokens or sentences, not $LENGTH_UNIT" >&2; exit 2 ;;
+  none) length_arg() { :; } ;;
+  *) echo "error: LENGTH_UNIT must be tokens, sentences or none, not $LENGTH_UNIT" >&2; exit 2 ;;
 esac
+bad="$(awk -v none="$([ "$LENGTH_UNIT" = none ] && echo 1 || echo 0)" \
+  '$1 !~ /^#/ && NF && (none == 1) != ($4 == "-") { print NR ": " $0; exit }' "$PLAN")"
+[ -z "$bad" ] || { echo "error: $PLAN line $bad: the lengths column is - exactly when the unit is none ($LENGTH_UNIT)" >&2; exit 2; }
 read -r -a gpus <<< "${GPUS:-}"
 mkdir -p "$RUNS/logs"
 n=0

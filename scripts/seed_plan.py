@@ -8,7 +8,9 @@ scripts/seed_report.py reads what they make).
 writes ``<out>_train.txt`` (scripts/launch_plan.sh: ``w<wave>_<setting>_s<seed> <gpu> seed=<seed> <overrides>``,
 the ``#@common`` line first) and ``<out>_eval.txt`` (scripts/launch_evals.sh: ``--samples`` questions at
 ``--lengths`` BabiLong token budgets, best validation checkpoint; ``--last`` adds a chain on
-``model_last.pt`` for each run). Runs are dealt to the cards seed by seed, each seed's settings on
+``model_last.pt`` for each run; ``--eval SETTING OVERRIDES`` instead gives every run of a setting one
+chain per ``--eval`` on a test set that has no length, HotpotQA or MuSiQue: ``#@length_unit none``,
+experiments/table2b/). Runs are dealt to the cards seed by seed, each seed's settings on
 different cards, each pass one card further on, so every card holds about the same mix of settings
 (a card that runs slower shifts no setting).
 """
@@ -65,7 +67,16 @@ def main(argv: Sequence[str] | None = None) -> list[tuple[str, int, str]]:
     ap.add_argument("--wave", type=int, default=1)
     ap.add_argument("--common", default="", help="the #@common overrides of every run")
     ap.add_argument("--samples", type=int, default=200)
-    ap.add_argument("--lengths", default="1000,32000", help="BabiLong token budgets of each evaluation chain")
+    ap.add_argument("--lengths", help="BabiLong token budgets of each evaluation chain (default 1000,32000)")
+    ap.add_argument(
+        "--eval",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("SETTING", "OVERRIDES"),
+        help="one evaluation chain for every run of SETTING on a test set without lengths (HotpotQA, MuSiQue), "
+        "with these overrides; repeat for more; once given, every setting needs one",
+    )
     ap.add_argument("--last", action="store_true", help="also evaluate model_last.pt (use_last=true)")
     ap.add_argument("--note", default="", help="a comment line for both files (what the wave asks)")
     args = ap.parse_args(argv)
@@ -75,16 +86,36 @@ def main(argv: Sequence[str] | None = None) -> list[tuple[str, int, str]]:
         raise ValueError(f"setting names must be letters and digits, each once (got {names})")
     if args.gpus < 1:
         raise ValueError("--gpus must be at least 1")
+    evals_of: dict[str, list[str]] = {}
+    for name, ov in args.eval:
+        evals_of.setdefault(name, []).append(ov)
+    if args.eval and (args.lengths or sorted(evals_of) != sorted(names)):
+        raise ValueError(
+            f"--eval: one or more for every setting ({', '.join(names)}), none for another "
+            f"(got {', '.join(sorted(evals_of))}), and no --lengths (these test sets have none)"
+        )
     lines = plan_lines([tuple(s) for s in args.setting], seeds_of(args.seeds), args.gpus, args.wave)
     head = [f"# {args.note}"] if args.note else []
     head.append(f"# made by: python scripts/seed_plan.py {shlex.join(sys.argv[1:] if argv is None else argv)}")
     width = max(len(n) for n, _, _ in lines)
     train = [*head, f"#@common {args.common}".rstrip(), *(f"{n.ljust(width)} {g} {ov}" for n, g, ov in lines)]
-    evals = [*head, "#@length_unit tokens"]
-    for i, (n, _, _) in enumerate(lines):  # evaluations dealt afresh: the chains are short and even
-        evals.append(f"{n.ljust(width)} {i % args.gpus} {args.samples} {args.lengths}")
-        if args.last:
-            evals.append(f"{n.ljust(width)} {(i + 1) % args.gpus} {args.samples} {args.lengths} use_last=true")
+    if args.eval:  # one chain per evaluation of a run, dealt over the cards in turn
+        evals = [*head, "#@length_unit none"]
+        chains = [
+            (n, own)
+            for n, _, _ in lines
+            for ov in evals_of[n.split("_")[1]]  # w<wave>_<setting>_s<seed>
+            for own in ([ov, f"{ov} use_last=true".strip()] if args.last else [ov])
+        ]
+        for i, (n, ov) in enumerate(chains):
+            evals.append(f"{n.ljust(width)} {i % args.gpus} {args.samples} - {ov}".rstrip())
+    else:
+        lengths = args.lengths or "1000,32000"
+        evals = [*head, "#@length_unit tokens"]
+        for i, (n, _, _) in enumerate(lines):  # evaluations dealt afresh: the chains are short and even
+            evals.append(f"{n.ljust(width)} {i % args.gpus} {args.samples} {lengths}")
+            if args.last:
+                evals.append(f"{n.ljust(width)} {(i + 1) % args.gpus} {args.samples} {lengths} use_last=true")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{args.out}_train.txt").write_text("\n".join(train) + "\n", encoding="utf-8")
     Path(f"{args.out}_eval.txt").write_text("\n".join(evals) + "\n", encoding="utf-8")

@@ -139,6 +139,16 @@ class Subset:
         return self.base[self.indices[i]]
 
 
+def first_samples(ds: RetrievalDataset, n: int) -> RetrievalDataset:
+    """The first ``n`` samples of ``ds`` (all of them for ``n`` = -1 or ``n`` >= its size): the key
+    ``train_samples`` caps a training set so, after its validation questions were set apart, so that
+    model selection keeps all of them. The loaders order the samples by a permutation derived from
+    the run seed, so each seed trains on another subset of that size."""
+    if n < 0 or n >= len(ds):
+        return ds
+    return Subset(ds, range(n))
+
+
 def train_validation_indices(n: int, fraction: float, seed: int) -> tuple[list[int], list[int]]:
     """Split range(n) into (train, validation) with a seed-derived permutation."""
     if not 0.0 <= fraction < 1.0:

@@ -109,6 +109,12 @@ class TrainingKeys(Schema):
         "share of training questions held out for model selection",
         ok=(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1, "a number >= 0 and < 1"),
     )
+    train_samples: int = param(
+        -1,
+        "train on the first N training samples only (after validation is set apart; -1 = all): a learning "
+        "curve over training-set size; validation and test keep all theirs",
+        ok=(lambda v: isinstance(v, int) and not isinstance(v, bool) and (v == -1 or v >= 1), "-1, or an integer >= 1"),
+    )
     speed: SpeedSwitches = param(
         SpeedSwitches, "speed switches: scheduling only, never what is computed", check=_speed_checked_with_common
     )

@@ -18,7 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from envs.data.registry import build_dataset
+from envs.data.registry import build_dataset, first_samples
 from envs.feedback import build_feedback
 from envs.legacy import Legacy
 from rl import distributed as dist
@@ -161,6 +161,8 @@ class Trainer:
             "optimizer_steps": self.learner.counters.optimizer_steps,
             "env_steps": self.env_steps(),
             "train_loop": getattr(self, "train_loop", None),
+            "train_samples": len(self.train_ds),  # what a learning curve's x-axis is: after train_samples
+            "selection_samples": len(self.evals.indices),  # the questions model selection compared checkpoints on
         }
         if dist.enabled():
             b = self.learner.batch_shape()
@@ -355,7 +357,7 @@ class Trainer:
         log.info("device %s%s", self.device, "" if job is None else f" (sweep job {job})")
         self.legacy = Legacy.from_cfg(cfg.legacy)  # the run's one reading of the switches
         self.eval_split, vf = selection_split(cfg, self.legacy)
-        self.train_ds = build_dataset(cfg.envs, "train", seed, vf, self.legacy)
+        self.train_ds = first_samples(build_dataset(cfg.envs, "train", seed, vf, self.legacy), int(cfg.train_samples))
         self.evals = RunEvaluation(cfg, self.legacy, self.eval_split, vf)  # builds the eval and test sets
         self.qnet = qnet_from_cfg(cfg, self.device)
         self._rank_states: list[dict[str, Any]] | None = None

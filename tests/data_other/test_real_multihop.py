@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from envs.data.hotpotqa import load_2wiki, load_hotpotqa
 from envs.data.ircot import ircot_record_to_sample
 from envs.data.musique import load_musique
-from envs.data.registry import build_dataset
+from envs.data.registry import build_dataset, first_samples
 from envs.errors import DatasetFormatError, DatasetNotFoundError
 from tests.conftest import load_script
 
@@ -187,6 +187,26 @@ def test_length_caps_training_questions_never_the_validation_split(repo):
     train = build_dataset(real.h, "train", 0)
     val = build_dataset(real.h, "validation", 0)
     assert not {train[i]["id"] for i in range(len(train))} & {val[i]["id"] for i in range(len(val))}
+
+
+def test_train_samples_caps_the_training_set_only(repo):
+    """``train_samples`` (a learning curve's x-axis, rl/run/train.py) keeps the first N training
+    questions after validation is set apart: a fixed validation file and a carved one keep all their
+    questions, the test set is another split, and each seed trains on another subset."""
+    real, gen = _paths(repo, "embedded"), _paths(repo, "generated")
+    ids = {}
+    for seed in (1, 2):
+        train = first_samples(build_dataset(real.h, "train", seed), 100)
+        ids[seed] = {train[i]["id"] for i in range(len(train))}
+        assert len(ids[seed]) == 100
+    assert ids[1] != ids[2] and len(ids[1] | ids[2]) > 150
+    full = build_dataset(real.h, "train", 1)  # the seed's first 100 of its own order
+    assert ids[1] == {full[i]["id"] for i in range(100)}
+    assert len(first_samples(full, -1)) == len(first_samples(full, 5000)) == 733
+    carved = first_samples(build_dataset(gen.h, "train", 0, 0.2), 50)
+    val = build_dataset(gen.h, "validation", 0, 0.2)
+    assert (len(carved), len(val)) == (50, 100)
+    assert not {carved[i]["id"] for i in range(50)} & {val[i]["id"] for i in range(100)}
 
 
 # round 5's test files (experiments/table2), kept as they were: sha256 of the uncompressed content

@@ -54,6 +54,40 @@ def test_plans_deal_every_setting_evenly(tmp_path: Path) -> None:
     assert sum(e[4:] == ["use_last=true"] for e in evals) == 10
 
 
+def test_evaluations_without_lengths(tmp_path: Path) -> None:
+    """--eval: each run of a setting gets one chain per evaluation of its setting, `-` for lengths
+    under `#@length_unit none` (scripts/launch_evals.sh), dealt over the cards in turn."""
+    mod = load_script("seed_plan")
+    out = tmp_path / "t2" / "rows"
+    ood = "eval_env=musique 'output_dir=${pretrained_path}/ood'"
+    mod.main(
+        [str(out), "--gpus", "4", "--seeds", "1-2", "--samples", "-1", "--setting", "h", "experiment=paper_hotpotqa"]
+        + ["--setting", "m", "experiment=paper_musique", "--eval", "h", "", "--eval", "h", ood, "--eval", "m", ""]
+    )
+    text = Path(f"{out}_eval.txt").read_text().splitlines()
+    assert text[1:2] == ["#@length_unit none"] and text[0].startswith("# made by: python scripts/seed_plan.py")
+    lines = [line.split(maxsplit=4) for line in text[2:]]
+    assert [(n, g) for n, g, *_ in lines] == [
+        ("w1_h_s1", "0"), ("w1_h_s1", "1"), ("w1_m_s1", "2"), ("w1_h_s2", "3"), ("w1_h_s2", "0"), ("w1_m_s2", "1")
+    ]  # fmt: skip
+    assert all(line[2:4] == ["-1", "-"] for line in lines)
+    assert [line[4:] for line in lines] == [[], [ood], [], [], [ood], []]
+
+
+@pytest.mark.parametrize(
+    "evals, message",
+    [
+        (["--eval", "h", ""], "one or more for every setting"),
+        (["--eval", "h", "", "--eval", "m", "", "--eval", "x", ""], "none for another"),
+        (["--eval", "h", "", "--eval", "m", "", "--lengths", "1000"], "no --lengths"),
+    ],
+)
+def test_evaluation_refusals(tmp_path: Path, evals: list[str], message: str) -> None:
+    mod = load_script("seed_plan")
+    with pytest.raises(ValueError, match=message):
+        mod.main([str(tmp_path / "p"), "--setting", "h", "", "--setting", "m", "", *evals])
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

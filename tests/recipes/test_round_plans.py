@@ -118,6 +118,14 @@ def test_launch_plan_then_evals(tmp_path: Path):
         ("#@length_unit sentences\nx 0 3 50\n", "sentences", "envs.num_sentences=50 "),
         ("x 0 3 1000\n", None, "envs.length_unit=tokens envs.num_tokens=1000 "),
         ("#@length_unit tokens\nx 0 3 50\n", "sentences", "error: LENGTH_UNIT=sentences, but"),
+        # multi-hop test sets have no length; an interpolation is single-quoted and reaches Hydra as is
+        (
+            "#@length_unit none\nx 0 -1 - eval_env=musique 'output_dir=${pretrained_path}/ood'\n",
+            None,
+            "num_samples=-1 progress_bar=false eval_env=musique output_dir=${pretrained_path}/ood\n",
+        ),
+        ("#@length_unit none\ny 0 3 -\nx 0 3 1000\n", None, "error: "),
+        ("x 0 3 -\n", None, "error: "),
     ],
 )
 def test_eval_plan_length_unit(tmp_path: Path, plan: str, unit: str | None, expect: str):
@@ -137,10 +145,12 @@ def test_eval_plan_length_unit(tmp_path: Path, plan: str, unit: str | None, expe
     )
     if expect.startswith("error"):
         assert res.returncode == 2 and expect in res.stderr
+        assert not (tmp_path / "out" / "pids").exists()  # refused before any chain started
         return
     assert res.returncode == 0, res.stderr
     wait(tmp_path / "out" / "pids", timeout=30)
-    assert expect in (tmp_path / "out" / "logs" / "eval_x_1.log").read_text()
+    log = (tmp_path / "out" / "logs" / "eval_x_1.log").read_text()
+    assert expect in log and ("length_unit none" not in plan or "envs." not in log)
 
 
 def test_repro_offline_end_to_end(tmp_path: Path):

@@ -162,6 +162,8 @@ BAD_VALUES = {
     "seed=18446744073709551616": "seed=18446744073709551616: expected an integer >= 0 and <= 18446744073709551615",
     "envs.subsample_size=0": "envs.subsample_size=0: expected an integer >= 1",
     "envs.length=0": "envs.length=0: expected an integer >= 1, or -1 for all",
+    "train_samples=0": "train_samples=0: expected -1, or an integer >= 1",
+    "train_samples=-2": "train_samples=-2: expected -1, or an integer >= 1",
     # the legacy switches (envs/legacy.py): booleans, and only those that exist
     "legacy.oracle_stop=maybe": "legacy.oracle_stop='maybe': expected true or false",
     "+legacy.oracle_stopp=true": "legacy.oracle_stopp: no such legacy switch; known: babi_drop_last_question, "

@@ -93,6 +93,15 @@ def test_variants_train(tiny_cfg, extra):
     assert summary["optimizer_steps"] == 2
 
 
+def test_train_samples_caps_only_the_training_set(tiny_cfg):
+    """summary.json says how many samples a run trained on and selected on: train_samples=3 trains on
+    3, while model selection (4 validation samples) and the test (4) keep theirs."""
+    full = run(tiny_cfg("steps_count=2", run_dir=tiny_cfg().run_dir + "_all"))
+    capped = run(tiny_cfg("steps_count=2", "train_samples=3"))
+    assert full["train_samples"] > 100 and (full["selection_samples"], full["test_samples"]) == (4, 4)
+    assert (capped["train_samples"], capped["selection_samples"], capped["test_samples"]) == (3, 4, 4)
+
+
 def test_cli_two_steps_and_multirun(tmp_path):
     args = [a for a in TINY if not a.startswith(("steps_count", "eval_interval"))]
     out = subprocess.run(
