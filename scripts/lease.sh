@@ -8,6 +8,7 @@
 #   bash scripts/lease.sh <settings> eval <seconds>                  # stop training, every evaluation plan side by side
 #   bash scripts/lease.sh <settings> pack                            # run files (no checkpoints) -> $OUT/round.tgz
 #   bash scripts/lease.sh <settings> call <name> <seconds>           # the settings' CALL_<name> lines, in turn
+#   bash scripts/lease.sh <settings> parts                           # only take the weight parts this call carries
 #
 # Settings (experiments/round7/lease.env is one): RUNS (run folders, relative to the code copy),
 # TRAIN_PLANS and EVAL_PLANS (scripts/launch_plan.sh / launch_evals.sh plan files, relative to the
@@ -29,10 +30,16 @@
 #
 # What travels (gitignored, built on the CPU machine; at most 64 MiB a call with the tree): wheels the
 # machine lacks in .device/<any>whl folders (.device/whl: hydra-core, omegaconf, antlr4-python3-runtime;
-# every verb installs the wheels its call carries) and the fp16 MiniLM folder in parts, .device/part1,
-# .device/part2, ... (the config and tokenizer files plus `model.safetensors.part-*` pieces of
-# `split -b 22M`); every verb takes the parts its call carries, and the weights are joined into
-# $CODE/.device/minilm once no part is missing (`.device/part*/PARTS` names how many there are).
+# every verb installs the wheels its call carries) and fp16 model folders in parts, one part a call
+# (scripts/device_parts.py makes them as large as the tree leaves room for: .device/part-<name>-1, -2, ...,
+# each holding one `model.safetensors.part-*` piece, the first also the config and tokenizer files).
+# Every verb takes the parts its call carries (`parts` does nothing else: for a model that needs more
+# calls than the lease has verbs); each model's weights are joined into $CODE/.device/<name> (`MODEL` in a
+# part; without one: minilm, as the hand-made .device/part1, part2 of rounds 5-8) once no part is missing
+# (`PARTS` names how many there are), and their fp16 sha256 checked where the parts carry it. start gives
+# every run `algo.model.name=.device/minilm` when MiniLM came in parts; another model is named by the
+# plan's own lines (a plan line's value beats it), e.g. `algo=mpnet algo.model.name=.device/mpnet`, and
+# start refuses while a carried model is incomplete.
 # Each call re-lays the working tree, so everything long-running reads from a copy outside it ($CODE,
 # made once by setup, with .code_version = $COMMIT, the commit the runs record: the copy has no .git).
 # start and eval copy the settings' plan files from the call's tree first, so a second wave in the same
@@ -40,8 +47,8 @@
 # pack splits an archive over 15 MiB (a returned file may hold 16) into round.tgz.part-aa, -ab, ...
 # (`cat round.tgz.part-* > round.tgz` joins them).
 set -uo pipefail
-SETTINGS="${1:?usage: $0 <settings file> setup|start|watch|eval|pack|call [name] [seconds]}"
-VERB="${2:?usage: $0 <settings file> setup|start|watch|eval|pack|call [name] [seconds]}"
+SETTINGS="${1:?usage: $0 <settings file> setup|start|watch|eval|pack|parts|call [name] [seconds]}"
+VERB="${2:?usage: $0 <settings file> setup|start|watch|eval|pack|parts|call [name] [seconds]}"
 if [ "$VERB" = call ]; then
   NAME="${3:?usage: $0 <settings file> call <name> [seconds]}"; SECS="${4:-540}"
 else
@@ -73,18 +80,37 @@ take_wheels() {  # install the wheels this call carries (no index, no dependenci
   done
 }
 
-take_parts() {  # copy the weight parts this call carries; join them once every part is there
-  local m="$CODE/.device/minilm" want
-  mkdir -p "$m"
-  for d in "$SRC"/.device/part*/; do [ -d "$d" ] && cp -r "$d". "$m/"; done
-  want="$(cat "$m/PARTS" 2>/dev/null || echo 0)"
-  if [ -f "$m/model.safetensors" ] || [ "$want" -eq 0 ]; then return 0; fi  # joined, or no parts: the run's own model
-  if [ "$(ls "$m"/model.safetensors.part-* 2>/dev/null | wc -l)" -eq "$want" ] && [ "$want" -gt 0 ]; then
-    cat "$m"/model.safetensors.part-* > "$m/model.safetensors" && rm "$m"/model.safetensors.part-* \
-      && sha256sum "$m/model.safetensors"
-  else
-    echo "weights: $(ls "$m"/model.safetensors.part-* 2>/dev/null | wc -l) of $want parts here"
-  fi
+take_parts() {  # copy the weight parts this call carries; join each model's once every part is there
+  local d m name want have
+  for d in "$SRC"/.device/part*/; do
+    [ -d "$d" ] || continue
+    name="$(cat "$d/MODEL" 2>/dev/null || echo minilm)"
+    mkdir -p "$CODE/.device/$name" && cp -r "$d". "$CODE/.device/$name/"
+  done
+  for m in "$CODE"/.device/*/; do
+    m="${m%/}"; name="$(basename "$m")"
+    want="$(cat "$m/PARTS" 2>/dev/null || echo 0)"
+    if [ -f "$m/model.safetensors" ] || [ "$want" -eq 0 ]; then continue; fi  # joined, or no parts
+    have="$(ls "$m"/model.safetensors.part-* 2>/dev/null | wc -l)"
+    if [ "$have" -eq "$want" ]; then
+      cat "$m"/model.safetensors.part-* > "$m/model.safetensors.tmp" && rm "$m"/model.safetensors.part-* || return 1
+      if [ -f "$m/model.safetensors.sha256" ] && ! (cd "$m" && sed 's/model.safetensors$/model.safetensors.tmp/' \
+          model.safetensors.sha256 | sha256sum -c --quiet -); then
+        echo "error: weights $name: the joined file's sha256 is not the one its parts carry" >&2; return 1
+      fi
+      mv "$m/model.safetensors.tmp" "$m/model.safetensors" && echo "weights $name: joined, $(sha256sum "$m/model.safetensors")"
+    else
+      echo "weights $name: $have of $want parts here"
+    fi
+  done
+}
+
+complete() {  # every model that came in parts is joined
+  local m
+  for m in "$CODE"/.device/*/; do
+    [ -f "$m/PARTS" ] && [ ! -f "$m/model.safetensors" ] && { echo "error: weights $(basename "$m") incomplete" >&2; return 1; }
+  done
+  return 0
 }
 
 plans() {  # the plan files as they are in this call's tree: a later wave's plans need no new setup
@@ -154,15 +180,15 @@ case "$VERB" in
       mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
       nvidia-cuda-mps-control -d || { echo "error: MPS did not start" >&2; exit 1; }
     fi
-    take_parts
+    take_parts || exit 1
     for f in $(folders); do mkdir -p "$CODE/$f/logs"; done
     jobs_of setup ${JOBS_SETUP[@]+"${JOBS_SETUP[@]}"}
     nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader; nproc ;;
   start)
-    take_parts
+    take_parts || exit 1
+    complete || exit 1
     read -r -a extra <<< "${EXTRA:-}"
-    if [ -f "$CODE/.device/minilm/PARTS" ]; then  # carried weights: every run reads them
-      [ -f "$CODE/.device/minilm/model.safetensors" ] || { echo "error: weights incomplete" >&2; exit 1; }
+    if [ -f "$CODE/.device/minilm/PARTS" ]; then  # carried MiniLM weights: every run reads them
       extra=(algo.model.name=.device/minilm ${extra[@]+"${extra[@]}"})
     fi
     cd "$CODE" || exit 1
@@ -175,9 +201,11 @@ case "$VERB" in
     sleep "${FIRST_LOOK:-90}"
     for f in $(folders); do tail -q -n 1 "$f"/logs/*.log 2>/dev/null | cut -c1-150; done
     watch $((SECS - ${FIRST_LOOK:-90} - 10)) ;;
-  watch) take_parts; watch "$SECS" ;;
+  watch) take_parts || exit 1; watch "$SECS" ;;
+  parts) take_parts || exit 1 ;;
   eval)  # training runs still going are stopped (their model_best.pt stays), then every evaluation chain
     end=$((SECONDS + SECS))
+    take_parts || exit 1
     cd "$CODE" || exit 1
     plans ${EVAL_PLANS:-}
     stopped=0
@@ -198,6 +226,7 @@ case "$VERB" in
       grep -h -B3 "FAILED" $(for f in $(folders); do ls "$f"/logs/eval_*.log 2>/dev/null; done) | tail -n 20; exit 1
     fi ;;
   pack)  # settings, curves, summaries and records; no checkpoints (also not a killed run's .pt.tmp*)
+    take_parts || exit 1
     cd "$CODE" || exit 1
     status
     mkdir -p "$OUT"
@@ -208,7 +237,7 @@ case "$VERB" in
     fi
     ls -la "$OUT" ;;
   call)  # the lines of CALL_<name>, in turn, in the code copy, with this tree's PYTHONPATH after the wheels
-    take_parts
+    take_parts || exit 1
     [[ "$NAME" =~ ^[A-Za-z0-9_]+$ ]] && declare -p "CALL_$NAME" > /dev/null 2>&1 \
       || { echo "error: the settings have no CALL_$NAME lines" >&2; exit 2; }
     declare -n lines="CALL_$NAME"
@@ -220,5 +249,5 @@ case "$VERB" in
       PYTHONPATH="$SITE:." timeout $((end - SECONDS)) bash -c "$line" || { rc=$?; echo "call $NAME: rc=$rc: ${line:0:100}"; }
     done
     exit "$rc" ;;
-  *) echo "error: unknown verb $VERB (setup|start|watch|eval|pack|call)" >&2; exit 2 ;;
+  *) echo "error: unknown verb $VERB (setup|start|watch|eval|pack|parts|call)" >&2; exit 2 ;;
 esac

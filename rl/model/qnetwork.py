@@ -71,7 +71,7 @@ class QNetwork(SampleInput):
         tokenizer = load_tokenizer(model)
         backbone = load_backbone(model)
         model_max = int(getattr(backbone.config, "max_position_embeddings", 512))
-        if getattr(backbone.config, "model_type", "") in ("xlm-roberta", "roberta"):
+        if getattr(backbone.config, "model_type", "") in ("xlm-roberta", "roberta", "mpnet"):
             model_max -= 2  # position ids start after the padding index
         prefixes = (model.query_prefix or "", model.passage_prefix or "")
         super().__init__(tokenizer, layout_cfg, model_max, *prefixes, positions, sort_by_index)

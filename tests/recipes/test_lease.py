@@ -2,8 +2,10 @@
 trains a plan side by side, eval evaluates it, pack brings back one archive without checkpoints, and
 scripts/seed_report.py reads that archive; the runs record the commit given at setup. Every verb and
 setting on a small repository with a stand-in trainer and evaluator and a fake nvidia-smi (seconds):
-plans into their own folders, the weights joined from parts carried in two calls, a second tree,
-background jobs that eval leaves running, training that eval stops, a split archive, call lines."""
+plans into their own folders, weights cut by scripts/device_parts.py joined from parts carried in three
+calls (setup, parts, start; start refused before the last) and the hand-made parts of rounds 5-8, a
+second tree, background jobs that eval leaves running, training that eval stops, a split archive, call
+lines. Real MiniLM in parts: test_weights_travel_in_parts."""
 
 from __future__ import annotations
 
@@ -18,8 +20,10 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import load_file, save_file
 
-from tests.conftest import ROOT, TINY
+from tests.conftest import ROOT, TINY, load_script
 
 
 @pytest.mark.slow
@@ -151,14 +155,23 @@ def test_every_verb_and_setting_in_seconds(tmp_path: Path) -> None:
     (repo / "plans" / "eval_a.txt").write_text("r1 0 3 1000\n")
     (repo / "plans" / "eval_b.txt").write_text("n1 0 2 1000,2000\n")
     (repo / "lease.env").write_text(SETTINGS)
-    # MiniLM in two parts (the second carried by a later call) and a second tree as `git archive --prefix=old/`
-    part1, part2 = repo / ".device" / "part1", tmp_path / "carried" / "part2"
-    part1.mkdir(parents=True)
-    part2.mkdir(parents=True)
-    (part1 / "PARTS").write_text("2\n")
-    (part1 / "config.json").write_text("{}")
-    (part1 / "model.safetensors.part-aa").write_bytes(b"first half ")
-    (part2 / "model.safetensors.part-ab").write_bytes(b"second half")
+    # stand-in MiniLM weights in three parts as the next lease makes them (one call each), and a second
+    # tree as `git archive --prefix=old/`
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    save_file({"w": torch.randn(400)}, str(model / "model.safetensors"))
+    weight_parts = load_script("device_parts").make_parts(model, "minilm", tmp_path / "carried", 400)
+    assert len(weight_parts) == 3
+    (repo / ".device").mkdir()
+
+    def carry(*folders: Path) -> None:
+        """The next call's tree carries these part folders only (.device/ is not tracked)."""
+        for old_part in (repo / ".device").glob("part*"):
+            shutil.rmtree(old_part)
+        for f in folders:
+            shutil.copytree(f, repo / ".device" / f.name)
+
     (tmp_path / "old_src" / "old").mkdir(parents=True)
     (tmp_path / "old_src" / "old" / "train_q_rag.py").write_text("# the old tree")
     with tarfile.open(repo / ".device" / "old_abc1234.tgz", "w:gz") as tar:
@@ -198,16 +211,25 @@ def test_every_verb_and_setting_in_seconds(tmp_path: Path) -> None:
             time.sleep(0.1)
         raise AssertionError(f"{path} never written")
 
+    carry(weight_parts[0])
     said = lease("setup", COMMIT="abc9999")
     assert (code / ".code_version").read_text() == "abc9999\n" and (code / "train_q_rag.py").is_file()
     assert (old / ".code_version").read_text() == "abc1234\n" and (old / "train_q_rag.py").is_file()
-    assert "weights: 1 of 2 parts here" in said and not (code / ".device" / "minilm" / "model.safetensors").exists()
+    assert "weights minilm: 1 of 3 parts here" in said
     assert wait_for(code / "runs" / "t" / "logs" / "job_setup_1.log") == f"setup job in {code} at abc9999\n"
     assert (code / "runs" / "other" / "logs").is_dir()
 
-    shutil.copytree(part2, repo / ".device" / "part2")  # the start call carries the second part
-    lease("start", "12")
-    assert (code / ".device" / "minilm" / "model.safetensors").read_bytes() == b"first half second half"
+    carry()
+    assert "error: weights minilm incomplete" in lease("start", "12", rc=1)
+    assert not (code / "runs" / "t" / "r1").exists()
+    carry(weight_parts[1])
+    assert "weights minilm: 2 of 3 parts here" in lease("parts")
+    carry(weight_parts[2])
+    assert "weights minilm: joined" in lease("start", "12")
+    joined = code / ".device" / "minilm"
+    fp16 = load_file(str(joined / "model.safetensors"))["w"]
+    assert fp16.dtype == torch.float16 and torch.equal(fp16, load_file(str(model / "model.safetensors"))["w"].half())
+    assert (joined / "config.json").is_file() and not list(joined.glob("model.safetensors.part-*"))
     r1 = json.loads((code / "runs" / "t" / "r1" / "summary.json").read_text())
     n1 = json.loads((code / "runs" / "other" / "n1" / "summary.json").read_text())
     assert r1 == {"gpu": "0", "model": ".device/minilm", "extra": "yes"} and n1["gpu"] == "1"
@@ -239,3 +261,71 @@ def test_every_verb_and_setting_in_seconds(tmp_path: Path) -> None:
     said = lease("call", "slow", "2", rc=1)
     assert time.monotonic() - t0 < 10 and "no time left for: echo never" in said and said.count("never") == 1
     assert "no CALL_nope lines" in lease("call", "nope", rc=2)
+    assert "unknown verb nope (setup|start|watch|eval|pack|parts|call)" in lease("nope", rc=2)
+
+    # rounds 5-8 carried hand-made parts without MODEL (`split -b 22M`): they join into minilm
+    hand = [repo / ".device" / "part1", repo / ".device" / "part2"]
+    carry()
+    for k, piece in enumerate((b"first half ", b"second half")):
+        hand[k].mkdir()
+        (hand[k] / "PARTS").write_text("2\n")
+        (hand[k] / f"model.safetensors.part-a{'ab'[k]}").write_bytes(piece)
+    lease("parts", CODE=str(tmp_path / "code2"))
+    assert (tmp_path / "code2" / ".device" / "minilm" / "model.safetensors").read_bytes() == b"first half second half"
+
+
+def test_weights_travel_in_parts(tmp_path: Path) -> None:
+    """scripts/device_parts.py cuts a model's fp16 weights into parts (real MiniLM here); lease.sh takes
+    the parts each call carries into $CODE/.device/<name>, joins them once all came and checks their
+    sha256, start refuses while a carried model is incomplete, and a corrupted piece is refused."""
+    from rl.model.embedder import Embedder, load_backbone, resolve_model_path
+    from rl.model.model_keys import ModelKeys
+
+    device_parts = load_script("device_parts")
+    src = tmp_path / "src"
+    (src / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "lease.sh", src / "scripts" / "lease.sh")
+    settings = src / "lease.env"
+    settings.write_text("RUNS=runs/t\nTRAIN_PLANS=x\nEVAL_PLANS=y\nMPS=0\n")
+    minilm = Path(resolve_model_path("offline:minilm"))
+    folders = device_parts.make_parts(minilm, "mini", tmp_path / "parts", 20 * device_parts.MiB)
+    assert len(folders) == 3 and (folders[0] / "tokenizer.json").is_file()
+    assert all((f / "PARTS").read_text() == "3\n" and (f / "MODEL").read_text() == "mini\n" for f in folders)
+
+    def call(verb: str, *carried: Path, code: Path = tmp_path / "code") -> subprocess.CompletedProcess:
+        """One device call: the tree carries these part folders only."""
+        shutil.rmtree(src / ".device", ignore_errors=True)
+        (src / ".device").mkdir()
+        for f in carried:
+            shutil.copytree(f, src / ".device" / f.name)
+        env = {**os.environ, "CODE": str(code), "OUT": str(tmp_path), "SITE": str(tmp_path / "site")}
+        cmd = ["bash", str(src / "scripts" / "lease.sh"), str(settings), verb]
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+
+    first = call("parts", folders[0])
+    assert first.returncode == 0 and "weights mini: 1 of 3 parts here" in first.stdout
+    early = call("start")
+    assert early.returncode == 1 and "error: weights mini incomplete" in early.stderr
+    done = call("parts", *folders[1:])
+    assert done.returncode == 0 and "weights mini: joined" in done.stdout, done.stderr
+    joined = tmp_path / "code" / ".device" / "mini"
+    want = (folders[0] / "model.safetensors.sha256").read_text().split()[0]
+    assert device_parts.sha256_of(joined / "model.safetensors") == want
+    assert not list(joined.glob("model.safetensors.part-*"))
+    # the joined fp16 weights are MiniLM's within fp16 rounding
+    ids, mask = torch.tensor([[101, 2000, 2003, 102]]), torch.ones(1, 4, dtype=torch.long)
+    with torch.no_grad():
+        e16 = Embedder(load_backbone(ModelKeys(name=str(joined)))).eval()(ids, mask)
+        e32 = Embedder(load_backbone(ModelKeys(name="offline:minilm"))).eval()(ids, mask)
+    torch.testing.assert_close(e16, e32, atol=2e-3, rtol=0)
+    assert not torch.equal(e16, e32)
+    # a piece changed on the way: refused, nothing joined
+    bad = tmp_path / "bad" / folders[1].name
+    shutil.copytree(folders[1], bad)
+    piece = next(bad.glob("model.safetensors.part-*"))
+    data = bytearray(piece.read_bytes())
+    data[1000] ^= 1
+    piece.write_bytes(bytes(data))
+    wrong = call("parts", folders[0], bad, folders[2], code=tmp_path / "code2")
+    assert wrong.returncode == 1 and "the joined file's sha256 is not the one its parts carry" in wrong.stderr
+    assert not (tmp_path / "code2" / ".device" / "mini" / "model.safetensors").exists()

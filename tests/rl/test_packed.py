@@ -234,6 +234,36 @@ def test_concat_takes_ragged_and_plain_parts():
     assert len(RaggedIds.concat([])) == 0
 
 
+def test_mpnet_keeps_a_padded_path_without_host_syncs(monkeypatch):
+    """MPNet (all-mpnet-base-v2, algo=mpnet) adds a relative-position bias to its attention scores,
+    which the packed kernels cannot: the padded path serves it, with the 4-D additive mask its eager
+    attention takes, so transformers never tests ``mask.all()`` (a host sync per call, and one no CUDA
+    graph can capture); padded rows still equal each sequence run alone. A tiny random MPNet: the
+    real one (an optional install) is tests/rl/test_mpnet.py's."""
+    from transformers import MPNetConfig, MPNetModel, masking_utils
+
+    torch.manual_seed(3)
+    cfg = MPNetConfig(
+        vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=66, relative_attention_num_buckets=32,
+    )  # fmt: skip
+    enc = Embedder(_randomise(MPNetModel(cfg, add_pooling_layer=False), 4).eval(), "mean", 0.1)
+    assert "relative-position bias" in unsupported_reason(enc, False)
+
+    original = masking_utils._ignore_bidirectional_mask_sdpa
+
+    def sync(padding_mask, *args, **kwargs):
+        assert padding_mask is None, "transformers built the mask itself, testing mask.all() on the host"
+        return original(padding_mask, *args, **kwargs)  # no mask (unpadded rows): nothing to test
+
+    monkeypatch.setattr(masking_utils, "_ignore_bidirectional_mask_sdpa", sync)
+    seqs = _ids(12, 64, 200, seed=5)
+    got = _padded(enc, seqs, pad=1)
+    with torch.no_grad():
+        alone = torch.cat([enc(torch.tensor([s]), torch.ones(1, len(s), dtype=torch.long), padded=False) for s in seqs])
+    torch.testing.assert_close(got, alone, rtol=1e-5, atol=1e-6)
+
+
 def test_unsupported_models_keep_the_padded_path(tiny_bert, tiny_xlmr, caplog):
     """Other architectures and left-padded BERT fall back with a log line saying why; a
     left-padded XLM-R (positions from the tokens) is served; dropout in train mode is not."""

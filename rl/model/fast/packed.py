@@ -19,8 +19,9 @@ compiled functions are never traced again per call.
 
 Supported: BERT (MiniLM, contriever, BERT-base) and RoBERTa / XLM-RoBERTa (multilingual-E5)
 encoders in evaluation mode (or without dropout). Anything else (remote-code models, decoders,
-left-padded BERT, whose absolute positions then depend on the batch width) keeps the padded path,
-with one log line saying why.
+left-padded BERT, whose absolute positions then depend on the batch width, MPNet, whose attention
+adds a relative-position bias that the packed kernels cannot) keeps the padded path, with one log
+line saying why.
 """
 
 from __future__ import annotations
@@ -46,6 +47,12 @@ MIN_BUCKET = 1 << 11
 FILLER_LEN = 64  # filler sequences are this long, so their attention costs next to nothing
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 _POSITIONS = {"bert": "absolute", "roberta": "after_pad", "xlm-roberta": "after_pad"}
+# Encoders this path does not compute, and why (the log line names it): MPNet (all-mpnet-base-v2)
+# adds to every attention score a learned bias per head and bucket of the relative position j - i
+# (transformers' MPNetModel); the flash varlen and nested SDPA kernels take no additive bias.
+_NOT_PACKED = {
+    "mpnet": "its attention adds a learned relative-position bias, which the packed attention kernels do not take"
+}
 
 
 def unsupported_reason(encoder: nn.Module, left_pad: bool) -> str | None:
@@ -53,6 +60,8 @@ def unsupported_reason(encoder: nn.Module, left_pad: bool) -> str | None:
     backbone = getattr(encoder, "backbone", None)
     cfg = getattr(backbone, "config", None)
     kind = getattr(cfg, "model_type", None)
+    if kind in _NOT_PACKED:
+        return f"model type {kind!r}: {_NOT_PACKED[kind]}"
     if kind not in _POSITIONS:
         return f"model type {kind!r} (packed path: bert, roberta, xlm-roberta)"
     if getattr(cfg, "is_decoder", False) or getattr(cfg, "add_cross_attention", False):
