@@ -18,8 +18,8 @@ EXPERIMENTS = ROOT / "experiments"
 
 
 def load_script(name: str, where: str = "scripts") -> ModuleType:
-    """Import ``<where>/<name>.py`` (``scripts/``, or a round's own script under ``experiments/<round>/``;
-    neither is a package) so its functions can be tested."""
+    """Import ``<where>/<name>.py`` (``scripts/``, ``examples/``, or a round's own script under
+    ``experiments/<round>/``; none is a package) so its functions can be tested."""
     spec = importlib.util.spec_from_file_location(name, ROOT / where / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)  # type: ignore[union-attr]

@@ -33,7 +33,7 @@ QUALIFIER = re.compile(r"(DESIGN|paper|App\.|Sec\.|[\w./-]*\.md)(?:'s)?\s*$")
 DOCS_PATH = re.compile(r"(?<![\w/.-])docs/[\w-]+\.md\b")
 DOC_NAME = re.compile(r"(?<![\w/.-])([A-Z][A-Z0-9_]*\.md)\b")
 CODE_PATH = re.compile(
-    r"(?<![\w/.-])((?:rl|envs|runstore|scripts|configs|tests|prompts_and_metrics|experiments)/[\w./-]*[\w/])"
+    r"(?<![\w/.-])((?:rl|envs|runstore|scripts|examples|configs|tests|prompts_and_metrics|experiments)/[\w./-]*[\w/])"
 )
 REV_PATH = re.compile(r"(?<![\w/.-])([0-9a-f]{7,40}):$")  # the text before a path at a commit
 HEADING = re.compile(r"^(?:##\s+(\d+)\.|###\s+(\d+\.\d+))\s")
@@ -182,6 +182,9 @@ def test_code_paths_worked_cases():
     assert dead_code_paths("docs/X.md", "the old `rl/pqn.py`") == ["rl/pqn.py"]
     assert dead_code_paths("docs/X.md", "The authors' `rl/dqn.py`") == ["rl/dqn.py"]  # only where listed
     assert dead_code_paths("docs/X.md", "`experiments/round4/runs/`") == ["experiments/round4/runs/"]  # now runs.tgz
+    assert dead_code_paths("docs/X.md", "`examples/retrieve_example.sh`, `examples/nope.py`, `data/examples/x`") == [
+        "examples/nope.py"
+    ]
 
 
 def test_code_paths_at_a_commit():

@@ -14,11 +14,12 @@ from tests.conftest import ROOT
 
 
 def _repo_copy(tmp_path: Path, *scripts: str) -> Path:
-    """A folder shaped like the repository holding only ``scripts`` (and scripts/python.sh)."""
+    """A folder shaped like the repository holding only ``scripts`` (paths in the repository) and
+    scripts/python.sh."""
     repo = tmp_path / "repo"
-    (repo / "scripts").mkdir(parents=True)
-    for name in (*scripts, "python.sh"):
-        shutil.copy(ROOT / "scripts" / name, repo / "scripts" / name)
+    for name in (*scripts, "scripts/python.sh"):
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, repo / name)
     return repo
 
 
@@ -38,7 +39,7 @@ def _env_without_python(tmp_path: Path) -> dict[str, str]:
 
 
 def test_scripts_run_the_repositorys_venv_when_it_is_not_activated(tmp_path):
-    repo = _repo_copy(tmp_path, "plan_status.sh")
+    repo = _repo_copy(tmp_path, "scripts/plan_status.sh")
     (repo / ".venv" / "bin").mkdir(parents=True)
     (repo / ".venv" / "bin" / "python").symlink_to(sys.executable)
     (tmp_path / "out").mkdir()
@@ -102,7 +103,7 @@ def _demo_run(repo: Path, name: str, overrides: str, mtime: int) -> Path:
 
 
 def test_the_worked_example_uses_the_newest_demo_run(tmp_path):
-    repo = _repo_copy(tmp_path, "retrieve_example.sh")
+    repo = _repo_copy(tmp_path, "examples/retrieve_example.sh")
     _demo_run(repo, "Nov27_06-00-00_QRAG_qa1", "- experiment=demo\n", 1000)
     _demo_run(repo, "Nov27_07-00-00_QRAG_qa1", "- experiment=demo\n- seed=2\n", 2000)
     _demo_run(repo, "Nov27_08-00-00_QRAG_qa2", "- envs.task=qa2\n", 3000)  # newest, not a demo
@@ -110,7 +111,7 @@ def test_the_worked_example_uses_the_newest_demo_run(tmp_path):
     env = dict(os.environ, PYTHON=str(_stub(tmp_path / "py", f'echo "$*" >> {calls}\n')))
     env.pop("RUN", None)
     done = subprocess.run(
-        ["bash", str(repo / "scripts" / "retrieve_example.sh")], env=env, capture_output=True, text=True
+        ["bash", str(repo / "examples" / "retrieve_example.sh")], env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     assert "using the newest demo run runs/Nov27_07-00-00_QRAG_qa1" in done.stderr

@@ -388,7 +388,7 @@ def test_a_missing_framework_names_its_extra(monkeypatch: pytest.MonkeyPatch, mo
 def test_the_example_script_prints_the_tool_picks(tiny_run: Path, qrag: QRAGRetriever, capsys) -> None:
     need("langchain")
     need("llamaindex")
-    load_script("rag_frameworks_example").main([str(tiny_run), "--device", "cpu", "--steps", "1"])
+    load_script("rag_frameworks_example", "examples").main([str(tiny_run), "--device", "cpu", "--steps", "1"])
     out = capsys.readouterr().out.splitlines()
     want = {q: qrag.retrieve(q, BOOK, steps=1).picks[0] for q in QUESTIONS}
     for q, p in want.items():

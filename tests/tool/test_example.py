@@ -9,7 +9,7 @@ from tests.conftest import ROOT, load_script
 
 
 def test_shipped_example_is_rebuilt_exactly() -> None:
-    text, questions = load_script("make_retrieve_example").build(seed=0)
+    text, questions = load_script("make_retrieve_example", "examples").build(seed=0)
     folder = ROOT / "data" / "examples"
     assert (folder / "persuasion_ch1_qa1.txt").read_text(encoding="utf-8") == text
     shipped = [json.loads(x) for x in (folder / "persuasion_ch1_qa1.questions.jsonl").read_text().splitlines()]

@@ -2,7 +2,7 @@
 the worked example's text and questions (data/examples/; docs/RETRIEVER_TOOL.md,
 "Worked example"), retrieved through a LangChain chain and a LlamaIndex retriever over one loaded run.
 
-    python scripts/rag_frameworks_example.py runs/<demo run> [--steps 3] [--stop-threshold 0.85] [--device cpu]
+    python examples/rag_frameworks_example.py runs/<demo run> [--steps 3] [--stop-threshold 0.85] [--device cpu]
 
 Needs the extras ``langchain`` and ``llamaindex`` (scripts/install.sh installs both).
 """

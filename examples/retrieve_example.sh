@@ -2,13 +2,13 @@
 # The worked example of the retriever tool (docs/RETRIEVER_TOOL.md, "Worked example"): train the
 # offline demo retriever (skipped when $RUN already holds a model_best.pt), then ask the bAbI
 # questions planted in chapter 1 of Persuasion (data/examples/, built by
-# scripts/make_retrieve_example.py) and show what it picks at each of 3 steps.
-#   bash scripts/retrieve_example.sh                 # the newest finished demo run of runs/ (named on
+# examples/make_retrieve_example.py) and show what it picks at each of 3 steps.
+#   bash examples/retrieve_example.sh                # the newest finished demo run of runs/ (named on
 #                                                    # stderr), else trains runs/retrieve_example_demo
-#   RUN=runs/<a demo run> bash scripts/retrieve_example.sh
+#   RUN=runs/<a demo run> bash examples/retrieve_example.sh
 # The interpreter: scripts/python.sh (the repository's .venv when there is one).
 set -euo pipefail
-. "$(dirname "${BASH_SOURCE[0]}")/python.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/python.sh"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [ -z "${RUN:-}" ]; then
   RUN=runs/retrieve_example_demo

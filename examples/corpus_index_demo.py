@@ -1,8 +1,8 @@
 """Index a large corpus built from the repository's own data and time retrieval from it
 (docs/RETRIEVER_TOOL.md, "Corpus index"). Prints one JSON line.
 
-    python scripts/corpus_index_demo.py --out /tmp/cidx --model offline:minilm --n-passages 1000000 --device cuda
-    python scripts/corpus_index_demo.py --out /tmp/cidx --run runs/<run> --n-passages 30000 --device cpu
+    python examples/corpus_index_demo.py --out /tmp/cidx --model offline:minilm --n-passages 1000000 --device cuda
+    python examples/corpus_index_demo.py --out /tmp/cidx --run runs/<run> --n-passages 30000 --device cpu
 
 The corpus (deterministic, written once to ``<out>/corpus.jsonl``): every distinct real HotpotQA and
 MuSiQue paragraph shipped under data/ (their gold paragraphs, so the questions have answers in

@@ -7,7 +7,7 @@ random places as BabiLong plants them: the ten statements of the first story of 
 test file (data/babilong/babi/, CC BY 3.0). Questions: "Where is X?" for each person of the story,
 answered by that person's latest move (bAbI qa1's rule), with that move as the supporting fact.
 
-    python scripts/make_retrieve_example.py      # -> data/examples/persuasion_ch1_qa1.{txt,questions.jsonl}
+    python examples/make_retrieve_example.py      # -> data/examples/persuasion_ch1_qa1.{txt,questions.jsonl}
 
 The output depends on nothing but the shipped files and the seed; a test rebuilds and compares it.
 """

@@ -1,10 +1,10 @@
 """The retriever tool on a long text (docs/RETRIEVER_TOOL.md, "Long texts"):
 
-    python scripts/retrieve_long_text.py runs/<demo run> [--tokens 10000000] [--device cuda]
+    python examples/retrieve_long_text.py runs/<demo run> [--tokens 10000000] [--device cuda]
 
 The text is the shipped PG19 noise sentences (data/babilong/pg19-with-sentences, train and test
 books) repeated until it holds at least ``--tokens`` GPT-2 tokens (or the first sentences that do), one chunk per sentence, with the
-ten statements of the worked example's bAbI story (scripts/make_retrieve_example.py) planted in
+ten statements of the worked example's bAbI story (examples/make_retrieve_example.py) planted in
 story order at seeded places. The four questions of data/examples/ are asked one by one and then as
 one batch; each answer is a JSON line with the gold statement's chunk index, the picks and the wall
 time (the repetition makes it a speed and scale check, not a benchmark of retrieval quality).
@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "examples"))
 from make_retrieve_example import story  # noqa: E402
 
 from envs.data.length_tokenizer import LengthTokenizer  # noqa: E402
