@@ -21,7 +21,7 @@ retrieved chunks as retrieved). Only tasks qa1-qa10 and the leaderboard's length
 and a row written twice, rows of one file made with different reader settings, a line without the
 reader's settings or answer, or a reader asked another task than the records' are refused (one
 ``error:`` line, exit status 2) before any file is written. A half-written last line (a reader
-killed mid-line) is skipped with a warning (scripts/jsonl_input.py).
+killed mid-line) is skipped with a warning (runstore/jsonl_input.py).
 """
 
 from __future__ import annotations
@@ -40,13 +40,11 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts"))
-
-from jsonl_input import InputError, read_jsonl  # noqa: E402
 
 from prompts_and_metrics.metrics import babilong_acc, task_key  # noqa: E402
 from prompts_and_metrics.prompts import SYSTEM_BABILONG, TASK_PROMPTS  # noqa: E402
 from runstore import StorageError, atomic_write_text  # noqa: E402
+from runstore.jsonl_input import InputError, read_jsonl  # noqa: E402
 
 # the leaderboard's tasks and context lengths (babilong/collect_results.py: TASKS, LENGTHS)
 TASKS = [f"qa{i}" for i in range(1, 11)]

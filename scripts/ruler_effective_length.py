@@ -25,7 +25,7 @@ and their task is the ``task`` of the ``.meta.json`` eval_retriever.py writes be
 
 Prints the score table (percent, mean over the folders) and the effective length on the average
 over tasks and per task; ``--out`` writes the same as JSON. A half-written last line is skipped with
-a warning (scripts/jsonl_input.py); other bad input is one ``error:`` line, status 2. ``--out`` is
+a warning (runstore/jsonl_input.py); other bad input is one ``error:`` line, status 2. ``--out`` is
 checked before the table is printed and replaces only an earlier report of this script.
 """
 
@@ -43,11 +43,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts"))
-from jsonl_input import InputError, read_bytes, read_jsonl  # noqa: E402
 
 from prompts_and_metrics.metrics import fact_metrics, ruler_postprocess, string_match_all  # noqa: E402
 from runstore import StorageError, atomic_write_text, probe_writable  # noqa: E402
+from runstore.jsonl_input import InputError, read_bytes, read_jsonl  # noqa: E402
 
 # RULER's eight NIAH subtasks with Table 1's column labels, and its lengths (shortest first)
 COLUMNS = {
