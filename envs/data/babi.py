@@ -46,7 +46,7 @@ HOW_TO_GET_BABI = (
     "(default {data_root}/babilong/babi/en-10k/), e.g. qa1_single-supporting-fact_train.txt; "
     "or use the shipped real qa1-qa5 files with the override paths=embedded "
     "(rebuilt and verified by `python scripts/build_babi.py`), or generated ones with "
-    "paths=generated (`python scripts/generate_babi.py`)"
+    "paths=generated (`python scripts/generate_data.py babi`)"
 )
 
 

@@ -14,7 +14,7 @@ project never keys anything on it).
 
 Gold: RULER's own files do not say which document holds the answer, so ``sf_idx`` = [] and
 ``sf_known`` = False (fact metrics null; the ref's ``[0]`` placeholder is gone, DESIGN §11 #31).
-Records written by scripts/generate_multihop.py carry ``gold_docs`` (the ``n`` of each gold
+Records written by scripts/generate_data.py multihop carry ``gold_docs`` (the ``n`` of each gold
 ``Document n:``); those are mapped to chunk indices and ``sf_known`` is True.
 """
 
@@ -32,7 +32,7 @@ from envs.types import Sample
 _DOC = re.compile(r"Document (\d+):")
 RULER_QA_HOW = (
     "generate with RULER's prepare script (qa_1 = SQuAD, qa_2 = HotpotQA), or offline with "
-    "python scripts/generate_multihop.py (writes a RULER-QA-format file derived from the synthetic set)"
+    "python scripts/generate_data.py multihop (writes a RULER-QA-format file derived from the synthetic set)"
 )
 
 
