@@ -1,5 +1,5 @@
 """Reading the JSONL files evaluations and readers write, for the scripts that score or repackage
-them (scripts/babilong_leaderboard.py, scripts/ruler_effective_length.py): the reading side of
+them (scripts/leaderboard.py babilong, scripts/ruler_effective_length.py): the reading side of
 :func:`runstore.append_line`.
 
 These files may come from a run that was killed, a disk that filled or another machine: a

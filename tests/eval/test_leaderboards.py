@@ -1,4 +1,4 @@
-"""scripts/babilong_leaderboard.py (BABILong's leaderboard prediction files) and
+"""scripts/leaderboard.py babilong (BABILong's leaderboard prediction files) and
 scripts/ruler_effective_length.py (RULER's effective length of retrieval and reader runs)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from prompts_and_metrics.prompts import babilong_user_message
 from tests.conftest import ROOT as REPO
 from tests.conftest import load_script
 
-board = load_script("babilong_leaderboard")
+board = load_script("leaderboard")
 ruler = load_script("ruler_effective_length")
 
 SETTINGS = {"babi_task": "qa1", "max_tokens": 32, "think": False, "llm_name": "smollm2", "extra_question_mark": False}
@@ -45,7 +45,7 @@ def test_babilong_files_read_and_score_as_the_leaderboard_reads_them(tmp_path: P
     lines.append({**lines[0], "filter": "gt", "prediction": "office"})  # another chunk filter: not written
     lines.append(reader_line("1M/qa2/0", "Where is the football?", "garden", "garden", task="qa2"))
     src = write_jsonl(tmp_path / "smollm2_eval_seed0_test_4k.jsonl", lines)
-    assert board.main([str(src), "--model", "q-rag/minilm-smollm2", "--out", str(tmp_path / "evals")]) == 0
+    assert board.main(["babilong", str(src), "--model", "q-rag/minilm-smollm2", "--out", str(tmp_path / "evals")]) == 0
     folder = tmp_path / "evals" / "q-rag" / "minilm-smollm2"
     assert sorted(p.name for p in folder.iterdir()) == [
         "manifest.json",
@@ -93,7 +93,7 @@ def test_babilong_files_read_and_score_as_the_leaderboard_reads_them(tmp_path: P
 )
 def test_babilong_refuses_what_the_leaderboard_cannot_hold(tmp_path: Path, capsys, ids, message) -> None:
     src = write_jsonl(tmp_path / "out.jsonl", [reader_line(i, "Where is John?", "hallway", "hallway") for i in ids])
-    assert board.main([str(src), "--model", "a/b", "--out", str(tmp_path / "evals")]) == 2
+    assert board.main(["babilong", str(src), "--model", "a/b", "--out", str(tmp_path / "evals")]) == 2
     assert message in capsys.readouterr().err
 
 
@@ -111,7 +111,7 @@ def test_babilong_manifest_names_the_scorer_its_state_and_the_dataset_revision(t
     git(scorer, "commit", "-qm", "scorer")
     src = write_jsonl(tmp_path / "out.jsonl", [reader_line(f"4k/qa1/{row}", q, t, o) for row, q, t, o in QA1])
     revision = "a" * 40
-    args = [str(src), "--model", "a/b", "--out", str(tmp_path / "evals"), "--scorer", str(scorer)]
+    args = ["babilong", str(src), "--model", "a/b", "--out", str(tmp_path / "evals"), "--scorer", str(scorer)]
     assert board.main([*args, "--dataset-revision", revision]) == 0
     folder = tmp_path / "evals" / "a" / "b"
     m = json.loads((folder / "manifest.json").read_text())
@@ -143,7 +143,10 @@ def test_babilong_manifest_names_the_scorer_its_state_and_the_dataset_revision(t
     (tmp_path / "copy" / "babilong").mkdir(parents=True)
     (tmp_path / "copy" / "babilong" / "metrics.py").write_bytes(metrics)
     out2 = tmp_path / "evals2"
-    assert board.main([str(src), "--model", "a/b", "--out", str(out2), "--scorer", str(tmp_path / "copy")]) == 2
+    assert (
+        board.main(["babilong", str(src), "--model", "a/b", "--out", str(out2), "--scorer", str(tmp_path / "copy")])
+        == 2
+    )
     assert "is not a git checkout of booydar/babilong" in capsys.readouterr().err and not out2.exists()
 
 

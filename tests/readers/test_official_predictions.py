@@ -1,4 +1,4 @@
-"""scripts/official_predictions.py: the committed Table 2 retriever logs (and a reader's answers)
+"""scripts/leaderboard.py hotpotqa|musique: the committed Table 2 retriever logs (and a reader's answers)
 written in HotpotQA's and MuSiQue's official prediction layouts, scored by the ports of
 hotpot_evaluate_v1.py and evaluate_v1.0.py, agree with the project's own numbers."""
 
@@ -17,7 +17,7 @@ from tests.conftest import load_script as load_from_scripts
 
 from .conftest import load_script
 
-official = load_from_scripts("official_predictions")
+official = load_from_scripts("leaderboard")
 
 ARCHIVE = ROOT / "experiments" / "table2" / "runs.tgz"  # Table 2's committed raw records
 with tarfile.open(ARCHIVE) as _tar:
@@ -111,15 +111,22 @@ def test_reader_answers_agree(run: str, table2: Path, tmp_path: Path) -> None:
     assert result["official"][f1] == pytest.approx(summary["F1"])
 
 
+def one_line(capsys: pytest.CaptureFixture) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err and err.count("\n") == 1, err
+    return err
+
+
 def test_bad_inputs_are_one_error_line(table2: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     log = table2 / "m_qrag" / "eval_seed42.jsonl.gz"
     hotpot = ROOT / "data" / "hotpotqa" / "subset_test.jsonl.gz"
     cases = [
-        ([str(tmp_path / "none.jsonl")], "retriever log not found"),
-        ([str(log), "--data", str(hotpot)], "missing field 'id'"),  # a HotpotQA file for a MuSiQue log
-        ([str(log), "--data", str(ROOT / "data" / "musique" / "subset_train.jsonl.gz")], "no record with id"),
+        (["musique", str(tmp_path / "none.jsonl")], "retriever log not found"),
+        (["musique", str(log), "--data", str(hotpot)], "missing field 'id'"),  # a HotpotQA file for a MuSiQue log
+        (["musique", str(log), "--data", str(ROOT / "data/musique/subset_train.jsonl.gz")], "no record with id"),
         (
             [
+                "hotpotqa",
                 str(table2 / "h_noft" / "eval_seed42.jsonl.gz"),
                 "--data",
                 str(ROOT / "data" / "hotpotqa" / "subset_train.jsonl.gz"),
@@ -129,12 +136,23 @@ def test_bad_inputs_are_one_error_line(table2: Path, tmp_path: Path, capsys: pyt
     ]
     for argv, message in cases:
         assert official.main([*argv, "--out", str(tmp_path / "o")]) == 2
-        err = capsys.readouterr().err
-        assert err.startswith("error: ") and message in err and "Traceback" not in err and err.count("\n") == 1
+        assert message in one_line(capsys)
     reader = tmp_path / "reader.jsonl"
     reader.write_text(json.dumps({"id": "x", "prediction": "a", "EM": 0.0, "F1": 0.0}) + "\n")
-    assert official.main([str(log), "--reader", str(reader), "--out", str(tmp_path / "o")]) == 2
+    assert official.main(["musique", str(log), "--reader", str(reader), "--out", str(tmp_path / "o")]) == 2
     assert "no reader line for 200 record(s)" in capsys.readouterr().err
+    # the subcommand names the layout: a MuSiQue log asked for HotpotQA's is refused, nothing written
+    assert official.main(["hotpotqa", str(log), "--out", str(tmp_path / "h")]) == 2
+    assert "a musique log, not hotpotqa: write it with `leaderboard.py musique`" in one_line(capsys)
+    assert not (tmp_path / "h").exists()
+
+
+def test_the_command_line_writes_and_checks_a_committed_log(table2: Path, tmp_path: Path, capsys) -> None:
+    log = table2 / "h_qrag_s1" / "eval_seed42.jsonl.gz"
+    assert official.main(["hotpotqa", str(log), "--out", str(tmp_path / "o"), "--check"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads((tmp_path / "o" / "official_scores.json").read_text())
+    assert printed["dataset"] == "hotpotqa" and printed["all_agree"] and (tmp_path / "o" / "hotpot_pred.json").is_file()
 
 
 def test_records_of_unknown_gold_are_left_out_as_in_the_summary(table2: Path, tmp_path: Path) -> None:

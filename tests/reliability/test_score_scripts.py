@@ -1,5 +1,5 @@
 """Bad input to the scripts that repackage and score evaluation files (issue 46 items 10, 11, 17, 18):
-scripts/babilong_leaderboard.py and scripts/ruler_effective_length.py skip a half-written last
+scripts/leaderboard.py babilong and scripts/ruler_effective_length.py skip a half-written last
 line with a warning; every other bad input is one ``error:`` line with status 2, loses no file
 and writes nothing outside ``--out``."""
 
@@ -24,10 +24,10 @@ def one_error_line(capsys) -> str:
 
 
 def leaderboard(tmp_path: Path, *inputs: Path | str, model: str = "a/b", out: Path | None = None) -> int:
-    return board.main([*map(str, inputs), "--model", model, "--out", str(out or tmp_path / "evals")])
+    return board.main(["babilong", *map(str, inputs), "--model", model, "--out", str(out or tmp_path / "evals")])
 
 
-# -- scripts/babilong_leaderboard.py ----------------------------------------------------------
+# -- scripts/leaderboard.py babilong ----------------------------------------------------------
 
 
 def test_babilong_skips_a_half_written_last_line_with_a_warning(tmp_path, capsys):
