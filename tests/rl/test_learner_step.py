@@ -37,7 +37,7 @@ from envs.data.registry import build_dataset
 from envs.env import PositionSettings, VecRetrievalEnv
 from envs.feedback import build_feedback
 from envs.legacy import Legacy
-from envs.positions import relative_codes_host
+from envs.positions import relative_codes_by_gap
 from rl.learners.sft import SFTLearner
 from rl.run.build import build_learner, qnet_from_cfg
 from tests.conftest import compose_cfg
@@ -159,7 +159,7 @@ def codes_of(ep, selected, pos: PositionSettings):
     if pos.processor == "none":
         return None
     assert pos.processor == "relative", "this test writes out the relative codes only"
-    return torch.from_numpy(relative_codes_host(ep.n_chunks, list(selected), pos.step_size, pos.formula)).long()
+    return torch.from_numpy(relative_codes_by_gap(ep.n_chunks, list(selected), pos.step_size, pos.formula)).long()
 
 
 def rotated(ref, u, codes):
