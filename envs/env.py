@@ -18,11 +18,12 @@ from typing import Any
 import torch
 
 from envs.feedback import Feedback
-from envs.positions import PROCESSORS, random_codes, relative_code, relative_codes, relative_codes_host
+from envs.positions import PROCESSORS, random_codes, relative_codes, relative_codes_by_gap
 from envs.seeding import derive_rng
 from envs.types import Sample
 
-HOST_CODES_MAX_CHUNKS = 4096  # smaller samples get their acting codes from numpy (fewer GPU launches)
+# up to this many chunks, an episode's own codes come from the definition on the host (fewer GPU launches)
+HOST_CODES_MAX_CHUNKS = 4096
 
 
 @dataclass
@@ -72,10 +73,14 @@ class Episode:
     def codes(self, pos: PositionSettings, available: torch.Tensor | None = None) -> torch.Tensor | None:
         """p̂_t(i) for every chunk, or None for processor 'none'. ``available`` ([N] or [S, N])
         gives the codes of other states of this sample (only relative codes depend on it);
-        without it the episode's own state, whose unavailable chunks are ``selected``."""
+        without it the episode's own state, whose unavailable chunks are ``selected``. The one
+        choice between the relative codes' definition and their fast path (envs/positions.py):
+        the own state of a sample of at most HOST_CODES_MAX_CHUNKS chunks from the definition on
+        the host (about 20 µs, against some 20 kernel launches on a GPU), all else from the fast
+        path on the device (:func:`state_codes`)."""
         avail = self.available if available is None else available
         if pos.processor == "relative" and available is None and self.n_chunks <= HOST_CODES_MAX_CHUNKS:
-            codes = relative_codes_host(self.n_chunks, self.selected, pos.step_size, pos.formula)
+            codes = relative_codes_by_gap(self.n_chunks, self.selected, pos.step_size, pos.formula)
             return torch.from_numpy(codes).to(avail.device, non_blocking=True)
         rows = avail.reshape(-1, self.n_chunks)  # the states as state_codes' rows: one formula
         codes = state_codes(pos, [self] * len(rows), rows)
@@ -90,7 +95,7 @@ class Episode:
             return chunk
         if pos.processor == "random":
             return int(self.random_positions[chunk])
-        return relative_code(self.n_chunks, self.selected, chunk, pos.step_size, pos.formula)
+        return int(relative_codes_by_gap(self.n_chunks, self.selected, pos.step_size, pos.formula)[chunk])
 
 
 def state_codes(pos: PositionSettings, episodes: Sequence[Episode], available: torch.Tensor) -> torch.Tensor | None:

@@ -23,7 +23,7 @@ MUTANTS = [
     (
         "chosen chunks not rotated by their position codes",
         "rl/model/qnetwork.py",
-        "a_emb = self.rope(a_emb, torch.tensor(codes).to(self.device, non_blocking=True))",
+        "a_emb = self.rope(a_emb, to_device(np.asarray(codes, dtype=np.int64), self.device))",
         "pass",
         DEFAULT,
     ),
@@ -37,8 +37,8 @@ MUTANTS = [
     (
         "bootstrap set to zero",
         "rl/learners/acting.py",
-        "boot = values[L * E :]",
-        "boot = torch.zeros_like(values[L * E :])",
+        "boot = grid[L * E :]",
+        "boot = torch.zeros_like(grid[L * E :])",
         DEFAULT,
     ),
     (

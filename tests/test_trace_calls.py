@@ -97,3 +97,87 @@ def test_each_comprehension_of_a_file_is_followed(tmp_path, monkeypatch):
     assert len(genexprs) == 2  # two code objects of one name
     assert tc.reader_path(events, "a.py") == ["a.py", "b.py", "a.py"]
     assert tc.summarise(events, "a.py")["functions"] == 4  # f, both genexprs, g
+
+
+def test_calls_back_into_a_file_still_on_the_stack_are_counted():
+    """A template hook (base.py calling down into the subclass's file) and a callback (a helper file
+    calling the caller's method) are calls back, each occurrence; a call within one file and a call
+    into a file whose frames have all returned are not."""
+    events = lines(
+        ("call", "pqn.py", "micro_step"),
+        ("call", "pqn.py", "helper"),  # within one file: no
+        ("return", "pqn.py", "helper"),
+        ("call", "base.py", "optimizer_step"),
+        ("call", "base.py", "clip"),  # within base.py: no
+        ("return", "base.py", "clip"),
+        ("call", "pqn.py", "after_step"),  # pqn.py is still open below: the hook, yes
+        ("call", "base.py", "ema_weight"),  # base.py is still open below: yes
+        ("return", "base.py", "ema_weight"),
+        ("return", "pqn.py", "after_step"),
+        ("return", "base.py", "optimizer_step"),
+        ("call", "base.py", "ema_weight"),  # base.py's frames have all returned: no
+        ("return", "base.py", "ema_weight"),
+        ("call", "acting.py", "values"),
+        ("call", "pqn.py", "target"),  # the callback: yes
+        ("return", "pqn.py", "target"),
+        ("call", "pqn.py", "target"),  # again: counted again, the same pair
+        ("return", "pqn.py", "target"),
+        ("return", "acting.py", "values"),
+        ("return", "pqn.py", "micro_step"),
+    )
+    back = tc.calls_back(events)
+    assert back == [
+        ("base.py:1:optimizer_step", "pqn.py:1:after_step"),
+        ("pqn.py:1:after_step", "base.py:1:ema_weight"),
+        ("acting.py:1:values", "pqn.py:1:target"),
+        ("acting.py:1:values", "pqn.py:1:target"),
+    ]
+    assert tc.calls_back(lines(("call", "a.py", "f"), ("call", "b.py", "g"), ("call", "c.py", "h"))) == []
+
+
+def test_files_deep_under_each_public_network_call():
+    """The most files other than the network's open at once below one call of each public method:
+    a re-entry into the network's file and a file met twice on one chain count once; the deepest
+    call decides; a method never called is absent; a private method is not counted."""
+    q = "rl/model/qnetwork.py"
+    events = lines(
+        ("call", "learner.py", "step"),
+        ("call", q, "q_values"),
+        ("call", "enc.py", "run"),  # 1
+        ("call", "batch.py", "plan"),  # 2
+        ("call", "ragged.py", "concat"),  # 3: enc → batch → ragged
+        ("return", "ragged.py", "concat"),
+        ("return", "batch.py", "plan"),
+        ("return", "enc.py", "run"),
+        ("call", "padded.py", "pad"),  # 1 only
+        ("return", "padded.py", "pad"),
+        ("return", q, "q_values"),
+        ("call", q, "q_values"),  # a second call, shallower: the first one's depth stays
+        ("call", "enc.py", "run"),
+        ("return", "enc.py", "run"),
+        ("return", q, "q_values"),
+        ("call", q, "prepare"),
+        ("call", "inputs.py", "tokens"),
+        ("call", q, "_embed"),  # back in the network's file: not a file deeper
+        ("call", "inputs.py", "ids"),  # inputs.py again on this chain: counted once
+        ("return", "inputs.py", "ids"),
+        ("return", q, "_embed"),
+        ("return", "inputs.py", "tokens"),
+        ("return", q, "prepare"),
+        ("call", q, "_padded_chunks"),  # private: not measured
+        ("call", "a.py", "x"),
+        ("call", "b.py", "y"),
+        ("call", "c.py", "z"),
+        ("call", "d.py", "w"),
+        ("return", "d.py", "w"),
+        ("return", "c.py", "z"),
+        ("return", "b.py", "y"),
+        ("return", "a.py", "x"),
+        ("return", q, "_padded_chunks"),
+        ("return", "learner.py", "step"),
+    )
+    deep = tc.files_deep(events)
+    assert deep == {
+        "q_values": {"depth": 3, "chain": ["enc.py", "batch.py", "ragged.py"]},
+        "prepare": {"depth": 1, "chain": ["inputs.py"]},
+    }

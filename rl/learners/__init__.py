@@ -7,11 +7,11 @@ its keys) and its entry in ``LEARNERS``, from which rl/run/config.py registers `
 
 from __future__ import annotations
 
-from typing import Any
+from omegaconf import DictConfig
 
 from envs.env import VecRetrievalEnv
 from envs.legacy import ALL_OFF, Legacy
-from rl.learners.base import Learner, LearnerBase
+from rl.learners.base import Learner, LearnerBase, RunSettings
 from rl.learners.dqn import DQNLearner
 from rl.learners.pqn import PQNLearner
 from rl.learners.sac_d import SacDLearner
@@ -28,12 +28,13 @@ LEARNERS: dict[str, type[LearnerBase]] = {
 }
 
 
-def build_learner(qnet: QNetwork, env: VecRetrievalEnv, cfg: Any, legacy: Legacy = ALL_OFF) -> Learner:
+def build_learner(qnet: QNetwork, env: VecRetrievalEnv, cfg: DictConfig, legacy: Legacy = ALL_OFF) -> Learner:
     """The learner named by ``algo.objective``: pqn (Q-RAG), sft (the "multi-step RAG w. SFT"
-    baseline, DESIGN §4.5), sarsa, sac_d (rl/learners/sarsa.py, rl/learners/sac_d.py); it gets the
-    legacy switches it reads (its ``LEGACY``) as keywords."""
+    baseline, DESIGN §4.5), dqn, sarsa, sac_d (rl/learners/dqn.py, sarsa.py, sac_d.py). The one place
+    the config is read for a learner: it gets its typed settings (:class:`RunSettings`, its ``HYPER``
+    dataclass) and the legacy switches it reads (its ``LEGACY``) as keywords."""
     objective = str(cfg.algo.objective)
     if objective not in LEARNERS:
         raise ValueError(f"algo.objective must be one of {sorted(LEARNERS)}, got {objective!r}")
     learner = LEARNERS[objective]
-    return learner(qnet, env, cfg, **legacy.pick(learner.LEGACY))
+    return learner(qnet, env, RunSettings.from_cfg(cfg), learner.hyperparams(cfg), **legacy.pick(learner.LEGACY))

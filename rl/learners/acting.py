@@ -1,15 +1,16 @@
-"""Acting: the behaviour policies as pure functions of Q-values, availability and a generator; the
-step itself, and the observation it hands a policy, are the learner base's
-(rl.learners.base.LearnerBase.env_step, rl.learners.base.Observation), the one place that steps the
-training envs.
+"""Acting: the behaviour policies as pure functions of Q-values, availability and a generator, and
+the :class:`Observation` they choose on; the step itself is the learner base's
+(rl.learners.base.LearnerBase.observe, then env_step), the one place that steps the training envs.
 
 Policies (DESIGN §4.2), each over the available chunks A(s):
   uniform         a ∼ U(A(s))                                   (every learner's warm-up)
   greedy          a = argmax_{a ∈ A(s)} Q(s, a)
   soft top-k      a ∼ softmax((Q(s, a) − max Q)/α) over the top-min(k, |A|) of A(s)   (PQN, SARSA, SAC-D)
   ε-greedy        uniform with probability ε, else greedy (or soft top-k with a temperature)   (DQN)
-The Q-values come from ``q_of(slots)``, the online Q-function of the listed slots, so a policy
-computes only the rows it uses (ε-greedy: the slots that do not explore).
+The Q-values come from ``q_of(slots)`` (:meth:`Observation.q_values`), the online Q-function of the
+listed slots, so a policy computes only the rows it uses (ε-greedy: the slots that do not explore).
+The rollout's values for λ-returns are gathered here too (:func:`value_states`, :func:`rollout_values`),
+around the learner's own V: the learner calls both, so no function here calls back into it.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from envs.env import Episode
-from rl.model.fast.staging import to_device
+from envs.env import Episode, VecRetrievalEnv
 from rl.model.padded import pad_rows
 from rl.model.qfunc import NEG_INF, masked_topk, sample_policy, soft_topk_draws, soft_topk_probs
+from rl.model.qnetwork import QNetwork
 from rl.schema import Schema, param
 
 QOf = Callable[[list[int]], list[torch.Tensor]]  # slots -> Q(s, ·) [N] of each
@@ -39,6 +40,32 @@ class Transition:
     code: int  # p̂_t(a_t), or -1 for no positions
     reward: float = 0.0
     done: bool = False
+
+
+class Observation:
+    """The training slots before a step: their episodes and (built on first use, once, by the
+    Q-network) state token ids; :meth:`q_values` is the online Q-function a policy samples from.
+    Every slot's sample has entered the network already (rl.learners.base.LearnerBase.start_slots,
+    and LearnerBase.env_step for each reset)."""
+
+    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, dropout: bool):
+        self.qnet, self.dropout = qnet, dropout
+        self.episodes = [env.episodes[s] for s in range(env.n_envs)]
+        self.available = [ep.available for ep in self.episodes]
+        self.states: list[list[int] | None] = [None] * len(self.episodes)
+
+    def state(self, slot: int) -> list[int]:
+        if self.states[slot] is None:
+            self.states[slot] = self.qnet.state_ids(self.episodes[slot])
+        return self.states[slot]  # type: ignore[return-value]
+
+    def q_values(self, slots: list[int]) -> list[torch.Tensor]:
+        """Q(s, ·) [N] of the listed slots, online encoders in the acting dropout mode."""
+        return self.qnet.q_values(
+            [self.episodes[s] for s in slots],
+            train=self.dropout,
+            states=[self.state(s) for s in slots],
+        )
 
 
 @dataclass
@@ -128,32 +155,39 @@ def lr_tied_alpha(hp: Any, lr: float, base_lr: float) -> float:
     return max(hp.alpha * lr / base_lr, hp.alpha_min)
 
 
-def rollout_values(
-    steps: list[list[Transition]],
-    bootstrap: list[tuple[Episode, list[int]]],
-    target_values: Callable[[list[tuple[Episode, list[int]]]], torch.Tensor],
-    dev: torch.device,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(rewards, dones, V(s_{t+1}), V(s_L)) of a rollout ``steps`` [L][E]: [L, E], [L, E], [L, E], [E],
-    the values from ``target_values`` of (episode, chunks held), ``bootstrap`` the states s_L.
-
-    Only V(s_{t+1}) after a non-final step enters a return; V(s_0) and values after a done are
-    multiplied by zero, so they are not computed at all (left 0: exactly the same targets)."""
-    L, E = len(steps), len(steps[0])
+def value_states(
+    steps: list[list[Transition]], bootstrap: list[tuple[Episode, list[int]]]
+) -> tuple[list[int], list[tuple[Episode, list[int]]]]:
+    """The states of a rollout ``steps`` [L][E] whose value V enters a λ-return, ``bootstrap`` the
+    states s_L: (cells, states), each state as (episode, chunks held) and its cell t·E + e in the
+    [L + 1, E] grid of V(s_t) (row t = L: s_L). Only V(s_{t+1}) after a step that did not end its
+    episode enters a return; V(s_0) and values after a done are multiplied by zero, so they are not
+    computed at all (left 0 by :func:`rollout_values`: exactly the same targets)."""
+    E = len(steps[0])
     flat = [tr for step in steps for tr in step]
     items = [(tr.ep, tr.selected) for tr in flat] + bootstrap
-    needed = [i for i in range(E, len(items)) if not flat[i - E].done]
-    values = torch.zeros(len(items), device=dev)
-    if needed:  # host-built tensors go over without waiting for the GPU (rl/model/fast/staging.py)
-        values[to_device(np.asarray(needed, dtype=np.int64), dev)] = target_values([items[i] for i in needed])
-    v = values[: L * E].view(L, E)
-    boot = values[L * E :]
-    return *rewards_and_dones(steps, dev), v, boot
+    cells = [i for i in range(E, len(items)) if not flat[i - E].done]
+    return cells, [items[i] for i in cells]
 
 
-def rewards_and_dones(steps: list[list[Transition]], dev: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(rewards, dones) [L, E] float of a rollout ``steps`` [L][E] on ``dev``, built on the host and
-    copied without waiting for the GPU (one copy, rl/model/fast/staging.py)."""
+def rollout_values(
+    steps: list[list[Transition]], cells: list[int], values: torch.Tensor | None, qnet: QNetwork
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(rewards, dones, V(s_t), V(s_L)) of a rollout ``steps`` [L][E]: [L, E], [L, E], [L, E], [E] on
+    the network's device, V the learner's ``values`` of the states of :func:`value_states` at
+    ``cells`` (None when there are none), 0 in every other cell."""
+    L, E = len(steps), len(steps[0])
+    grid = torch.zeros((L + 1) * E, device=qnet.device)
+    if cells:  # host-built indices go over without waiting for the GPU
+        grid[qnet.to_device(np.asarray(cells, dtype=np.int64))] = values
+    v = grid[: L * E].view(L, E)
+    boot = grid[L * E :]
+    return *rewards_and_dones(steps, qnet), v, boot
+
+
+def rewards_and_dones(steps: list[list[Transition]], qnet: QNetwork) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rewards, dones) [L, E] float of a rollout ``steps`` [L][E] on the network's device, built on
+    the host and copied without waiting for the GPU (one copy)."""
     host = np.array([[[tr.reward for tr in s] for s in steps], [[float(tr.done) for tr in s] for s in steps]])
-    rewards, dones = to_device(host.astype(np.float32), dev)
+    rewards, dones = qnet.to_device(host.astype(np.float32))
     return rewards, dones

@@ -4,25 +4,26 @@
 learner; nothing else is read by name. :class:`LearnerBase` holds what the learners share: AdamW and
 the LR schedule over the Q-network's trainable encoders (``algo.optimizer``, ``algo.scheduler``),
 gradient clipping (``algo.max_grad_norm``), counters, acting (the one environment step, with the
-behaviour policies of rl/learners/acting.py), the optimiser step (DESIGN §5.5) and the checkpoint state. A learner adds its objective (``micro_step``) and its updates after
-the gradient step (``after_step``); its own hyperparameters live in ``algo.<objective>.hyperparams``,
-stated once by its ``HYPER`` dataclass (rl/schema.py), as :class:`Shared` states the keys all
-learners share.
+behaviour policies of rl/learners/acting.py), the optimiser step (DESIGN §5.5) and the checkpoint
+state. A learner adds its objective (``micro_step``), which takes the optimiser step every K-th
+micro-step and then makes its own updates (temperature, target encoders) itself. It is built from
+typed settings (:class:`RunSettings`, and its ``HYPER`` dataclass read from
+``algo.<objective>.hyperparams``, rl/schema.py), never from the config node.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 import torch
+from omegaconf import DictConfig
 
 from envs.env import Episode, VecRetrievalEnv
 from envs.seeding import derive_seed
 from rl import distributed as dist
-from rl.learners.acting import SoftHyper, SoftPolicy, Transition, soft_topk_actions
+from rl.learners.acting import Observation, SoftHyper, SoftPolicy, Transition, soft_topk_actions
 from rl.learners.schedules import Scheduler, build_scheduler
 from rl.model.model_keys import ModelKeys
 from rl.model.qnetwork import QNetwork
@@ -85,6 +86,29 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    """The run's keys every learner reads, typed: the shared ``algo`` keys and four top-level ones
+    (each stated once, with its default and check, in rl/run/keys.py). A learner's own keys are its
+    ``HYPER`` dataclass; :func:`rl.learners.build_learner` reads both from the config, once."""
+
+    algo: Shared
+    batch_size: int  # B: minimum transitions per micro-step
+    accumulate_grads: int  # K: micro-steps per optimiser step
+    learning_start: int  # the soft top-k learners' warm-up (DQN has its own)
+    seed: int
+
+    @classmethod
+    def from_cfg(cls, cfg: DictConfig) -> RunSettings:
+        return cls(
+            Shared.from_cfg(cfg.algo),
+            int(cfg.batch_size),
+            int(cfg.accumulate_grads),
+            int(cfg.learning_start),
+            int(cfg.seed),
+        )
+
+
 class Learner(Protocol):
     """What the trainer may use of a learner (``algo.objective`` picks one, rl/learners/__init__.py)."""
 
@@ -116,32 +140,6 @@ class Learner(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
-class Observation:
-    """The training slots before a step: their episodes and (built on first use, once, by the
-    Q-network) state token ids; :meth:`q_values` is the online Q-function a policy samples from.
-    Every slot's sample has entered the network already (:meth:`LearnerBase.start_slots`, and
-    :meth:`LearnerBase.env_step` for each reset)."""
-
-    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, dropout: bool):
-        self.qnet, self.dropout = qnet, dropout
-        self.episodes = [env.episodes[s] for s in range(env.n_envs)]
-        self.available = [ep.available for ep in self.episodes]
-        self.states: list[list[int] | None] = [None] * len(self.episodes)
-
-    def state(self, slot: int) -> list[int]:
-        if self.states[slot] is None:
-            self.states[slot] = self.qnet.state_ids(self.episodes[slot])
-        return self.states[slot]  # type: ignore[return-value]
-
-    def q_values(self, slots: list[int]) -> list[torch.Tensor]:
-        """Q(s, ·) [N] of the listed slots, online encoders in the acting dropout mode."""
-        return self.qnet.q_values(
-            [self.episodes[s] for s in slots],
-            train=self.dropout,
-            states=[self.state(s) for s in slots],
-        )
-
-
 class LearnerBase:
     """Shared plumbing; subclasses set ``LOSS`` and implement ``micro_step``."""
 
@@ -153,12 +151,12 @@ class LearnerBase:
     # (eval_row) and in its checkpoints (extra_state)
     SCHEDULED: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any):
+    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, run: RunSettings):
         self.qnet, self.env = qnet, env
-        shared: Shared = Shared.from_cfg(cfg.algo)
+        shared = run.algo
         self.max_grad_norm = shared.max_grad_norm
-        self.k_accum = int(cfg.accumulate_grads)
-        self.batch_size = int(cfg.batch_size)
+        self.k_accum = run.accumulate_grads
+        self.batch_size = run.batch_size
         self.rollout_len = math.ceil(self.batch_size / env.n_envs)  # L = ceil(B / E)
         opt = shared.optimizer
         self.optimizer = torch.optim.AdamW(
@@ -174,10 +172,10 @@ class LearnerBase:
         self.base_lr = opt.lr
         self.scheduler = build_scheduler(self.optimizer, shared.scheduler)
         self.counters = Counters()
-        self.learning_start = int(cfg.learning_start)  # the soft top-k learners' warm-up (DQN has its own)
+        self.learning_start = run.learning_start  # the soft top-k learners' warm-up (DQN has its own)
         self._finished_returns: list[float] = []  # written by env_step only
         # each data-parallel rank samples its own actions (rank 0 = the 1-process seed)
-        self.policy_gen = torch.Generator().manual_seed(derive_seed(dist.rank_seed(int(cfg.seed)), "policy") % 2**63)
+        self.policy_gen = torch.Generator().manual_seed(derive_seed(dist.rank_seed(run.seed), "policy") % 2**63)
 
     # -- acting ----------------------------------------------------------------------------
     def start_slots(self, env_state: dict[str, Any] | None = None) -> None:
@@ -193,19 +191,22 @@ class LearnerBase:
             env.reset_all()
         self.qnet.prepare(env.episodes)
 
-    def env_step(
-        self, choose: Callable[[Observation], list[int]], dropout: bool, keep_states: bool = True
-    ) -> list[Transition]:
-        """Every training slot takes one step with the actions ``choose(observation)`` (online Q in
-        the ``dropout`` mode); finished episodes are counted, their returns kept for
-        :meth:`drain_returns` and their slots reset. ``keep_states``: every transition carries its
-        state token ids (the on-policy loss reuses them); off, only those a policy built."""
-        env = self.env
-        obs = Observation(self.qnet, env, dropout)
+    def observe(self, dropout: bool, keep_states: bool = True) -> Observation:
+        """The training slots before a step, for a policy to choose on (online Q in the ``dropout``
+        mode). ``keep_states``: every slot's state token ids are built now and every transition of
+        :meth:`env_step` carries them (the on-policy loss reuses them); off, only those a policy
+        builds."""
+        obs = Observation(self.qnet, self.env, dropout)
         if keep_states:
             for slot in range(len(obs.episodes)):
                 obs.state(slot)
-        actions = choose(obs)
+        return obs
+
+    def env_step(self, obs: Observation, actions: list[int]) -> list[Transition]:
+        """Every training slot takes one step with the ``actions`` a policy chose on ``obs`` (from
+        :meth:`observe`); finished episodes are counted, their returns kept for
+        :meth:`drain_returns` and their slots reset."""
+        env = self.env
         pos = self.qnet.positions  # each action's code from the host (no read-back per slot)
         trans = [
             Transition(ep, list(ep.selected), st, a, ep.code_of(pos, a))
@@ -232,22 +233,20 @@ class LearnerBase:
     def soft_step(self, hp: SoftHyper, alpha: float) -> list[Transition]:
         """One step of every env with the soft top-k policy at temperature ``alpha`` (PQN, SARSA, SAC-D)."""
         policy = SoftPolicy(self.warming_up, alpha, hp.top_k_actions, hp.acting_dropout)
-        return self.env_step(
-            lambda obs: soft_topk_actions(obs.q_values, obs.available, policy, self.policy_gen), hp.acting_dropout
-        )
+        obs = self.observe(hp.acting_dropout)
+        return self.env_step(obs, soft_topk_actions(obs.q_values, obs.available, policy, self.policy_gen))
 
-    def end_micro_step(self, scalars: dict[str, float]) -> dict[str, float]:
-        """Count a micro-step whose gradients are accumulated; every K-th one takes the optimiser
-        step, whose scalars join ``scalars``."""
+    def end_micro_step(self) -> bool:
+        """Count a micro-step whose gradients are accumulated; True on every K-th one, which takes
+        the optimiser step (the learner calls :meth:`optimizer_step`, then makes its own updates)."""
         self.counters.micro_steps += 1
-        if self.counters.micro_steps % self.k_accum == 0:
-            scalars.update(self.optimizer_step())
-        return scalars
+        return self.counters.micro_steps % self.k_accum == 0
 
     def optimizer_step(self) -> dict[str, float]:
-        """DESIGN §5.5 in order: average the gradients across ranks, clip, AdamW, scheduler, zero;
-        then the learner's own updates (:meth:`after_step`) and the count. The Q-network drops its
-        stale caches itself (it watches the optimiser). Returns grad_norm, lr and after_step's."""
+        """DESIGN §5.5 steps 1-4 in order: average the gradients across ranks, clip, AdamW,
+        scheduler, zero; then the count. The learner's own updates (α, the target encoders) follow
+        in its ``micro_step``. The Q-network drops its stale caches itself (it watches the
+        optimiser). Returns grad_norm and lr (the next step's rate)."""
         params = self.qnet.trainable_parameters()
         if dist.enabled():  # data parallel: same mean gradient on every rank -> same weights
             dist.average_gradients(params)
@@ -255,15 +254,8 @@ class LearnerBase:
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        scalars = {"grad_norm": float(grad_norm), "lr": self.optimizer.param_groups[0]["lr"]}
-        scalars.update(self.after_step(scalars["lr"]))
         self.counters.optimizer_steps += 1
-        return scalars
-
-    def after_step(self, lr: float) -> dict[str, float]:
-        """The learner's updates after the gradient step at learning rate ``lr`` (temperature,
-        target encoders); their scalars. None by default."""
-        return {}
+        return {"grad_norm": float(grad_norm), "lr": self.optimizer.param_groups[0]["lr"]}
 
     def drain_returns(self) -> list[float]:
         out, self._finished_returns = self._finished_returns, []
@@ -275,16 +267,17 @@ class LearnerBase:
     def batch_shape(self) -> BatchShape:
         return BatchShape(self.rollout_len, self.env.n_envs, self.k_accum, self.batch_size)
 
-    def hyperparams(self, cfg: Any) -> Any:
+    @classmethod
+    def hyperparams(cls, cfg: DictConfig) -> Schema:
         """``algo.<NAME>.hyperparams`` read into :attr:`HYPER`, with a clear error when the
         learner's node is missing (``algo.objective`` set without its ``learner=`` choice)."""
-        name = self.NAME
+        name = cls.NAME
         node = (cfg.algo.get(name) or {}).get("hyperparams")
         if node is None:
             raise ValueError(
                 f"algo.{name}.hyperparams is missing: choose the learner with learner={name}, not algo.objective alone"
             )
-        return self.HYPER.from_cfg(node)
+        return cls.HYPER.from_cfg(node)
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -333,8 +326,8 @@ class TwinHeadLearner(LearnerBase):
         """One backward pass of the twin-head loss (DESIGN §5.4)
         [0.5·mean((2q1 − g)²) + 0.5·mean((2q2 − g)²)] / K, (q1, q2) the online heads of the chosen
         chunks ``actions`` of the ``episodes`` in the states ``states`` (token ids, from
-        QNetwork.state_ids; ``codes``: each chunk's position code p̂(a), -1 for none); every K
-        micro-steps the optimiser step. Returns the micro-step's scalars."""
+        QNetwork.state_ids; ``codes``: each chunk's position code p̂(a), -1 for none). Returns the
+        loss's scalars; the learner counts the micro-step and takes the optimiser step."""
         q1, q2 = self.qnet.online_heads(episodes, states, actions, codes)
         loss = (0.5 * ((2 * q1 - g) ** 2).mean() + 0.5 * ((2 * q2 - g) ** 2).mean()) / self.k_accum
         loss.backward()
@@ -348,7 +341,7 @@ class TwinHeadLearner(LearnerBase):
                 "td_abs": stats[2],
                 "target_mean": stats[3],
             }
-        return self.end_micro_step(scalars)
+        return scalars
 
     def regress_on(self, transitions: list[Any], g: torch.Tensor) -> dict[str, float]:
         """:meth:`regress` on rollout transitions (rl.learners.acting.Transition) towards ``g``."""

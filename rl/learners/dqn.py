@@ -26,9 +26,8 @@ import torch
 
 from envs.env import Episode, VecRetrievalEnv
 from rl.learners.acting import epsilon_greedy_actions
-from rl.learners.base import BatchShape, TwinHeadLearner
+from rl.learners.base import BatchShape, RunSettings, TwinHeadLearner
 from rl.learners.replay import NStepAssembler, ReplayBuffer, Step, physical_memory
-from rl.model.fast.staging import to_device
 from rl.model.qfunc import NEG_INF
 from rl.model.qnetwork import QNetwork
 from rl.schema import Schema, param
@@ -118,9 +117,9 @@ class DQNLearner(TwinHeadLearner):
 
     HYPER = Hyper
 
-    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any):
-        super().__init__(qnet, env, cfg)
-        self.hp: Hyper = self.hyperparams(cfg)
+    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, run: RunSettings, hp: Hyper):
+        super().__init__(qnet, env, run)
+        self.hp = hp
         if qnet.positions.processor == "random":
             raise ValueError(
                 "learner=dqn replays transitions from sample indices, but envs.positions_processor=random "
@@ -140,18 +139,18 @@ class DQNLearner(TwinHeadLearner):
         return hp.epsilon_start + frac * (hp.epsilon_end - hp.epsilon_start)
 
     def _act(self) -> list[Step]:
-        """One vectorised step (LearnerBase.env_step) with the ε-greedy or softmax policy (uniform
-        during the warm-up); each transition goes through the n-step queue into the buffer."""
+        """One vectorised step (LearnerBase.observe, then env_step) with the ε-greedy or softmax
+        policy (uniform during the warm-up); each transition goes through the n-step queue into the
+        buffer."""
         hp = self.hp
         if self.counters.env_steps < hp.learning_starts:
             self.epsilon = 1.0  # warm-up: uniform over the available chunks
         else:
             self.epsilon = self.epsilon_at(self.counters.env_steps) if hp.exploration == "epsilon" else 0.0
         softmax = (hp.top_k_actions, hp.temperature) if hp.exploration == "softmax" else None
+        obs = self.observe(hp.acting_dropout, keep_states=False)  # replay rebuilds the state ids at every use
         trans = self.env_step(
-            lambda obs: epsilon_greedy_actions(obs.q_values, obs.available, self.epsilon, self.policy_gen, softmax),
-            hp.acting_dropout,
-            keep_states=False,  # replay rebuilds the state ids at every use
+            obs, epsilon_greedy_actions(obs.q_values, obs.available, self.epsilon, self.policy_gen, softmax)
         )
         steps = []
         for slot, tr in enumerate(trans):
@@ -199,15 +198,14 @@ class DQNLearner(TwinHeadLearner):
             self._act()
         batch = [self.buffer.get(i) for i in self.buffer.sample(self.batch_size, self.policy_gen)]
         episodes = [self._view(tr.index) for tr in batch]
-        dev = qnet.device
-        # host-built, copied without waiting for the GPU's queue (rl/model/fast/staging.py)
-        ret = to_device(np.array([tr.ret for tr in batch], dtype=np.float32), dev)
-        k = to_device(np.array([tr.k for tr in batch], dtype=np.int64), dev)
-        done = to_device(np.array([tr.done for tr in batch], dtype=bool), dev)
-        v_next = torch.zeros(len(batch), device=dev)
+        # host-built, copied without waiting for the GPU's queue (QNetwork.to_device)
+        ret = qnet.to_device(np.array([tr.ret for tr in batch], dtype=np.float32))
+        k = qnet.to_device(np.array([tr.k for tr in batch], dtype=np.int64))
+        done = qnet.to_device(np.array([tr.done for tr in batch], dtype=bool))
+        v_next = torch.zeros(len(batch), device=qnet.device)
         need = [i for i, tr in enumerate(batch) if not tr.done]  # V′ after a done is multiplied by 0
         if need:
-            v_next[to_device(np.array(need, dtype=np.int64), dev)] = self._bootstrap(
+            v_next[qnet.to_device(np.array(need, dtype=np.int64))] = self._bootstrap(
                 [episodes[i] for i in need], [batch[i].path for i in need]
             )
         y = nstep_targets(ret, k, done, v_next, hp.gamma)
@@ -219,16 +217,16 @@ class DQNLearner(TwinHeadLearner):
             [tr.code for tr in batch],
             y,
         )
+        if self.end_micro_step():
+            scalars.update(self.optimizer_step())
+            # the target encoders: EMA with weight τ at every step, or a hard copy every
+            # target_update_interval steps (counted with the step just taken)
+            if hp.target_update == "ema":
+                qnet.update_targets(hp.tau)
+            elif self.counters.optimizer_steps % hp.target_update_interval == 0:
+                qnet.update_targets(1.0)
+            scalars["epsilon"] = self.epsilon
         return {**scalars, "buffer_size": float(len(self.buffer))}
-
-    def after_step(self, lr: float) -> dict[str, float]:
-        """The target encoders: EMA with weight τ at every step, or a hard copy every
-        target_update_interval steps."""
-        if self.hp.target_update == "ema":
-            self.qnet.update_targets(self.hp.tau)
-        elif (self.counters.optimizer_steps + 1) % self.hp.target_update_interval == 0:
-            self.qnet.update_targets(1.0)
-        return {"epsilon": self.epsilon}
 
     def batch_shape(self) -> BatchShape:
         """Env transitions collected per optimiser step (env_steps_per_update × E × K); each

@@ -15,13 +15,12 @@ at acting time: the target encoders and α change only at optimiser steps (DESIG
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from envs.env import Episode, VecRetrievalEnv
-from rl.learners.acting import SoftHyper, Transition, lr_tied_alpha, rollout_values
-from rl.learners.base import TwinHeadLearner, ema_weight
+from rl.learners.acting import SoftHyper, Transition, lr_tied_alpha, rollout_values, value_states
+from rl.learners.base import RunSettings, TwinHeadLearner, ema_weight
 from rl.learners.returns import lambda_returns
 from rl.model.qfunc import soft_values
 from rl.model.qnetwork import QNetwork
@@ -57,14 +56,15 @@ class PQNLearner(TwinHeadLearner):
         self,
         qnet: QNetwork,
         env: VecRetrievalEnv,
-        cfg: Any,
+        run: RunSettings,
+        hp: Hyper,
         lambda_return_off_by_one: bool = False,
         drop_last_transition: bool = False,
         target_topk_before_mask: bool = False,
         dropout_in_targets: bool = False,
     ):
-        super().__init__(qnet, env, cfg)
-        self.hp: Hyper = self.hyperparams(cfg)
+        super().__init__(qnet, env, run)
+        self.hp = hp
         self.alpha = self.hp.alpha  # α = α₀ until the first optimiser step
         self.legacy_off_by_one = lambda_return_off_by_one
         self.legacy_drop_last = drop_last_transition
@@ -92,18 +92,22 @@ class PQNLearner(TwinHeadLearner):
     # -- one micro-step -------------------------------------------------------------------
     def micro_step(self) -> dict[str, float]:
         """Roll out L steps in every env, soft values of the target heads, λ-returns, one backward
-        pass of the twin loss; every K micro-steps an optimiser step. Returns the scalars."""
+        pass of the twin loss; every K micro-steps the optimiser step, then α and the target
+        encoders (DESIGN §5.5). Returns the scalars."""
         self.qnet.new_rollout()
         steps = [self._act() for _ in range(self.rollout_len)]  # [L][E]
         bootstrap = [(ep, list(ep.selected)) for ep in self.env.episodes]  # s_L
         if self.legacy_drop_last:
             self._act()  # the reference's (L+1)-th step: advances the envs, never trained
-        rewards, dones, v_next, v_last = rollout_values(steps, bootstrap, self._target_values, self.qnet.device)
+        cells, states = value_states(steps, bootstrap)
+        values = self._target_values(states) if states else None
+        rewards, dones, v_next, v_last = rollout_values(steps, cells, values, self.qnet)
         returns = lambda_returns(rewards, dones, v_next, v_last, self.hp.gamma, self.hp.lam, self.legacy_off_by_one)
-        return self.regress_on([tr for step in steps for tr in step], returns.flatten())
-
-    def after_step(self, lr: float) -> dict[str, float]:
-        """DESIGN §5.5 steps 5-6: α tied to the learning rate, EMA of the target encoders."""
-        self.alpha = lr_tied_alpha(self.hp, lr, self.base_lr)
-        self.qnet.update_targets(ema_weight(self.hp))
-        return {"alpha": self.alpha}
+        scalars = self.regress_on([tr for step in steps for tr in step], returns.flatten())
+        if self.end_micro_step():
+            scalars.update(self.optimizer_step())
+            # DESIGN §5.5 steps 5-6: α tied to the learning rate just set, EMA of the target encoders
+            self.alpha = lr_tied_alpha(self.hp, scalars["lr"], self.base_lr)
+            self.qnet.update_targets(ema_weight(self.hp))
+            scalars["alpha"] = self.alpha
+        return scalars

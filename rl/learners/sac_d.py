@@ -21,8 +21,8 @@ from typing import Any
 import torch
 
 from envs.env import Episode, VecRetrievalEnv
-from rl.learners.acting import SoftHyper, Transition, rollout_values
-from rl.learners.base import TwinHeadLearner, ema_weight
+from rl.learners.acting import SoftHyper, Transition, rollout_values, value_states
+from rl.learners.base import RunSettings, TwinHeadLearner, ema_weight
 from rl.learners.returns import lambda_returns
 from rl.model.qnetwork import QNetwork
 from rl.schema import param
@@ -119,9 +119,9 @@ class SacDLearner(TwinHeadLearner):
     HYPER = SacHyper
     SCHEDULED = ("alpha",)
 
-    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any):
-        super().__init__(qnet, env, cfg)
-        self.hp: SacHyper = self.hyperparams(cfg)
+    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, run: RunSettings, hp: SacHyper):
+        super().__init__(qnet, env, run)
+        self.hp = hp
         self.temperature = Temperature(self.hp.alpha, self.hp.alpha_lr, self.hp.alpha_min, self.hp.learn_alpha)
         self.alpha = self.temperature.alpha
         self._entropy: list[torch.Tensor] = []  # H(π′) of the target states since the last optimiser step
@@ -143,25 +143,27 @@ class SacDLearner(TwinHeadLearner):
 
     def micro_step(self) -> dict[str, float]:
         """Roll out L steps in every env, SAC-D's λ-returns (``lam`` = 0: r + γV(s′)), one
-        backward pass of the twin loss; every K micro-steps an optimiser step."""
+        backward pass of the twin loss; every K micro-steps the optimiser step, then the
+        temperature step and the EMA of the target encoders."""
         self.qnet.new_rollout()
         steps = [self._act() for _ in range(self.rollout_len)]  # [L][E]
         bootstrap = [(ep, list(ep.selected)) for ep in self.env.episodes]
-        rewards, dones, v_next, v_last = rollout_values(steps, bootstrap, self._target_values, self.qnet.device)
+        cells, states = value_states(steps, bootstrap)
+        values = self._target_values(states) if states else None
+        rewards, dones, v_next, v_last = rollout_values(steps, cells, values, self.qnet)
         returns = lambda_returns(rewards, dones, v_next, v_last, self.hp.gamma, self.hp.lam)
-        return self.regress_on([tr for step in steps for tr in step], returns.flatten())
-
-    def after_step(self, lr: float) -> dict[str, float]:
-        """The temperature step, EMA of the target encoders."""
-        scalars = {}
-        if self._entropy:
-            h, target = torch.cat(self._entropy), torch.cat(self._target_h)
-            scalars["entropy"] = float(h.mean())
-            scalars["alpha_loss"] = self.temperature.step(h, target)
-        self._entropy, self._target_h = [], []
-        self.alpha = self.temperature.alpha
-        self.qnet.update_targets(ema_weight(self.hp))
-        return {**scalars, "alpha": self.alpha}
+        scalars = self.regress_on([tr for step in steps for tr in step], returns.flatten())
+        if self.end_micro_step():
+            scalars.update(self.optimizer_step())
+            if self._entropy:  # the next states valued since the last optimiser step
+                h, target = torch.cat(self._entropy), torch.cat(self._target_h)
+                scalars["entropy"] = float(h.mean())
+                scalars["alpha_loss"] = self.temperature.step(h, target)
+            self._entropy, self._target_h = [], []
+            self.alpha = self.temperature.alpha
+            self.qnet.update_targets(ema_weight(self.hp))
+            scalars["alpha"] = self.alpha
+        return scalars
 
     def extra_state(self) -> dict[str, Any]:
         return {**super().extra_state(), "temperature": self.temperature.state_dict()}

@@ -12,13 +12,12 @@ the target draws nothing from the acting random stream.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from envs.env import Episode, VecRetrievalEnv
 from rl.learners.acting import SoftHyper, Transition, lr_tied_alpha, policy_probs, rewards_and_dones
-from rl.learners.base import TwinHeadLearner, ema_weight
+from rl.learners.base import RunSettings, TwinHeadLearner, ema_weight
 from rl.model.qnetwork import QNetwork
 from rl.schema import param
 
@@ -60,9 +59,9 @@ class SarsaLearner(TwinHeadLearner):
     HYPER = SarsaHyper
     SCHEDULED = ("alpha",)
 
-    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, cfg: Any):
-        super().__init__(qnet, env, cfg)
-        self.hp: SarsaHyper = self.hyperparams(cfg)
+    def __init__(self, qnet: QNetwork, env: VecRetrievalEnv, run: RunSettings, hp: SarsaHyper):
+        super().__init__(qnet, env, run)
+        self.hp = hp
         self.alpha = self.hp.alpha  # α = α₀ until the first optimiser step, then tied to the LR
         self.n_steps = self.hp.n_steps
 
@@ -106,7 +105,7 @@ class SarsaLearner(TwinHeadLearner):
         qnet, L, E, n = self.qnet, self.rollout_len, self.env.n_envs, self.n_steps
         qnet.new_rollout()
         steps: list[list[Transition]] = [self._act() for _ in range(L)]
-        rewards, dones = rewards_and_dones(steps, qnet.device)
+        rewards, dones = rewards_and_dones(steps, qnet)
         # Q′(s_t, a_t) enters only the target of step t − n, and only if no episode ended in
         # between: the others are multiplied by zero and not computed.
         needed = [(t, e) for t in range(n, L) for e in range(E) if not any(steps[j][e].done for j in range(t - n, t))]
@@ -121,10 +120,11 @@ class SarsaLearner(TwinHeadLearner):
         if live:
             boot[torch.tensor(live, device=qnet.device)] = self._expected_next_q([self.env.episodes[e] for e in live])
         returns = sarsa_returns(rewards, dones, q_taken, boot, self.hp.gamma, n)
-        return self.regress_on([tr for s in steps for tr in s], returns.flatten())
-
-    def after_step(self, lr: float) -> dict[str, float]:
-        """PQN's: α tied to the learning rate, EMA of the target encoders."""
-        self.alpha = lr_tied_alpha(self.hp, lr, self.base_lr)
-        self.qnet.update_targets(ema_weight(self.hp))
-        return {"alpha": self.alpha}
+        scalars = self.regress_on([tr for s in steps for tr in s], returns.flatten())
+        if self.end_micro_step():
+            scalars.update(self.optimizer_step())
+            # PQN's: α tied to the learning rate just set, EMA of the target encoders
+            self.alpha = lr_tied_alpha(self.hp, scalars["lr"], self.base_lr)
+            self.qnet.update_targets(ema_weight(self.hp))
+            scalars["alpha"] = self.alpha
+        return scalars

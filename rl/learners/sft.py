@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from envs.env import Episode, VecRetrievalEnv
 from envs.types import sf_known
-from rl.learners.base import LearnerBase
+from rl.learners.base import LearnerBase, RunSettings
 from rl.model.qnetwork import QNetwork
 from rl.schema import Schema
 
@@ -83,14 +83,15 @@ class SFTLearner(LearnerBase):
         self,
         qnet: QNetwork,
         env: VecRetrievalEnv,
-        cfg: Any,
+        run: RunSettings,
+        hp: Hyper,
         sft_binary_loss: bool = False,
         sft_stop_at_first_miss: bool = False,
     ):
         # batch_size = minimum teacher-forced transitions per micro-step; rollout_len is nominal
         # (for the trainer's batch log); the policy generator is unused by this objective.
-        super().__init__(qnet, env, cfg)
-        self.hp: Hyper = self.hyperparams(cfg)
+        super().__init__(qnet, env, run)
+        self.hp = hp
         self.binary, self.stop_at_first_miss = sft_binary_loss, sft_stop_at_first_miss
 
     def trajectory(self, ep: Episode) -> list[int]:
@@ -193,7 +194,9 @@ class SFTLearner(LearnerBase):
         scalars = self.loss_on(episodes, 1.0 / self.k_accum)
         self.counters.env_steps += int(scalars["transitions"])
         self.counters.episodes += len(episodes)
-        return self.end_micro_step(scalars)  # the optimiser step: no α, no EMA
+        if self.end_micro_step():
+            scalars.update(self.optimizer_step())  # no α, no EMA
+        return scalars
 
     def state_dict(self) -> dict[str, Any]:
         return {"objective": "sft", **super().state_dict()}

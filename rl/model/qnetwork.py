@@ -47,7 +47,7 @@ class QNetwork(SampleInput):
     :meth:`held_scores` (SFT); ``state_ids`` (acting and DQN's replay keep a transition's state),
     ``text_length`` (the records), ``action_lengths`` (SFT); :meth:`embed_chunks`,
     ``state_ids_of``, :meth:`state_embeddings` and ``rope`` (the corpus index); ``watch``,
-    ``new_rollout``, :meth:`update_targets`, :meth:`trainable_parameters` (training); and what it
+    ``new_rollout``, :meth:`update_targets`, :meth:`trainable_parameters`, :meth:`to_device` (training); and what it
     was built with (encoders, ``positions``, ``sort_by_index``, ``layout``, ``tokenizer``, prefixes,
     ``device``, ``speed``, ``encoding``, ``caches``, the clocks), read by export, evaluation, tests.
     """
@@ -396,3 +396,8 @@ class QNetwork(SampleInput):
 
     def trainable_parameters(self) -> list[nn.Parameter]:
         return [*self.state_enc.parameters(), *self.action_enc.parameters()]
+
+    def to_device(self, host: np.ndarray) -> torch.Tensor:
+        """A host-built array (a learner's rollout tensors) on the network's device, copied without
+        waiting for the device's queue: the network owns the pinned copies (rl/model/fast/staging.py)."""
+        return to_device(host, self.device)

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from envs.env import PositionSettings
-from envs.positions import relative_codes_host
+from envs.positions import relative_codes_by_gap
 from rl.model.qfunc import q_all
 from rl.model.qnetwork import QNetwork
 from rl.tool.shard_store import IndexStoreError, ShardStore
@@ -118,7 +118,7 @@ class ExactSearch:
             return None
         if self.pos.processor == "absolute":
             return np.arange(n)
-        return relative_codes_host(n, list(selected), self.pos.step_size, self.pos.formula)
+        return relative_codes_by_gap(n, selected, self.pos.step_size, self.pos.formula)
 
     def top(self, s_emb: torch.Tensor, selections: Sequence[Sequence[int]], k: int) -> list[Top]:
         out = []

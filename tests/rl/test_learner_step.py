@@ -37,7 +37,7 @@ from envs.data.registry import build_dataset
 from envs.env import PositionSettings, VecRetrievalEnv
 from envs.feedback import build_feedback
 from envs.legacy import Legacy
-from envs.positions import relative_codes_host
+from envs.positions import relative_codes_by_gap
 from rl.learners.sft import SFTLearner
 from rl.run.build import build_learner, qnet_from_cfg
 from tests.conftest import compose_cfg
@@ -159,7 +159,7 @@ def codes_of(ep, selected, pos: PositionSettings):
     if pos.processor == "none":
         return None
     assert pos.processor == "relative", "this test writes out the relative codes only"
-    return torch.from_numpy(relative_codes_host(ep.n_chunks, list(selected), pos.step_size, pos.formula)).long()
+    return torch.from_numpy(relative_codes_by_gap(ep.n_chunks, list(selected), pos.step_size, pos.formula)).long()
 
 
 def rotated(ref, u, codes):
@@ -499,12 +499,16 @@ def test_the_slots_enter_the_network_where_they_start_resume_or_reset(monkeypatc
     calls = []
     real_prepare = qnet.prepare
     monkeypatch.setattr(qnet, "prepare", lambda eps, *a, **k: calls.append(list(eps)) or real_prepare(eps, *a, **k))
-    first = lambda obs: [int(torch.nonzero(a)[0]) for a in obs.available]  # noqa: E731
+
+    def step():  # every slot takes its first available chunk
+        obs = learner.observe(dropout=False)
+        learner.env_step(obs, [int(torch.nonzero(a)[0]) for a in obs.available])
+
     reset = 0
     for _ in range(4):  # past max_steps: some episodes end and their slots reset
         before = {id(ep) for ep in env.episodes}
         calls.clear()
-        learner.env_step(first, dropout=False)
+        step()
         fresh = [id(ep) for ep in env.episodes if id(ep) not in before]
         assert [[id(ep) for ep in c] for c in calls] == [fresh]  # the resets' episodes only, once
         reset += len(fresh)
@@ -515,4 +519,4 @@ def test_the_slots_enter_the_network_where_they_start_resume_or_reset(monkeypatc
     assert all(resumed.qnet.caches.tokens.get(ep) is not None for ep in resumed.env.episodes)
     env.reset_all()
     with pytest.raises(RuntimeError, match="start_slots"):
-        learner.env_step(first, dropout=False)
+        step()

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from envs.env import Episode, PositionSettings, state_codes
-from envs.positions import relative_codes_host
+from envs.positions import relative_codes_by_gap
 from rl.learners.acting import policy_probs
 from rl.model.fast.switches import SpeedSwitches
 from rl.model.model_keys import ModelKeys, Predictor
@@ -84,7 +84,7 @@ def test_state_codes_of_padded_states_equal_each_samples_own(processor, formula)
         own = ep.codes(pos, torch.from_numpy(avail[r : r + 1, : ep.n_chunks]))
         assert torch.equal(codes[r, : ep.n_chunks], own[0]), r
         if processor == "relative":
-            want = relative_codes_host(ep.n_chunks, sel, pos.step_size, formula)
+            want = relative_codes_by_gap(ep.n_chunks, sel, pos.step_size, formula)
             assert codes[r, : ep.n_chunks].tolist() == want.tolist(), r
 
 

@@ -1,8 +1,14 @@
+"""Position codes (envs/positions.py): the definition against hand-computed values and the
+reference's float path, the fast path against the definition, and Episode.codes' choice."""
+
+import itertools
+
 import numpy as np
 import pytest
 import torch
 
-from envs.positions import random_codes, relative_codes
+from envs.env import HOST_CODES_MAX_CHUNKS, Episode, PositionSettings
+from envs.positions import random_codes, relative_codes, relative_codes_by_gap
 
 
 def float_reference(n_chunks, selected, step_size, formula="linspace"):
@@ -25,9 +31,13 @@ def float_reference(n_chunks, selected, step_size, formula="linspace"):
 
 
 def hand(n, sel, delta=20):
+    return relative_codes_by_gap(n, sel, delta).tolist()
+
+
+def mask_of(n, sel):
     mask = torch.zeros(n, dtype=torch.bool)
     mask[list(sel)] = True
-    return relative_codes(mask, delta).tolist()
+    return mask
 
 
 def test_hand_computed_values():
@@ -49,21 +59,26 @@ def test_integer_formula_matches_float_path(formula):
         for _ in range(3):
             m = int(rng.integers(0, min(n, 6) + 1))
             sel = sorted(rng.choice(n, size=m, replace=False).tolist()) if m else []
-            mask = torch.zeros(n, dtype=torch.bool)
-            mask[sel] = True
-            got = relative_codes(mask, 20, formula).numpy()
+            got = relative_codes_by_gap(n, sel, 20, formula)
             want = float_reference(n, sel, 20, formula)
             np.testing.assert_array_equal(got, want, err_msg=f"n={n} sel={sel}")
 
 
 def test_spec_example_n67_r55():
     # DESIGN §3.2: a naive float r*(ℓ/(n−1)) gives 14 here; the reference path gives 15
-    assert relative_codes(torch.zeros(67, dtype=torch.bool), 20)[55].item() == 15
+    assert relative_codes_by_gap(67, [], 20)[55] == 15
 
 
 def test_paper_delta10():
-    assert hand(3, []) != relative_codes(torch.zeros(3, dtype=torch.bool), 10).tolist()
-    assert relative_codes(torch.zeros(3, dtype=torch.bool), 10, "paper").tolist() == [0, 3, 6]
+    assert hand(3, []) != hand(3, [], 10)
+    assert relative_codes_by_gap(3, [], 10, "paper").tolist() == [0, 3, 6]
+
+
+def test_an_unknown_formula_is_refused_by_both():
+    with pytest.raises(ValueError, match="relative_formula"):
+        relative_codes_by_gap(3, [], 10, "Linspace")
+    with pytest.raises(ValueError, match="relative_formula"):
+        relative_codes(torch.zeros(3, dtype=torch.bool), 10, "Linspace")
 
 
 def test_random_codes():
@@ -76,27 +91,35 @@ def test_random_codes():
         random_codes(2000, rng, 2000)
 
 
-def test_host_and_batched_relative_codes_equal_the_single_state_codes():
-    """The numpy path (acting on small samples) and the [S, N] batched path (target values)
-    give exactly the per-state torch codes."""
-    import numpy as np
-    import torch
-
-    from envs.positions import relative_code, relative_codes, relative_codes_host
-
+@pytest.mark.parametrize("formula", ["linspace", "paper"])
+def test_the_fast_path_equals_the_definition(formula):
+    """Every selection of up to 7 chunks (brute force: all 2^N masks), then random ones of larger
+    samples, for one state ([N]) and for a sample's states at once ([S, N])."""
+    cases = [(n, sel) for n in range(1, 8) for k in range(n + 1) for sel in itertools.combinations(range(n), k)]
     rng = np.random.default_rng(0)
-    for formula in ("linspace", "paper"):
-        for n in (1, 2, 7, 100, 333):
-            masks = []
-            for _ in range(6):
-                sel = sorted(rng.choice(n, size=int(rng.integers(0, min(n, 8) + 1)), replace=False).tolist())
-                mask = torch.zeros(n, dtype=torch.bool)
-                mask[sel] = True
-                want = relative_codes(mask, 50, formula)
-                assert torch.equal(torch.from_numpy(relative_codes_host(n, sel, 50, formula)), want)
-                # acting's one-chunk code (the code a transition keeps), in any selection order
-                shuffled = rng.permutation(sel).tolist()
-                assert [relative_code(n, shuffled, i, 50, formula) for i in range(n)] == want.tolist()
-                masks.append((mask, want))
-            batched = relative_codes(torch.stack([m for m, _ in masks]), 50, formula)
-            assert torch.equal(batched, torch.stack([w for _, w in masks]))
+    for n in (50, 333, 5000):
+        for _ in range(8):
+            k = int(rng.integers(0, 9))
+            cases.append((n, tuple(sorted(rng.choice(n, size=k, replace=False).tolist()))))
+    for n, sel in cases:
+        want = relative_codes_by_gap(n, sel, 50, formula)
+        got = relative_codes(mask_of(n, sel), 50, formula)
+        assert got.dtype == torch.int64 and got.tolist() == want.tolist(), (n, sel)
+    for n in {n for n, _ in cases}:
+        states = [sel for m, sel in cases if m == n]
+        batched = relative_codes(torch.stack([mask_of(n, sel) for sel in states]), 50, formula)
+        assert batched.tolist() == [relative_codes_by_gap(n, sel, 50, formula).tolist() for sel in states]
+
+
+def test_episode_codes_equal_the_definition_on_both_sides_of_the_choice():
+    """Episode.codes takes the definition for its own state up to HOST_CODES_MAX_CHUNKS chunks and
+    the fast path beyond and for other states; code_of (acting's code of one chunk) the definition."""
+    pos = PositionSettings("relative", 20, "linspace", 2000)
+    rng = np.random.default_rng(1)
+    for n in (9, HOST_CODES_MAX_CHUNKS, HOST_CODES_MAX_CHUNKS + 1):
+        sel = rng.choice(n, size=4, replace=False).tolist()  # selection order, not sorted
+        ep = Episode(0, {"chunks": ["x"] * n}, ~mask_of(n, sel), list(sel))
+        want = relative_codes_by_gap(n, sel, 20, "linspace")
+        assert ep.codes(pos).tolist() == want.tolist()
+        assert ep.codes(pos, ep.available.clone()).tolist() == want.tolist()  # the fast path
+        assert [ep.code_of(pos, i) for i in (0, sel[0], n - 1)] == [want[0], want[sel[0]], want[n - 1]]
