@@ -1,7 +1,7 @@
 """Hand-injected wrong learners: each must make tests/rl/test_learner_step.py fail (docs/TESTING.md).
 
 Applies one mutant at a time to the source, runs the learner case(s) that should catch it, restores
-the file, and prints KILLED or SURVIVED. Usage: python scripts/check_learner_mutants.py [-k EXPR]
+the file, and prints KILLED or SURVIVED. Usage: python tests/rl/learner_mutants.py [-k EXPR]
 (EXPR replaces every mutant's own selection of cases).
 """
 
@@ -9,7 +9,7 @@ import pathlib
 import subprocess
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT, SFT = "default", "sft"
 # (name, file, original text, wrong text, the cases that must catch it)
 MUTANTS = [
