@@ -14,9 +14,34 @@
 # metrics.jsonl is resumed (resume=true); one with summary.json (finished) is skipped.
 # GPUS="0 1" maps the plan's GPU column onto the listed devices (column value modulo their number);
 # unset, the column is used as is. The script returns at once; the background processes' ids are
-# appended to <out dir>/pids, and `scripts/plan_status.sh <out dir>` reports progress.
+# appended to <out dir>/pids. `scripts/launch_plan.sh --status <out dir>` reports progress: one line per run
+# folder with the last evaluation (step, validation return, fact EM) and the best fact EM so far.
 # Env: PYTHON (default: .venv/bin/python if present, else python; scripts/python.sh), TIME_LIMIT (780), THREADS (2: torch/tokenizer threads per run), GPUS.
 set -euo pipefail
+if [ "${1:-}" = --status ]; then
+  OUTDIR="${2:?usage: $0 --status <out dir>}"
+  . "$(dirname "${BASH_SOURCE[0]}")/python.sh"
+  "$PYTHON" - "$OUTDIR" <<'EOF'  # the body and its end stay at column 0
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+print(f"{'run':28s} {'step':>5s} {'return':>7s} {'factEM':>7s} {'bestEM':>7s}  log tail")
+for log in sorted((out / "logs").glob("*.log")):
+    name = log.stem
+    rows = []
+    m = out / name / "metrics.jsonl"
+    if m.exists():
+        rows = [json.loads(x) for x in m.read_text().splitlines() if x.strip()]
+    tail = (log.read_text(errors="replace").strip().splitlines() or [""])[-1][-60:]
+    if rows:
+        r = rows[-1]
+        best = max(x.get("eval/fact_em", 0) for x in rows)
+        print(f"{name:28s} {r['step']:5d} {r['eval/return']:7.3f} {r['eval/fact_em']:7.3f} {best:7.3f}  {tail}")
+    else:
+        print(f"{name:28s} {'-':>5s} {'-':>7s} {'-':>7s} {'-':>7s}  {tail}")
+EOF
+  exit 0
+fi
 if [ $# -lt 2 ]; then
   echo "usage: $0 <plan file> <out dir> [key=value ...]" >&2
   exit 2

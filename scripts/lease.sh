@@ -152,7 +152,7 @@ jobs_of() {  # jobs_of <verb> <lines...>: each line in the background, its proce
 status() {
   local f
   echo "--- $(date +%T)"
-  for f in $(folders); do (cd "$CODE" && bash scripts/plan_status.sh "$f" 2>&1 | cut -c1-72); done
+  for f in $(folders); do (cd "$CODE" && bash scripts/launch_plan.sh --status "$f" 2>&1 | cut -c1-72); done
   for f in "$CODE/$RUNS"/logs/job_*.log; do [ -f "$f" ] && echo "$(basename "$f"): $(tail -n 1 "$f" | cut -c1-100)"; done
   echo "evaluations done: $(for f in $(folders); do find "$CODE/$f" -name 'eval_*.summary.json' 2>/dev/null; done | wc -l)"
   nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used --format=csv,noheader 2>/dev/null || true

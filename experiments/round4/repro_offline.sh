@@ -56,7 +56,7 @@ wait_all  # a previous call's processes, if any
 scripts/launch_plan.sh "$ROUND/plan_train.txt" "$OUT" logger.progress_bar=false \
   ${TRAIN_EXTRA[@]+"${TRAIN_EXTRA[@]}"}
 wait_all
-scripts/plan_status.sh "$OUT"
+scripts/launch_plan.sh --status "$OUT"
 note "training done; evaluating"
 scripts/launch_evals.sh "$ROUND/plan_eval.txt" "$OUT" ${EVAL_EXTRA[@]+"${EVAL_EXTRA[@]}"}
 wait_all

@@ -145,7 +145,7 @@ CALL_slow=('sleep 30' 'echo never')
 def test_every_verb_and_setting_in_seconds(tmp_path: Path) -> None:
     repo, code, old, out = tmp_path / "repo", tmp_path / "code", tmp_path / "old", tmp_path / "out"
     (repo / "scripts").mkdir(parents=True)
-    for name in ("lease.sh", "launch_plan.sh", "launch_evals.sh", "plan_status.sh", "python.sh"):
+    for name in ("lease.sh", "launch_plan.sh", "launch_evals.sh", "python.sh"):
         shutil.copy(ROOT / "scripts" / name, repo / "scripts" / name)
     (repo / "train_q_rag.py").write_text(FAKE_TRAIN)
     (repo / "eval_retriever.py").write_text(FAKE_EVAL)

@@ -39,13 +39,13 @@ def _env_without_python(tmp_path: Path) -> dict[str, str]:
 
 
 def test_scripts_run_the_repositorys_venv_when_it_is_not_activated(tmp_path):
-    repo = _repo_copy(tmp_path, "scripts/plan_status.sh")
+    repo = _repo_copy(tmp_path, "scripts/launch_plan.sh")
     (repo / ".venv" / "bin").mkdir(parents=True)
     (repo / ".venv" / "bin" / "python").symlink_to(sys.executable)
     (tmp_path / "out").mkdir()
     env = _env_without_python(tmp_path)
     done = subprocess.run(
-        ["bash", str(repo / "scripts" / "plan_status.sh"), str(tmp_path / "out")],
+        ["bash", str(repo / "scripts" / "launch_plan.sh"), "--status", str(tmp_path / "out")],
         env=env,
         capture_output=True,
         text=True,
@@ -55,7 +55,7 @@ def test_scripts_run_the_repositorys_venv_when_it_is_not_activated(tmp_path):
     # PYTHON still chooses
     env["PYTHON"] = str(tmp_path / "bin" / "python")
     done = subprocess.run(
-        ["bash", str(repo / "scripts" / "plan_status.sh"), str(tmp_path / "out")],
+        ["bash", str(repo / "scripts" / "launch_plan.sh"), "--status", str(tmp_path / "out")],
         env=env,
         capture_output=True,
         text=True,
