@@ -9,8 +9,10 @@
 # <length N> num_samples=<num_samples> progress_bar=false <extra> <overrides>` for each N in turn
 # under CUDA_VISIBLE_DEVICES=<gpu>, logging to <runs dir>/logs/eval_<run>_<line>.log. <length N> is
 # BabiLong's official token budget `envs.length_unit=tokens envs.num_tokens=N` (N = 1000 is "1K"),
-# or with LENGTH_UNIT=sentences the reference's `envs.num_sentences=N`. A plan whose lengths are in
-# one unit says so in a `#@length_unit tokens|sentences` line (rounds 2-3 count sentences): that
+# or with LENGTH_UNIT=sentences the reference's `envs.num_sentences=N`, or with LENGTH_UNIT=split the
+# test file `envs.test_split=testN` of a folder of test sets (NIAH and RULER QA: N = 4k, 16k, ... 1m;
+# scripts/niah_testsets.py). A plan whose lengths are in
+# one unit says so in a `#@length_unit tokens|sentences|split|none` line (rounds 2-3 count sentences): that
 # unit is used, and a LENGTH_UNIT that contradicts it is an error (an eval at "1200 tokens" instead
 # of 1200 sentences would be a silent mistake). Data whose test set has no length (HotpotQA, MuSiQue:
 # experiments/table2b/) say `#@length_unit none` and put `-` in the lengths column: one evaluation per
@@ -19,8 +21,8 @@
 # each chain is one `bash -c` line. The
 # evaluation files resume by sample id, so relaunching a plan finishes what a stop interrupted.
 # GPUS="0 1" maps the GPU column as in scripts/launch_plan.sh; process ids go to <runs dir>/pids.
-# Env: PYTHON (default: .venv/bin/python if present, else python; scripts/python.sh), THREADS (2), LENGTH_UNIT (tokens | sentences | none;
-# default: the plan's #@length_unit, else tokens).
+# Env: PYTHON (default: .venv/bin/python if present, else python; scripts/python.sh), THREADS (2), LENGTH_UNIT (tokens | sentences | split |
+# none; default: the plan's #@length_unit, else tokens).
 set -euo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: $0 <eval plan> <runs dir> [key=value ...]" >&2
@@ -39,8 +41,9 @@ LENGTH_UNIT="${LENGTH_UNIT:-${plan_unit:-tokens}}"
 case "$LENGTH_UNIT" in
   tokens) length_arg() { echo "envs.length_unit=tokens envs.num_tokens=$1"; } ;;
   sentences) length_arg() { echo "envs.num_sentences=$1"; } ;;
+  split) length_arg() { echo "envs.test_split=test$1"; } ;;
   none) length_arg() { :; } ;;
-  *) echo "error: LENGTH_UNIT must be tokens, sentences or none, not $LENGTH_UNIT" >&2; exit 2 ;;
+  *) echo "error: LENGTH_UNIT must be tokens, sentences, split or none, not $LENGTH_UNIT" >&2; exit 2 ;;
 esac
 bad="$(awk -v none="$([ "$LENGTH_UNIT" = none ] && echo 1 || echo 0)" \
   '$1 !~ /^#/ && NF && (none == 1) != ($4 == "-") { print NR ": " $0; exit }' "$PLAN")"

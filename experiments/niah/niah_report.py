@@ -23,6 +23,21 @@ scripts/ruler_effective_length.py):
   t > 0 when that step's max Q is ≤ θ (eval_retriever.py's ``eval.stop_q_threshold`` rule), i.e.
   the record truncated there; ``steps`` is the number of chunks kept.
 
+With ``--qa``, the table of RULER's two QA columns instead (``table1_qa.md`` / ``.csv``), from the
+records of ``eval_env=ruler_qa`` evaluations in ``<run>/ruler_qa/<task>/eval_seed42_test<len>.jsonl``
+(experiments/niah/qa_eval.txt), per sample and for k picks (the reference README's T, 1 for
+``qa_squad`` and 3 for ``qa_hotpot``, and the paper's T = 4):
+
+* ``gold``: 1 if every gold paragraph is among the first k picks: a reader-free UPPER BOUND on a
+  reader that answers from the picked paragraphs, not a reader's score (the headline);
+* ``answer``: RULER's ``string_match_part`` of the picks' joined text (an answer string occurs in it);
+* ``reader``: a reader's RULER score on the first k picks, read from
+  ``eval_seed42_test<len>_reader_k<k>.summary.json`` (eval_llm_openqa.py ``--chunk_filter
+  retrieval_step --max_retrieval_budget k``) where one was run.
+
+A record file whose test file's sha256 (``settings.data_sha256`` of its summary) differs from the
+manifest is refused.
+
 Writes ``table1.md`` (Table 1 with the paper's Q-RAG row beside it, mean ± std over seeds, plus
 the untrained encoder, both readings, the Q-stop, fact-F1 and string-match tables, RULER's effective
 length: the longest length up to which every tested length scores above 85.6, which subtasks meet
@@ -48,6 +63,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+
+from prompts_and_metrics.metrics import fact_metrics, string_match_part  # noqa: E402  the QA columns' scores
+
 sys.path.insert(0, str(REPO / "scripts"))
 import niah_testsets as testsets  # noqa: E402
 import pack_round  # noqa: E402
@@ -95,6 +113,13 @@ APP_F = [
     ("optimiser steps (planned)", "not given", None, ("steps_count",)),
     ("parallel environments E", "not given", None, ("envs_parallel",)),
 ]
+# RULER's QA columns: the single-hop (SQuAD) and multi-hop (HotpotQA) tasks, the picks each is read at (the
+# reference README's T, then the paper's T = 4; docs/DESIGN.md §8.8), and the paper's Q-RAG + Qwen3-4B scores
+QA_DIR = "ruler_qa"
+QA_COLUMNS = {"qa_squad": "SH", "qa_hotpot": "MH"}
+QA_PICKS = {"qa_squad": (1, 4), "qa_hotpot": (3, 4)}
+PAPER_QA = {"4k": (62, 67), "16k": (59, 64), "32k": (59, 65), "128k": (55, 65), "1m": (52, 61)}
+QA_METRICS = ("gold", "answer", "reader")
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -126,6 +151,124 @@ def cell(run_dir: Path, task: str, length: str, theta: float | None, manifest: d
             out[f"{tag}_{m}"] = 100 * statistics.fmean(s[m] for s in scores)  # percent
         out[f"{tag}_steps"] = statistics.fmean(s["steps"] for s in scores)
     return out
+
+
+def qa_score(rec: dict[str, Any], k: int) -> dict[str, float]:
+    """One RULER QA record read at its first k picks: every gold paragraph among them (``gold``), and
+    an answer string in their joined text (``answer``, RULER's string_match_part)."""
+    picks = rec["pred_idx"][:k]
+    answers = [str(rec["answer"]), *map(str, rec.get("answer_aliases") or [])]
+    return {
+        "gold": fact_metrics(picks, rec["sf_idx"])["em"],
+        "answer": string_match_part(" ".join(rec["pred_texts"][:k]), answers),
+    }
+
+
+def qa_cell(run_dir: Path, task: str, length: str, manifest: dict[str, str]) -> dict[str, Any] | None:
+    """Percentages over one RULER QA record file at each reading k, or None if not evaluated."""
+    base = run_dir / QA_DIR / task / f"eval_seed42_test{length}"
+    path = next((p for p in (Path(f"{base}.jsonl.gz"), Path(f"{base}.jsonl")) if p.is_file()), None)
+    if path is None:
+        return None
+    summary_path = Path(f"{base}.summary.json")
+    if not summary_path.is_file():
+        raise SystemExit(f"error: {summary_path} is missing: which test file {path} scored is unknown")
+    sha = json.loads(summary_path.read_text())["settings"]["data_sha256"]
+    want = manifest.get(f"{task}/test{length}.jsonl.gz")
+    if sha != want:
+        raise SystemExit(f"error: {path} was evaluated on data sha256 {sha}, the manifest's {task} {length} is {want}")
+    recs = read_records(path)
+    if any(not r["sf_idx"] for r in recs):
+        raise SystemExit(f"error: {path} holds records without gold paragraphs: not one of the project's RULER QA sets")
+    out: dict[str, Any] = {"n": len(recs), "sha256": sha}
+    for k in QA_PICKS[task]:
+        scores = [qa_score(r, k) for r in recs]
+        for m in ("gold", "answer"):
+            out[f"{m}_k{k}"] = 100 * statistics.fmean(s[m] for s in scores)
+        reader = Path(f"{base}_reader_k{k}.summary.json")
+        if reader.is_file():
+            rs = json.loads(reader.read_text())
+            if rs.get("filter") != f"retrieval_step{k}" or rs.get("n") != len(recs):
+                raise SystemExit(
+                    f"error: {reader} read {rs.get('n')} samples with filter {rs.get('filter')}, "
+                    f"not the {len(recs)} samples' first {k} picks"
+                )
+            out[f"reader_k{k}"] = 100 * float(rs["string_match_part"])
+            out["reader"] = str(rs["llm_name"])
+    return out
+
+
+def qa_grid(runs: Path, names: list[str], manifest: dict[str, str]) -> dict[tuple, dict[str, Any]]:
+    out = {}
+    for name in names:
+        for length in ROWS:
+            for task in QA_COLUMNS:
+                c = qa_cell(runs / name, task, length, manifest)
+                if c is not None:
+                    out[(name, task, length)] = c
+    return out
+
+
+def qa_table(cells: dict[tuple, dict[str, Any]], names: list[str], metric: str) -> list[str]:
+    """Rows = lengths; columns = each task at each reading, then the paper's SH and MH."""
+    cols = [(t, k) for t in QA_COLUMNS for k in QA_PICKS[t]]
+    head = ["length", *(f"{QA_COLUMNS[t]} ({t}), {k} pick{'s' * (k > 1)}" for t, k in cols), "paper SH", "paper MH"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for length, label in ROWS.items():
+        row = [label]
+        for t, k in cols:
+            key = f"{metric}_k{k}"
+            row.append(fmt([cells[(n, t, length)][key] for n in names if key in cells.get((n, t, length), {})]))
+        if all(x == "–" for x in row[1:]):
+            continue
+        lines.append("| " + " | ".join(row + [f"{v:g}" for v in PAPER_QA[length]]) + " |")
+    return lines
+
+
+def qa_report(runs: Path, seeds: list[str], untrained: list[str], out: Path) -> int:
+    manifest = {e["file"]: e["sha256"] for e in json.loads((testsets.ROOT / "MANIFEST.json").read_text())["files"]}
+    cells = qa_grid(runs, seeds + untrained, manifest)
+    if not cells:
+        raise SystemExit(f"error: no RULER QA records under {runs}/<run>/{QA_DIR}/")
+    readers = sorted({c["reader"] for c in cells.values() if "reader" in c})
+    md = [
+        "# Table 1's RULER QA columns: the NIAH-trained MiniLM retriever on RULER's QA tasks",
+        "",
+        "qa_squad = RULER's qa_1 (single hop, SQuAD v2.0 dev), qa_hotpot = qa_2 (multi hop, HotpotQA dev), built",
+        "from the shipped real records by scripts/niah_testsets.py (envs/data/ruler_qa_generator.py: RULER's",
+        "construction, its departures there); lengths in GPT-2 tokens; 100 questions per cell, the same at every",
+        "length. Greedy at the run's T = 4, read at the reference README's T (1 SH, 3 MH) and at the paper's 4.",
+        "The paper's SH / MH columns are Q-RAG + Qwen3-4B's RULER scores with a retriever fine-tuned on HotpotQA,",
+        "not on NIAH (docs/DESIGN.md §10.3).",
+    ]
+    sections = [
+        ("All gold paragraphs among the picks, %: a reader-free UPPER BOUND (not a reader's score)", "gold"),
+        ("An answer string in the picks' text (RULER's string_match_part on the picks, no reader), %", "answer"),
+        (f"Reader ({', '.join(readers) or 'none run'}) on the picks, RULER's string_match_part, %", "reader"),
+    ]
+    for names, who in (
+        (seeds, f"Trained ({', '.join(seeds)}), mean ± std over seeds"),
+        (untrained, "Untrained encoder"),
+    ):
+        for title, metric in sections:
+            if names and any(
+                f"{metric}_k{k}" in cells.get((n, t, ln), {})
+                for n in names
+                for t in QA_COLUMNS
+                for k in QA_PICKS[t]
+                for ln in ROWS
+            ):
+                md += ["", f"## {who}: {title}", "", *qa_table(cells, names, metric)]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "table1_qa.md").write_text("\n".join(md) + "\n")
+    keys = [f"{m}_k{k}" for m in QA_METRICS for k in (1, 3, 4)]
+    with open(out / "table1_qa.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["run", "task", "length", "n", "sha256", *keys, "reader"])
+        w.writeheader()
+        for (name, task, length), c in sorted(cells.items()):
+            w.writerow({"run": name, "task": task, "length": length, **c})
+    print(f"wrote {out}/table1_qa.md, table1_qa.csv ({len(cells)} cells)")
+    return 0
 
 
 def fmt(values: list[float]) -> str:
@@ -319,7 +462,7 @@ def collect(src: Path, dest: Path) -> None:
             if (run / name).is_file():
                 (dest / run.name).mkdir(parents=True, exist_ok=True)
                 shutil.copy2(run / name, dest / run.name / name)
-        for f in sorted((run / "niah").glob("*/eval_seed*")):
+        for f in sorted(p for sub in ("niah", QA_DIR) for p in (run / sub).glob("*/eval_seed*")):
             out = dest / run.name / f.relative_to(run)
             out.parent.mkdir(parents=True, exist_ok=True)
             if f.name.endswith(".jsonl"):
@@ -337,7 +480,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="n_s1,n_s2,n_s3", help="trained runs (one per seed)")
     ap.add_argument("--untrained", default="n_noft", help="the steps_count=0 run(s)")
     ap.add_argument("--theta", type=float, default=0.5, help="Q-value stopping threshold")
-    ap.add_argument("--out", type=Path, help="folder for table1.md / .csv / .png")
+    ap.add_argument("--out", type=Path, help="folder for table1.md / .csv / .png (table1_qa.md / .csv with --qa)")
+    ap.add_argument("--qa", action="store_true", help="the RULER QA columns (table1_qa.md / .csv) instead")
     ap.add_argument(
         "--collect",
         type=Path,
@@ -349,6 +493,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.out is None:
         ap.error("--out is required (or --collect)")
+    if args.qa:
+        return qa_report(
+            args.runs_dir,
+            [n for n in args.seeds.split(",") if n],
+            [n for n in args.untrained.split(",") if n],
+            args.out,
+        )
     manifest = {e["file"]: e["sha256"] for e in json.loads((testsets.ROOT / "MANIFEST.json").read_text())["files"]}
     seeds, untrained = args.seeds.split(","), [n for n in args.untrained.split(",") if n]
     cells = grid(args.runs_dir, seeds + untrained, args.theta, manifest)

@@ -95,7 +95,11 @@ def test_the_manifest_records_every_file_as_the_rounds_evaluated_it(tmp_path, co
     manifest = json.loads((testsets.ROOT / "MANIFEST.json").read_text())
     sha = {e["file"]: e["sha256"] for e in manifest["files"]}
     grid = {f"{t}/test{n}.jsonl.gz" for n in testsets.LENGTHS for t in TASKS}
-    assert grid | {"mix8_4k/train.jsonl.gz", "mix8_4k/test4k.jsonl.gz"} == set(sha) and None not in sha.values()
+    qa = {
+        f"{t}/test{n}.jsonl.gz" for n in testsets.LENGTHS for t in testsets.QA_TASKS
+    }  # tests/data_other/test_ruler_qa_sets.py
+    assert grid | qa | {"mix8_4k/train.jsonl.gz", "mix8_4k/test4k.jsonl.gz"} == set(sha)
+    assert None not in [sha[f] for f in sha if f not in qa]
     records = sorted(p for runs in committed_runs.values() for p in runs.glob("*/niah/*/*.testset.json"))
     assert {json.loads(p.read_text())["file"] for p in records} == grid  # round 5 evaluated the whole grid
     for p in records:

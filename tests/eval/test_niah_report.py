@@ -3,6 +3,7 @@ effective length (scripts/ruler_effective_length.py, the rule experiments/niah/n
 and Table 1's seed table, targets, recipe table and archive (niah_report.py)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -164,3 +165,81 @@ def test_app_f_table_reads_the_runs_configs(tmp_path):
     assert rows["encoder"][2] == "no |" and rows["optimiser steps (planned)"][2] == "– |"
     # a's model_best.pt is its later tied step (200), b's the best one (100); both validated up to 200
     assert rows["steps reached / model_best.pt step (metrics.jsonl)"][1] == "200 / 200 (a), 200 / 100 (b)"
+
+
+# ---------------------------------------------------------------- RULER's QA columns (--qa)
+
+# a HotpotQA-like record: two gold paragraphs (2, 5); picks 5, 0 (the instruction), 2, 7
+QA_REC = {
+    "pred_idx": [5, 0, 2, 7],
+    "pred_texts": ["Paris is in France.", "Answer the question.", "The Louvre is in Paris.", "Berlin."],
+    "sf_idx": [2, 5],
+    "answer": "the Louvre",
+    "answer_aliases": ["Louvre Museum"],
+}
+
+
+def test_qa_scores_count_the_gold_among_the_first_k_picks():
+    """Hand-computed: gold 5 is the first pick, gold 2 the third; the answer is in the third pick's text."""
+    assert [report.qa_score(QA_REC, k) for k in (1, 2, 3, 4)] == [
+        {"gold": 0.0, "answer": 0.0},
+        {"gold": 0.0, "answer": 0.0},
+        {"gold": 1.0, "answer": 1.0},
+        {"gold": 1.0, "answer": 1.0},
+    ]
+    only_alias = {**QA_REC, "answer": "Musée", "pred_texts": ["The Louvre Museum.", "x", "y", "z"]}
+    assert report.qa_score(only_alias, 1)["answer"] == 1.0  # any answer alias, case-insensitively
+    one_gold = {**QA_REC, "sf_idx": [5]}  # SQuAD-like: one gold paragraph, picked first
+    assert report.qa_score(one_gold, 1)["gold"] == 1.0
+
+
+def write_qa_cell(run, task, length, recs, sha, reader=None):
+    cell = run / report.QA_DIR / task
+    cell.mkdir(parents=True, exist_ok=True)
+    stem = cell / f"eval_seed42_test{length}"
+    Path(f"{stem}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    Path(f"{stem}.summary.json").write_text(json.dumps({"n": len(recs), "settings": {"data_sha256": sha}}))
+    for k, (score, flt) in (reader or {}).items():
+        Path(f"{stem}_reader_k{k}.summary.json").write_text(
+            json.dumps({"string_match_part": score, "filter": flt, "n": len(recs), "llm_name": "smollm2"})
+        )
+
+
+def test_qa_report_tables_and_their_checks(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    # the second sample's other gold paragraph, and the answer, only in its fourth pick
+    late = {**QA_REC, "pred_idx": [5, 0, 7, 2], "pred_texts": [*QA_REC["pred_texts"][:2], "Berlin.", "The Louvre."]}
+    hotpot = [QA_REC, late]  # at 3 picks: 1 of 2; at 4: 2 of 2
+    squad = [{**QA_REC, "sf_idx": [0]}, {**QA_REC, "sf_idx": [7]}]  # gold at 1 pick: 0 of 2; at 4: 2 of 2
+    manifest = {"qa_hotpot/test4k.jsonl.gz": "h" * 64, "qa_squad/test4k.jsonl.gz": "s" * 64}
+    write_qa_cell(runs / "n_s1", "qa_hotpot", "4k", hotpot, "h" * 64, {3: (0.5, "retrieval_step3")})
+    write_qa_cell(runs / "n_s1", "qa_squad", "4k", squad, "s" * 64)
+    c = report.qa_cell(runs / "n_s1", "qa_hotpot", "4k", manifest)
+    assert (c["gold_k3"], c["gold_k4"], c["answer_k3"], c["reader_k3"], c["n"]) == (50.0, 100.0, 50.0, 50.0, 2)
+    assert "reader_k4" not in c
+    c = report.qa_cell(runs / "n_s1", "qa_squad", "4k", manifest)
+    assert (c["gold_k1"], c["gold_k4"]) == (0.0, 100.0)
+    assert report.qa_cell(runs / "n_s1", "qa_squad", "16k", manifest) is None  # not evaluated
+    with pytest.raises(SystemExit, match="evaluated on data sha256 h+, the manifest's qa_hotpot 4k is 0+"):
+        report.qa_cell(runs / "n_s1", "qa_hotpot", "4k", {"qa_hotpot/test4k.jsonl.gz": "0" * 64})
+    write_qa_cell(runs / "bad", "qa_hotpot", "4k", hotpot, "h" * 64, {3: (0.5, "retrieval_step4")})
+    with pytest.raises(SystemExit, match="not the 2 samples' first 3 picks"):  # a reader that read other picks
+        report.qa_cell(runs / "bad", "qa_hotpot", "4k", manifest)
+    lines = report.qa_table(report.qa_grid(runs, ["n_s1"], manifest), ["n_s1"], "gold")
+    assert (
+        lines[0]
+        == "| length | SH (qa_squad), 1 pick | SH (qa_squad), 4 picks | MH (qa_hotpot), 3 picks | MH (qa_hotpot), 4 picks | paper SH | paper MH |"
+    )
+    assert lines[2:] == ["| 4K | 0.0 | 100.0 | 50.0 | 100.0 | 62 | 67 |"]  # 16K..1M not evaluated: no rows
+    manifest_file = tmp_path / "MANIFEST.json"
+    manifest_file.write_text(json.dumps({"files": [{"file": f, "sha256": h} for f, h in manifest.items()]}))
+    monkeypatch.setattr(report.testsets, "ROOT", tmp_path)
+    assert report.main([str(runs), "--qa", "--seeds", "n_s1", "--untrained", "", "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "table1_qa.md").read_text()
+    assert (
+        "## Trained (n_s1), mean ± std over seeds: All gold paragraphs among the picks, %: a reader-free UPPER BOUND"
+        in md
+    )
+    assert "## Trained (n_s1), mean ± std over seeds: Reader (smollm2) on the picks" in md
+    rows = (tmp_path / "out" / "table1_qa.csv").read_text().splitlines()
+    assert rows[0].startswith("run,task,length,n,sha256,gold_k1,gold_k3,gold_k4") and len(rows) == 3

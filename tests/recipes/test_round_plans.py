@@ -117,6 +117,7 @@ def test_launch_plan_then_evals(tmp_path: Path):
         ("#@length_unit sentences  # rounds 2-3\nx 0 3 50\n", None, "envs.num_sentences=50 "),
         ("#@length_unit sentences\nx 0 3 50\n", "sentences", "envs.num_sentences=50 "),
         ("x 0 3 1000\n", None, "envs.length_unit=tokens envs.num_tokens=1000 "),
+        ("#@length_unit split\nx 0 3 1m eval_env=ruler_qa\n", None, "envs.test_split=test1m num_samples=3 "),
         ("#@length_unit tokens\nx 0 3 50\n", "sentences", "error: LENGTH_UNIT=sentences, but"),
         # multi-hop test sets have no length; an interpolation is single-quoted and reaches Hydra as is
         (
