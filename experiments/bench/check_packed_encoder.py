@@ -33,6 +33,7 @@ from rl.model.embedder import Embedder, load_backbone
 from rl.model.fast.batching import embed_sequences
 from rl.model.fast.packed import PackedEncoder
 from rl.model.model_keys import ModelKeys
+from rl.model.tokens.layout import TokenLayout
 from rl.model.tokens.ragged import FramedIds, RaggedIds
 
 CLS, SEP, PAD = 101, 102, 0  # the uncased WordPiece vocabulary of MiniLM and BERT-base
@@ -52,7 +53,8 @@ def chunks(n: int, seed: int, mean_len: float = 30.0, longest: int = 510) -> Fra
     lens = np.clip(rng.lognormal(np.log(mean_len), 0.5, n), 1, longest).astype(np.int64)
     lens[0], lens[-1] = 1, longest
     flat = rng.integers(1000, 30000, int(lens.sum())).astype(np.int32)
-    return FramedIds(RaggedIds.tiling(flat, lens), CLS, SEP, longest)
+    frame = TokenLayout(CLS, SEP, PAD, action_cap=longest + 2, memory_cap=longest + 2, state_cap=longest + 2)
+    return FramedIds(RaggedIds.tiling(flat, lens), frame)
 
 
 def encoders(device: torch.device, minilm_name: str) -> list[tuple[str, Embedder]]:

@@ -34,6 +34,7 @@ from rl.model.embedder import Embedder
 from rl.model.fast.cuda_graphs import GraphedEncoder
 from rl.model.fast.packed import PackedEncoder, _compiled, embed_tokens, layer_tail
 from rl.model.fast.varlen import BACKENDS, Packing, pick_attention
+from rl.model.tokens.layout import TokenLayout
 from rl.model.tokens.ragged import FramedIds, RaggedIds
 from rl.run.config import code_version
 
@@ -131,7 +132,7 @@ def main() -> int:
 
     rng = np.random.default_rng(1)
     content = RaggedIds.tiling(rng.integers(1000, 30000, int((lens - 2).sum())).astype(np.int32), lens - 2)
-    seqs = FramedIds(content, 101, 102, 510)
+    seqs = FramedIds(content, TokenLayout(101, 102, 0, action_cap=512, memory_cap=512, state_cap=512))
     emit("packed", timed(lambda: packed(seqs, dtype=dt), args.repeats, dev), n_tok, sequences=len(lens))
 
     size = 1 << (30 if gpu else 24)

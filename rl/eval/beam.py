@@ -124,4 +124,4 @@ def beam_episodes(
             _, dones, _ = env.step([0], [a])
             if dones[0]:
                 break
-        yield _record(ep, best.q_values[: ep.t], qnet.text_length(ep), time.perf_counter() - t0)
+        yield _record(ep, best.q_values[: ep.t], qnet.inputs.text_length(ep), time.perf_counter() - t0)

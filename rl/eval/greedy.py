@@ -39,7 +39,7 @@ def eval_env(qnet: QNetwork, dataset: Any, feedback: Feedback, settings: EvalSet
         n_envs,
         settings.max_steps,
         qnet.positions,  # the network's own (bound when it was built)
-        qnet.sort_by_index,
+        qnet.inputs.sort_by_index,
         qnet.device,
         seed=0,
         name="eval",
@@ -85,7 +85,7 @@ def greedy_episodes(
             active = [s for s, d in zip(acting, dones) if not d]
         per_episode = (time.perf_counter() - t0) / len(episodes)
         for s, ep in enumerate(episodes):
-            yield _record(ep, q_log[s], qnet.text_length(ep), per_episode)
+            yield _record(ep, q_log[s], qnet.inputs.text_length(ep), per_episode)
 
 
 def _record(ep: Episode, q_values: list[float], text_len: int, seconds: float) -> dict[str, Any]:

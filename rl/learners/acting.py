@@ -56,7 +56,7 @@ class Observation:
 
     def state(self, slot: int) -> list[int]:
         if self.states[slot] is None:
-            self.states[slot] = self.qnet.state_ids(self.episodes[slot])
+            self.states[slot] = self.qnet.inputs.state_ids(self.episodes[slot])
         return self.states[slot]  # type: ignore[return-value]
 
     def q_values(self, slots: list[int]) -> list[torch.Tensor]:

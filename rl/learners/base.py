@@ -326,8 +326,8 @@ class TwinHeadLearner(LearnerBase):
         """One backward pass of the twin-head loss (DESIGN §5.4)
         [0.5·mean((2q1 − g)²) + 0.5·mean((2q2 − g)²)] / K, (q1, q2) the online heads of the chosen
         chunks ``actions`` of the ``episodes`` in the states ``states`` (token ids, from
-        QNetwork.state_ids; ``codes``: each chunk's position code p̂(a), -1 for none). Returns the
-        loss's scalars; the learner counts the micro-step and takes the optimiser step."""
+        QNetwork.inputs.state_ids; ``codes``: each chunk's position code p̂(a), -1 for none). Returns
+        the loss's scalars; the learner counts the micro-step and takes the optimiser step."""
         q1, q2 = self.qnet.online_heads(episodes, states, actions, codes)
         loss = (0.5 * ((2 * q1 - g) ** 2).mean() + 0.5 * ((2 * q2 - g) ** 2).mean()) / self.k_accum
         loss.backward()

@@ -212,7 +212,7 @@ class DQNLearner(TwinHeadLearner):
 
         scalars = self.regress(
             episodes,
-            [qnet.state_ids(ep, selected=tr.selected) for ep, tr in zip(episodes, batch)],
+            [qnet.inputs.state_ids(ep, selected=tr.selected) for ep, tr in zip(episodes, batch)],
             [tr.action for tr in batch],
             [tr.code for tr in batch],
             y,

@@ -141,14 +141,15 @@ class SFTLearner(LearnerBase):
 
     def groups(self, episodes: Sequence[Episode]) -> list[list[Episode]]:
         """Consecutive samples packed into passes of at most GROUP_TOKENS framed tokens."""
-        qnet, n_frame = self.qnet, 2 if self.qnet.layout.bos is not None else 1
+        inputs = self.qnet.inputs
+        layout = inputs.layout
         out: list[list[Episode]] = []
         used = 0
         for ep in episodes:
-            lens = qnet.action_lengths(ep)
+            lens = inputs.action_lengths(ep)
             steps = len(self.trajectory(ep))
             # a state holds the question and at most T′−1 segments of memory_content tokens
-            cost = int(lens.sum()) + n_frame * ep.n_chunks + steps * steps * (qnet.layout.memory_content + 1)
+            cost = int(lens.sum()) + layout.n_special * ep.n_chunks + steps * steps * (layout.memory_content + 1)
             if not out or used + cost > self.GROUP_TOKENS:
                 out.append([])
                 used = 0

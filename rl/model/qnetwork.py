@@ -6,8 +6,11 @@ the reference's hard copy), run in the dropout mode chosen for acting. How the e
 (bucketing, CUDA graphs, compile, streamed tokenisation) is the speed layer's business: an
 :class:`rl.model.fast.encoding.EncodingPath` chosen once here, from the ``speed`` switches.
 
-How a sample is shown to the encoders (its token ids and states) is the base class's,
-:class:`rl.model.sample_input.SampleInput`; a sample enters once, through :meth:`QNetwork.prepare`.
+How a sample is shown to the encoders (its token ids, states and actions) is the network's
+:class:`rl.model.tokens.sample_input.SampleInput`, ``inputs``; a sample enters once, through
+:meth:`QNetwork.prepare`. The network keeps the chunk embeddings (rl/model/caches.py) and the clocks
+that say when they go stale: the weights (``weights_version``) and, with ``speed.chunk_cache`` off,
+the rollout (``tick``) (DESIGN §3.4).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import torch
 from torch import nn
 
 from envs.env import Episode, PositionSettings, state_codes
-from rl.model.caches import ChunkEmbeddings, Haystack
+from rl.model.caches import ChunkEmbeddings, QNetworkCaches
 from rl.model.embedder import Embedder, load_backbone, load_tokenizer
 from rl.model.fast.encoding import EncodingPath
 from rl.model.fast.staging import to_device
@@ -32,23 +35,22 @@ from rl.model.padded import availability, availability_rows, pad_index, pad_rows
 from rl.model.precision import Precision
 from rl.model.qfunc import NEG_INF, rotated_scores, twin_heads
 from rl.model.rotary import HalfRotary
-from rl.model.sample_input import SampleInput
+from rl.model.tokens.per_sample import Haystack
 from rl.model.tokens.ragged import FramedIds, RaggedIds
-from rl.model.tokens.tokenize import HaystackTokens, tokenize_chunks
+from rl.model.tokens.sample_input import SampleInput
+from rl.model.tokens.tokenize import HaystackTokens
 
 log = logging.getLogger(__name__)
 
 
-class QNetwork(SampleInput):
+class QNetwork(nn.Module):
     """Public, and for whom (the rest is the network's own, named with ``_``): :meth:`prepare`
-    (learners, evaluation), ``tokenize``/``adopt_tokens`` (the evaluation haystack cache);
-    :meth:`q_values` (acting, greedy, beam), :meth:`target_heads` (soft-value targets),
-    :meth:`state_scores` (DQN's bootstrap), :meth:`online_heads` (the twin-head loss),
-    :meth:`held_scores` (SFT); ``state_ids`` (acting and DQN's replay keep a transition's state),
-    ``text_length`` (the records), ``action_lengths`` (SFT); :meth:`embed_chunks`,
-    ``state_ids_of``, :meth:`state_embeddings` and ``rope`` (the corpus index); ``watch``,
-    ``new_rollout``, :meth:`update_targets`, :meth:`trainable_parameters`, :meth:`to_device` (training); and what it
-    was built with (encoders, ``positions``, ``sort_by_index``, ``layout``, ``tokenizer``, prefixes,
+    (learners, evaluation); :meth:`q_values` (acting, greedy, beam), :meth:`target_heads`
+    (soft-value targets), :meth:`state_scores` (DQN's bootstrap), :meth:`online_heads` (the twin-head
+    loss), :meth:`held_scores` (SFT); :meth:`embed_chunks`, :meth:`state_embeddings` and ``rope``
+    (the corpus index); :meth:`watch`, :meth:`new_rollout`, :meth:`update_targets`,
+    :meth:`trainable_parameters`, :meth:`to_device` (training); ``inputs``, a sample's token ids and
+    states (its own callers listed there); and what it was built with (encoders, ``positions``,
     ``device``, ``speed``, ``encoding``, ``caches``, the clocks), read by export, evaluation, tests.
     """
 
@@ -74,7 +76,12 @@ class QNetwork(SampleInput):
         if getattr(backbone.config, "model_type", "") in ("xlm-roberta", "roberta", "mpnet"):
             model_max -= 2  # position ids start after the padding index
         prefixes = (model.query_prefix or "", model.passage_prefix or "")
-        super().__init__(tokenizer, layout_cfg, model_max, *prefixes, positions, sort_by_index)
+        super().__init__()
+        self.positions = positions  # how chunk positions are coded (DESIGN §3)
+        self.inputs = SampleInput(tokenizer, layout_cfg, model_max, *prefixes, sort_by_index)
+        self.caches = QNetworkCaches()  # the chunk embeddings, stamped with the clocks below
+        self.weights_version = 0  # bumped whenever the weights change: cached embeddings go stale
+        self.tick = 0  # bumped at every rollout start; keys the chunk cache when speed.chunk_cache is off
         pooling = model.pooling
         self.state_enc = Embedder(backbone, pooling, model.pool_scale, model.normalize)
         self.action_enc = copy.deepcopy(self.state_enc)  # load once, deep-copy
@@ -82,7 +89,7 @@ class QNetwork(SampleInput):
         self.target_action = copy.deepcopy(self.state_enc).requires_grad_(False)
         self.dim = self.state_enc.dim
         self.rope = HalfRotary(self.dim, interpolate_factor=model.predictor.interpolate_factor)
-        left_pad = pooling == "last" and self.layout.padding_side == "left"
+        left_pad = pooling == "last" and self.inputs.layout.padding_side == "left"
         self.device = device
         self.embed_batch_size = int(embed_batch_size)
         self.to(device)
@@ -96,38 +103,56 @@ class QNetwork(SampleInput):
         self.encoding = EncodingPath(
             (self.state_enc, self.action_enc, self.target_state, self.target_action),
             speed,
-            self.layout,
+            self.inputs.layout,
             left_pad,
             device,
             precision.autocast,
             embed_batch_size,
         )
 
+    # -- when cached embeddings go stale -----------------------------------------------------
+    def watch(self, optimizer: torch.optim.Optimizer) -> None:
+        """Treat every step of ``optimizer`` (over this network's weights) as a weight change."""
+        optimizer.register_step_post_hook(lambda *_: self._weights_changed())
+
+    def _weights_changed(self) -> None:
+        self.weights_version += 1
+
+    def new_rollout(self) -> None:
+        """A rollout starts: with ``speed.chunk_cache`` off, chunks are embedded again from here."""
+        self.tick += 1
+
+    def load_state_dict(self, state: Any, strict: bool = True, assign: bool = False) -> Any:
+        out = super().load_state_dict(state, strict=strict, assign=assign)
+        self._weights_changed()
+        return out
+
     # -- a sample enters ---------------------------------------------------------------------
     def prepare(self, episodes: Sequence[Episode], share: bool = False, embed: bool = False) -> list[Haystack]:
         """Where samples enter the network: each episode's token ids, once (handed over by
-        :meth:`adopt_tokens`, else tokenised); from here on states and chunk embeddings only read
+        ``inputs.adopt_tokens``, else tokenised); from here on states and chunk embeddings only read
         them. The learners call it when slots are (re)set and for replayed or drawn episodes;
         evaluation (greedy, beam, the retriever tool) when its episodes start.
 
         ``share`` (evaluation only): join each episode to the :class:`Haystack` of its chunk list,
         shared with every other live episode whose sample holds the same list object or an equal
-        one, so the chunks are tokenised and embedded once for all of them (rl/model/caches.py);
-        returns those haystacks (one per episode; a caller that keeps them keeps them alive for
-        the episodes it prepares next), else []. ``embed`` (evaluation only): also embed the
+        one, so the chunks are tokenised and embedded once for all of them
+        (rl/model/tokens/per_sample.py); returns those haystacks (one per episode; a caller that
+        keeps them keeps them alive for the episodes it prepares next), else []. ``embed`` (evaluation only): also embed the
         chunks with E_a in eval mode, several small samples in one pass, large ones alone; a
         haystack of ``speed.overlap_tokenization`` size is tokenised on a CPU thread while the
         GPU embeds it."""
-        hays = [self.caches.join_haystack(ep) for ep in episodes] if share else []
+        inputs = self.inputs
+        hays = [inputs.haystacks.join(ep) for ep in episodes] if share else []
         streamed = set()  # ids: Episode is a dataclass whose == compares its tensors
         for ep in episodes:
-            if self.caches.tokens.get(ep) is not None:
+            if inputs.tokens.get(ep) is not None:
                 continue
-            if embed and self.encoding.streams(ep.n_chunks) and self._untokenized(ep):
+            if embed and self.encoding.streams(ep.n_chunks) and inputs.untokenized(ep):
                 self._stream_chunks(ep)
                 streamed.add(id(ep))
             else:
-                self.caches.tokens.put(ep, self._sample_tokens(ep))
+                inputs.tokens.put(ep, inputs.sample_tokens(ep))
         if embed:
             small = [ep for ep in episodes if ep.n_chunks < self.embed_batch_size and id(ep) not in streamed]
             if len(small) > 1:
@@ -143,7 +168,7 @@ class QNetwork(SampleInput):
         owner = self._chunk_owner(ep)
         if isinstance(owner, Haystack):
             owner.tokens = hay
-        self.caches.tokens.put(ep, self._with_question(ep, hay))
+        self.inputs.tokens.put(ep, self.inputs.with_question(ep, hay))
         self.caches.chunks["online"].put(owner, ChunkEmbeddings(self._stamp(False), emb))
 
     @torch.no_grad()
@@ -154,9 +179,9 @@ class QNetwork(SampleInput):
         self._set_mode(self.action_enc, False)
         if self.encoding.streams(len(texts)):
             return self.encoding.tokenize_and_embed(
-                self.action_enc, self.tokenizer, texts, self.dim, self.passage_prefix
+                self.action_enc, self.inputs.tokenizer, texts, self.dim, self.inputs.passage_prefix
             )
-        hay = tokenize_chunks(self.tokenizer, texts, self.layout, self.passage_prefix)
+        hay = self.inputs.tokenize_chunks(texts)
         return hay, self.encoding.chunk_sets(self.action_enc, [hay])[0]
 
     # -- embeddings -----------------------------------------------------------------------
@@ -184,13 +209,13 @@ class QNetwork(SampleInput):
 
     @torch.no_grad()
     def state_embeddings(self, states: Sequence[list[int]]) -> torch.Tensor:
-        """E_s(s) [len(states), d] of state token ids (:meth:`state_ids_of`), eval mode, no
+        """E_s(s) [len(states), d] of state token ids (``inputs.state_ids_of``), eval mode, no
         gradient: the corpus index's greedy and beam steps."""
         return self._embed(self.state_enc, states, train=False)
 
     def _chunk_owner(self, ep: Episode) -> Episode | Haystack:
         """Whose chunk embeddings the episode uses: its shared haystack's, else its own."""
-        hay = self.caches.haystack_of.get(ep)
+        hay = self.inputs.haystacks.joined.get(ep)
         return ep if hay is None else hay
 
     def _stamp(self, train: bool) -> tuple[int, bool, int]:
@@ -214,7 +239,9 @@ class QNetwork(SampleInput):
         enc = self.action_enc if which == "online" else self.target_action
         self._set_mode(enc, train)
         owners = list(todo.values())
-        for (owner, _), emb in zip(owners, self.encoding.chunk_sets(enc, [self._tokens(ep) for _, ep in owners])):
+        for (owner, _), emb in zip(
+            owners, self.encoding.chunk_sets(enc, [self.inputs.tokens_of(ep) for _, ep in owners])
+        ):
             cache.put(owner, ChunkEmbeddings(stamp, emb))
 
     def _rotate(self, emb: torch.Tensor, codes: torch.Tensor | None) -> torch.Tensor:
@@ -233,7 +260,7 @@ class QNetwork(SampleInput):
         states of ONE episode holding ``selections`` (the beam planner's members; ``episodes`` that
         episode repeated): Q(s, a) = ⟨E_s(s), R(p̂(a))·E_a(a)⟩ with the online encoders, one state
         pass; ``evaluation``: evaluation's segment cap. ``states``: the current states' ids when the
-        caller already holds them (acting keeps them for its transitions, from :meth:`state_ids`).
+        caller already holds them (acting keeps them for its transitions, from ``inputs.state_ids``).
         One rotation and one product for all episodes in a padded layout (rl/model/padded.py)."""
         if selections is None:
             selections = [ep.selected for ep in episodes]
@@ -244,7 +271,7 @@ class QNetwork(SampleInput):
             c = episodes[0].codes(self.positions, availability(episodes[0].n_chunks, selections, self.device))
             codes = [None] * len(selections) if c is None else c
         if states is None:
-            states = [self.state_ids(ep, evaluation, sel) for ep, sel in zip(episodes, selections)]
+            states = [self.inputs.state_ids(ep, evaluation, sel) for ep, sel in zip(episodes, selections)]
         s_emb = self._embed(self.state_enc, states, train=train)
         u, _ = self._padded_chunks(episodes, "online", train)
         c = None if any(x is None for x in codes) else pad_rows(codes, 0)
@@ -323,18 +350,18 @@ class QNetwork(SampleInput):
         teacher's first t chunks, t = 0 … S_i − 1) and their availability; ``train``: with gradient
         and encoders in train mode (SFT's loss), else gradient-free in eval mode. One
         length-bucketed encoder pass over all the samples' chunks, one over all their states."""
-        layout = self.layout
-        content = RaggedIds.concat([self._tokens(ep).action_chunks for ep in episodes])
+        inputs = self.inputs
+        content = RaggedIds.concat([inputs.tokens_of(ep).action_chunks for ep in episodes])
         chunks = self._embed(
             self.action_enc,
-            FramedIds(content, layout.bos, layout.sep, layout.action_content),
+            FramedIds(content, inputs.layout),
             train=train,
             grad=train,
             bucket_grad=train,
         )  # [ΣN, d], un-rotated, same ids as action_ids
         states = self._embed(
             self.state_enc,
-            [self.state_ids(ep, selected=sel) for ep, sels in zip(episodes, held) for sel in sels],
+            [inputs.state_ids(ep, selected=sel) for ep, sels in zip(episodes, held) for sel in sels],
             train=train,
             grad=train,
             bucket_grad=train,
@@ -362,7 +389,7 @@ class QNetwork(SampleInput):
         """For each network of ``which`` ('online' E_s, E_a; 'target' E_s′, E_a′): the scores of
         every chunk in the states ``items`` = (episode, chunks held) and their availability, in
         :meth:`_chunk_scores`'s padded layout; the states' token ids are built once for all of them."""
-        states = [self.state_ids(ep, selected=sel) for ep, sel in items]
+        states = [self.inputs.state_ids(ep, selected=sel) for ep, sel in items]
         out = []
         for w in which:
             s_emb = self._embed(self.target_state if w == "target" else self.state_enc, states, train=train)
@@ -373,12 +400,12 @@ class QNetwork(SampleInput):
         self, episodes: Sequence[Episode], states: list[list[int]], actions: Sequence[int], codes: Sequence[int]
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(q1, q2) [B] of the online network for chosen chunks ``actions`` of the ``episodes``, with
-        gradient, dropout on: the states (token ids ``states``, from :meth:`state_ids`) and chunks
+        gradient, dropout on: the states (token ids ``states``, from ``inputs.state_ids``) and chunks
         encoded again, each chunk rotated by its position code p̂(a) in its state (``codes``, from
         ``Episode.code_of`` when acting; unused without positions)."""
         s_emb = self._embed(self.state_enc, states, train=True, grad=True)
         a_emb = self._embed(
-            self.action_enc, [self._action_ids(ep, a) for ep, a in zip(episodes, actions)], train=True, grad=True
+            self.action_enc, [self.inputs.action_ids(ep, a) for ep, a in zip(episodes, actions)], train=True, grad=True
         )
         if self.positions.processor != "none":
             a_emb = self.rope(a_emb, to_device(np.asarray(codes, dtype=np.int64), self.device))

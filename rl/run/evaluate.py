@@ -122,8 +122,9 @@ def _run(cfg: DictConfig, locks: list[FolderLock]) -> dict[str, Any]:
     legacy = Legacy.from_cfg(cfg.legacy)  # the switches the evaluation's objects are built with
     split = str(cfg.envs.test_split)
     dataset = build_dataset(cfg.envs, split, seed, 0.0, legacy)
-    cut = max(qnet.layout.action_content, qnet.layout.memory_content)
-    dataset = maybe_cached(dataset, cfg, legacy, split, seed, qnet.tokenize, qnet.adopt_tokens, cut)
+    inputs = qnet.inputs
+    cut = max(inputs.layout.action_content, inputs.layout.memory_content)
+    dataset = maybe_cached(dataset, cfg, legacy, split, seed, inputs.tokenize, inputs.adopt_tokens, cut)
     n = int(cfg.num_samples)
     indices = list(range(len(dataset) if n < 0 else min(n, len(dataset))))
     done_index = {r["index"] for r in records}

@@ -16,7 +16,7 @@ with at least ``min_chunks`` chunks are written. Entries are single ``.npz`` fil
 atomically (temporary file + rename), safe to share between concurrent evaluations.
 
 A large sample is returned as a :class:`CachedSample` and its tokens are handed to the Q-network
-(``QNetwork.adopt_tokens``), which keeps them while that sample object lives.
+(``QNetwork.inputs.adopt_tokens``), which keeps them while that sample object lives.
 """
 
 from __future__ import annotations

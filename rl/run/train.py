@@ -121,7 +121,7 @@ class Trainer:
                 bar.update(1)
                 if window.due(step):
                     means = window.close(
-                        c.env_steps, dist.world(), self.qnet.state_truncations, learner.drain_returns()
+                        c.env_steps, dist.world(), self.qnet.inputs.state_truncations, learner.drain_returns()
                     )
                     self.log_scalars(means, self.env_steps())
                     window.report(means, learner.LOSS, step, self.env_steps(), bar)

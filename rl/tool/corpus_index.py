@@ -5,14 +5,15 @@
     result = CorpusIndex.open(retriever, "index/").retrieve("Who wrote ...?")
 
 Building embeds the chunks with the run's chunk encoder exactly as evaluation embeds a sample's
-chunks (the Q-network's own tokenisation and encoding path, ``QNetwork.tokenize`` +
-``EncodingPath.chunk_sets``), one shard at a time, into an index folder (rl/tool/shard_store.py).
-Retrieval runs evaluation's episode on the whole corpus as one sample: the state
-``[CLS] q [SEP] c_j1 [SEP] …`` is spliced by ``rl.model.tokens.splice.state_ids`` and embedded by the
-state encoder, each step takes the best available chunk by Q (greedy, first index among equals),
-the Q-value stop rule and the beam planner (``rl.eval.beam.beam_search``) are evaluation's, and
-only the search over the chunks differs (rl/tool/corpus_search.py). With the exact search the picks
-equal QRAGRetriever's on the same chunk list (tests/tool/test_corpus_index.py).
+chunks (the Q-network's own tokenisation and encoding path, ``QNetwork.embed_chunks``), one shard at
+a time, into an index folder (rl/tool/shard_store.py). Retrieval runs evaluation's episode on the
+whole corpus as one sample: the state ``[CLS] q [SEP] c_j1 [SEP] …`` is spliced by
+``rl.model.tokens.splice.state_ids`` from the question's ids (``SampleInput.question_ids``, as every
+state's) and the picked chunks' and embedded by the state encoder, each step takes the best
+available chunk by Q (greedy, first index among equals), the Q-value stop rule and the beam planner
+(``rl.eval.beam.beam_search``) are evaluation's, and only the search over the chunks differs
+(rl/tool/corpus_search.py). With the exact search the picks equal QRAGRetriever's on the same chunk
+list (tests/tool/test_corpus_index.py).
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ def encoder_identity(qnet: QNetwork, cfg: Any) -> dict[str, Any]:
         "pooling": str(model.get("pooling", "mean")),
         "pool_scale": float(model.get("pool_scale", 0.1)),
         "normalize": bool(model.get("normalize", False)),
-        "passage_prefix": qnet.passage_prefix,
-        "max_action_length": qnet.layout.action_cap,
+        "passage_prefix": qnet.inputs.passage_prefix,
+        "max_action_length": qnet.inputs.layout.action_cap,
         "dim": qnet.dim,
     }
 
@@ -179,8 +180,9 @@ class CorpusIndex:
     def _write_shard(qnet: QNetwork, store: ShardStore, chunks: list[Any], files: list[str]) -> None:
         # evaluation's chunk embeddings (a GPU tokenises a large shard on a thread while it embeds)
         hay, emb = qnet.embed_chunks([c.text for c in chunks])
-        n_special = 2 if qnet.layout.bos is not None else 1
-        shard_tokens = hay.count + n_special * len(chunks)  # each chunk's tokens with its special tokens
+        shard_tokens = hay.count + qnet.inputs.layout.n_special * len(
+            chunks
+        )  # each chunk's tokens with its special tokens
         records = [{"text": c.text, **c.meta(), "source": files[c.source]} for c in chunks]
         store.add_shard(emb.float().cpu().numpy(), records, shard_tokens)
 
@@ -248,25 +250,20 @@ class CorpusIndex:
                     on_result(out[-1])
         return out
 
-    def _question_tokens(self, question: str) -> tuple[list[int], int]:
-        qnet = self.qnet
-        ids, count = encode_texts(qnet.tokenizer, [qnet.query_prefix + question], qnet.layout.content_cut)
-        return ids[0], count
-
     def _state(self, q_ids: list[int], selected: Sequence[int]) -> list[int]:
         """Evaluation's state for ``selected``: ``state_ids`` over the question and the picked
         chunks' content ids (each chunk tokenised alone, as the Rust tokenizer does in a batch)."""
-        qnet = self.qnet
+        inputs = self.qnet.inputs
         for j in selected:
             if j not in self._chunk_ids:
-                ids, _ = encode_texts(qnet.tokenizer, [self.store.chunk(j)["text"]], qnet.layout.content_cut)
+                ids, _ = encode_texts(inputs.tokenizer, [self.store.chunk(j)["text"]], inputs.layout.content_cut)
                 self._chunk_ids[j] = ids[0]
-        return qnet.state_ids_of(SampleTokens(q_ids, self._chunk_ids), selected, evaluation=True)
+        return inputs.state_ids_of(SampleTokens(q_ids, self._chunk_ids), selected, evaluation=True)
 
     def _greedy(self, questions: list[str], settings: Any) -> list[tuple[list[int], list[float], int]]:
         """greedy_episodes' loop (rl/eval/greedy.py) with the corpus as every episode's sample."""
         qnet, n = self.qnet, self.store.n_chunks
-        tokens = [self._question_tokens(q) for q in questions]
+        tokens = [self.qnet.inputs.question_ids(q) for q in questions]
         picked: list[list[int]] = [[] for _ in questions]
         q_log: list[list[float]] = [[] for _ in questions]
         active = list(range(len(questions)))
@@ -291,7 +288,7 @@ class CorpusIndex:
         exact Q of each member's best ``expand`` available chunks and −∞ elsewhere: the planner
         reads nothing else of a row."""
         qnet, n = self.qnet, self.store.n_chunks
-        q_ids, q_count = self._question_tokens(question)
+        q_ids, q_count = self.qnet.inputs.question_ids(question)
 
         def q_fn(selections: Sequence[Sequence[int]]) -> torch.Tensor:
             s_emb = qnet.state_embeddings([self._state(q_ids, sel) for sel in selections])
@@ -310,8 +307,8 @@ class CorpusIndex:
             picks.append(
                 CorpusPick(t + 1, j, c["text"], q, c["start"], c["end"], c["source"], c["line"], c["id"], c["title"])
             )
-        n_special = 2 if self.qnet.layout.bos is not None else 1
         # evaluation's text_len: question + every chunk, each with its special tokens
+        n_special = self.qnet.inputs.layout.n_special
         return Retrieval(question, picks, self.store.n_chunks, q_count + n_special + int(self.store.manifest["tokens"]))
 
 

@@ -60,11 +60,11 @@ def settings_of(qnet: Any, cfg: DictConfig, checkpoint: Path) -> dict[str, Any]:
         "pooling": enc.pooling,
         "pool_scale": float(enc.pool_scale),
         "normalize": bool(enc.normalize),
-        "query_prefix": qnet.query_prefix,
-        "passage_prefix": qnet.passage_prefix,
-        "max_chunk_tokens": int(qnet.layout.action_cap),
-        "max_state_segment_tokens": int(qnet.eval_memory_content) + 2,
-        "max_state_tokens": int(qnet.layout.state_cap),
+        "query_prefix": qnet.inputs.query_prefix,
+        "passage_prefix": qnet.inputs.passage_prefix,
+        "max_chunk_tokens": int(qnet.inputs.layout.action_cap),
+        "max_state_segment_tokens": int(qnet.inputs.eval_memory_content) + 2,
+        "max_state_tokens": int(qnet.inputs.layout.state_cap),
         "task": f"{envs.name}/{envs.task}",
         "max_steps": int(envs.max_steps),
         "positions": {
@@ -159,7 +159,7 @@ def _write_export(qnet: Any, cfg: DictConfig, checkpoint: Path, folder: Path) ->
     settings = settings_of(qnet, cfg, checkpoint)
     for name, enc in (("state_encoder", qnet.state_enc), ("chunk_encoder", qnet.action_enc)):
         enc.backbone.save_pretrained(folder / name)
-        qnet.tokenizer.save_pretrained(folder / name)
+        qnet.inputs.tokenizer.save_pretrained(folder / name)
     settings["shared_encoders"] = same_weights(qnet.state_enc.backbone, qnet.action_enc.backbone)
     missing = sentence_transformers_missing()
     settings["sentence_transformer"] = missing is None

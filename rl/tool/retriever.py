@@ -225,12 +225,12 @@ class QRAGRetriever:
         segment cap (``eval_max_action_length_in_memory`` − 2 tokens, as in training's
         ``max_action_length_in_memory``) of the question, and a silently cut question would be
         another question."""
-        qnet = self.qnet
-        ids = qnet.tokenizer(qnet.query_prefix + question, add_special_tokens=False)["input_ids"]
-        cap = int(qnet.eval_memory_content)
-        if len(ids) > cap:
+        inputs = self.qnet.inputs
+        _, length = inputs.question_ids(question)  # the length before the cut
+        cap = int(inputs.eval_memory_content)
+        if length > cap:
             raise RetrieverError(
-                f"the question is {len(ids)} tokens long; this retriever reads at most {cap} question tokens "
+                f"the question is {length} tokens long; this retriever reads at most {cap} question tokens "
                 f"(its state segment cap, eval_max_action_length_in_memory − 2): shorten the question"
             )
 

@@ -132,13 +132,13 @@ def test_evaluation_through_the_cache_equals_without(tiny_run: Path, tmp_path: P
     the records of both equal those of a run without the cache."""
     import json
 
-    from rl.model import sample_input
-    from rl.model.qnetwork import QNetwork
+    from rl.model.tokens import sample_input
+    from rl.model.tokens.sample_input import SampleInput
     from rl.run.evaluate import run
 
     calls = []
-    tokenize, tokenize_chunks = QNetwork.tokenize, sample_input.tokenize_chunks
-    monkeypatch.setattr(QNetwork, "tokenize", lambda self, sample: calls.append(1) or tokenize(self, sample))
+    tokenize, tokenize_chunks = SampleInput.tokenize, sample_input.tokenize_chunks
+    monkeypatch.setattr(SampleInput, "tokenize", lambda self, sample: calls.append(1) or tokenize(self, sample))
     # evaluation tokenises a haystack alone (shared by the questions over it), then each question
     monkeypatch.setattr(sample_input, "tokenize_chunks", lambda *a: calls.append(1) or tokenize_chunks(*a))
 

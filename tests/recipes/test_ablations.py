@@ -23,7 +23,7 @@ def head_scores(state_emb: torch.Tensor, action_emb: torch.Tensor) -> torch.Tens
 def hard_value(learner, ep, selected):
     """V = Σ_h max_{a ∈ A} q′_h(s, a), written out from the target encoders (DESIGN §4.5)."""
     qnet = learner.qnet
-    s = qnet._embed(qnet.target_state, [qnet.state_ids(ep, selected=selected)], train=False)[0]
+    s = qnet._embed(qnet.target_state, [qnet.inputs.state_ids(ep, selected=selected)], train=False)[0]
     avail = torch.ones(ep.n_chunks, dtype=torch.bool)
     avail[selected] = False
     u = chunk_embeddings(qnet, ep, "target", False)

@@ -85,7 +85,7 @@ def build(*extra: str):
     qnet = copy.deepcopy(_CACHE["agent"])
     # the cached network was built for the first config: bind this one's positions and order, as
     # qnet_from_cfg would (DQN reads the processor from the network)
-    qnet.positions, qnet.sort_by_index = PositionSettings.from_cfg(cfg.envs), bool(cfg.envs.sort_by_index)
+    qnet.positions, qnet.inputs.sort_by_index = PositionSettings.from_cfg(cfg.envs), bool(cfg.envs.sort_by_index)
     feedback = build_feedback(cfg.feedback, cfg.envs, "train", str(cfg.envs.task), legacy)
     env = train_env(cfg, _CACHE["data"], feedback, device, int(cfg.seed))
     learner = build_learner(qnet, env, cfg, legacy)
@@ -178,7 +178,7 @@ def test_dqn_micro_step_matches_definition(case, monkeypatch):
 
     # targets y from the encoders as they were before this micro-step
     ds, pos = learner.env.dataset, PositionSettings.from_cfg(cfg.envs)
-    assert ref.sort_by_index == bool(cfg.envs.sort_by_index)
+    assert ref.inputs.sort_by_index == bool(cfg.envs.sort_by_index)
     batch = [buf.get(r) for r in rows]
     eps = {
         tr.index: Episode(tr.index, ds[tr.index], torch.ones(len(ds[tr.index]["chunks"]), dtype=torch.bool))
@@ -211,7 +211,10 @@ def test_dqn_micro_step_matches_definition(case, monkeypatch):
 
     # loss and gradients from the same encoders (train mode, with gradient)
     s_emb = ref._embed(
-        ref.state_enc, [ref.state_ids(eps[tr.index], selected=tr.selected) for tr in batch], train=True, grad=True
+        ref.state_enc,
+        [ref.inputs.state_ids(eps[tr.index], selected=tr.selected) for tr in batch],
+        train=True,
+        grad=True,
     )
     q1, q2 = twin_heads_ref(ref, s_emb, [(eps[tr.index], tr.selected, tr.action) for tr in batch], pos, grad=True)
     loss = twin_loss_ref(q1, q2, y_ref)

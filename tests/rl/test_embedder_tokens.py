@@ -1,13 +1,15 @@
 """State splicing and pooling on the real offline tokenizer/model (all-MiniLM-L6-v2)."""
 
+import numpy as np
 import pytest
 import torch
 
 from rl.model.embedder import Embedder, load_backbone, load_tokenizer
 from rl.model.model_keys import ModelKeys
-from rl.model.tokens.layout import token_layout
+from rl.model.tokens.layout import TokenLayout, token_layout
+from rl.model.tokens.ragged import FramedIds, RaggedIds
 from rl.model.tokens.splice import action_ids, state_ids
-from rl.model.tokens.tokenize import tokenize_sample
+from rl.model.tokens.tokenize import SampleTokens, tokenize_sample
 
 MODEL = ModelKeys(name="offline:minilm")
 
@@ -38,6 +40,21 @@ def test_whole_state_cap(tok):
     st = tokenize_sample(tok, "q", ["word " * 30, "more " * 30], layout)
     ids, truncated = state_ids(st, [0, 1], layout, layout.memory_content)
     assert truncated and len(ids) == 20 and ids[-1] == tok.sep_token_id
+
+
+@pytest.mark.parametrize(("bos", "n"), [(101, 2), (None, 1)])
+def test_one_action_frame_with_and_without_a_cls_token(bos, n):
+    """An action is ``[CLS] c [SEP]``, or ``c [SEP]`` for a tokenizer with neither CLS nor BOS: the
+    layout's ``n_special`` tokens, in the content cap, in the ids the encoders read (FramedIds) and
+    in splice.action_ids alike."""
+    layout = TokenLayout(bos, 102, 0, action_cap=6, memory_cap=8, state_cap=64)
+    assert layout.n_special == n and layout.action_content == 6 - n
+    chunks = RaggedIds.from_lists([[5, 6, 7, 8, 9, 10, 11], [12], []])
+    want = [action_ids(SampleTokens([1, 2], chunks), j, layout) for j in range(3)]
+    framed = FramedIds(chunks, layout)
+    assert [len(a) for a in want] == framed.lens.tolist() == [6, 1 + n, n]
+    ids, mask = framed.rows(np.arange(3), 6, 0, False)
+    assert [row[m].tolist() for row, m in zip(ids, mask)] == want
 
 
 def test_mean_pooling_scaled_and_padding_invariant():

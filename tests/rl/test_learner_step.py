@@ -169,8 +169,8 @@ def rotated(ref, u, codes):
 def head_scores(ref, state_enc, action_enc, ep, selected, cfg, train: bool) -> torch.Tensor:
     """[2, N] float64: head h of Q(s, j) for every chunk j, s = question + ``selected``."""
     ref.prepare([ep])  # the sample enters the reference network too (a no-op once it has)
-    s = ref._embed(state_enc, [ref.state_ids(ep, selected=list(selected))], train=train)[0]
-    u = ref._embed(action_enc, [ref._action_ids(ep, j) for j in range(ep.n_chunks)], train=train)
+    s = ref._embed(state_enc, [ref.inputs.state_ids(ep, selected=list(selected))], train=train)[0]
+    u = ref._embed(action_enc, [ref.inputs.action_ids(ep, j) for j in range(ep.n_chunks)], train=train)
     r = rotated(ref, u, codes_of(ep, selected, PositionSettings.from_cfg(cfg.envs))).double()
     s, h = s.double(), s.shape[0] // 2
     return torch.stack((r[:, :h] @ s[:h], r[:, h:] @ s[h:]))
@@ -184,7 +184,7 @@ def twin_heads_ref(ref, s_emb, chosen, pos: PositionSettings, grad: bool = False
         [
             rotated(
                 ref,
-                ref._embed(ref.action_enc, [ref._action_ids(ep, a)], train=True, grad=grad),
+                ref._embed(ref.action_enc, [ref.inputs.action_ids(ep, a)], train=True, grad=grad),
                 codes_of(ep, selected, pos)[a].view(1),
             )
             for ep, selected, a in chosen
@@ -410,11 +410,11 @@ def test_pqn_micro_step_matches_definition(case, monkeypatch):
     # the loss from the online encoders as they were before the step (train mode, with gradient)
     flat = [tr for s in steps for tr in s]
     pos = PositionSettings.from_cfg(cfg.envs)
-    assert ref.sort_by_index == bool(cfg.envs.sort_by_index)  # the state's chunk order, bound when built
+    assert ref.inputs.sort_by_index == bool(cfg.envs.sort_by_index)  # the state's chunk order, bound when built
     full = case == "default"
     ref.prepare([tr.ep for tr in flat])  # the samples enter the reference network too
     s_emb = ref._embed(
-        ref.state_enc, [ref.state_ids(tr.ep, selected=tr.selected) for tr in flat], train=True, grad=full
+        ref.state_enc, [ref.inputs.state_ids(tr.ep, selected=tr.selected) for tr in flat], train=True, grad=full
     )
     q1, q2 = twin_heads_ref(ref, s_emb, [(tr.ep, tr.selected, tr.action) for tr in flat], pos, grad=full)
     g = G.flatten()
@@ -453,16 +453,18 @@ def test_sft_micro_step_matches_definition(monkeypatch):
     scalars = learner.micro_step()
 
     T = int(cfg.envs.max_steps)
-    assert ref.sort_by_index == bool(cfg.envs.sort_by_index)
+    assert ref.inputs.sort_by_index == bool(cfg.envs.sort_by_index)
     pos = PositionSettings.from_cfg(cfg.envs)
     losses, n_correct = [], 0
     ref.prepare(drawn)
     for ep in drawn:
         gold = sorted(set(int(i) for i in ep.sample["sf_idx"]))[:T]  # teacher trajectory, document order
-        u = ref._embed(ref.action_enc, [ref._action_ids(ep, j) for j in range(ep.n_chunks)], train=True, grad=True)
+        u = ref._embed(
+            ref.action_enc, [ref.inputs.action_ids(ep, j) for j in range(ep.n_chunks)], train=True, grad=True
+        )
         for t, target in enumerate(gold):
             held = gold[:t]
-            s = ref._embed(ref.state_enc, [ref.state_ids(ep, selected=held)], train=True, grad=True)[0]
+            s = ref._embed(ref.state_enc, [ref.inputs.state_ids(ep, selected=held)], train=True, grad=True)[0]
             q = rotated(ref, u, codes_of(ep, held, pos)).double() @ s.double()
             avail = [j for j in range(ep.n_chunks) if j not in held]
             logits = q[avail]
@@ -495,7 +497,7 @@ def test_the_slots_enter_the_network_where_they_start_resume_or_reset(monkeypatc
     learner's back are refused at their first state, naming the fix."""
     _, learner, _ = build()
     qnet, env = learner.qnet, learner.env
-    assert all(qnet.caches.tokens.get(ep) is not None for ep in env.episodes)
+    assert all(qnet.inputs.tokens.get(ep) is not None for ep in env.episodes)
     calls = []
     real_prepare = qnet.prepare
     monkeypatch.setattr(qnet, "prepare", lambda eps, *a, **k: calls.append(list(eps)) or real_prepare(eps, *a, **k))
@@ -516,7 +518,7 @@ def test_the_slots_enter_the_network_where_they_start_resume_or_reset(monkeypatc
     state = learner.state_dict()
     _, resumed, _ = build()
     resumed.load_state_dict(state)  # new Episode objects for the saved slots
-    assert all(resumed.qnet.caches.tokens.get(ep) is not None for ep in resumed.env.episodes)
+    assert all(resumed.qnet.inputs.tokens.get(ep) is not None for ep in resumed.env.episodes)
     env.reset_all()
     with pytest.raises(RuntimeError, match="start_slots"):
         step()

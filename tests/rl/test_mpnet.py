@@ -74,8 +74,8 @@ def project_embeddings(qnet, questions: list[str], chunks: list[str]) -> tuple[t
     Q-network's own tokens and encoding path (eval mode)."""
     from rl.model.tokens.tokenize import tokenize_sample
 
-    per_q = [tokenize_sample(qnet.tokenizer, q, chunks, qnet.layout) for q in questions]
-    states = [state_ids(t, [], qnet.layout, qnet.eval_memory_content)[0] for t in per_q]
+    per_q = [tokenize_sample(qnet.inputs.tokenizer, q, chunks, qnet.inputs.layout) for q in questions]
+    states = [state_ids(t, [], qnet.inputs.layout, qnet.inputs.eval_memory_content)[0] for t in per_q]
     with torch.no_grad():
         return qnet._embed(qnet.state_enc, states, train=False), qnet.embed_chunks(chunks)[1]
 
@@ -121,11 +121,11 @@ def test_a_state_fills_the_512_positions(texts, st_model, qnet_st):
     the same ids."""
     questions, chunks = texts
     qnet = qnet_st
-    assert qnet.layout.state_cap == 512
+    assert qnet.inputs.layout.state_cap == 512
     from rl.model.tokens.tokenize import tokenize_sample
 
-    tokens = tokenize_sample(qnet.tokenizer, questions[0], chunks, qnet.layout)
-    ids, truncated = state_ids(tokens, list(range(len(chunks))), qnet.layout, qnet.layout.memory_content)
+    tokens = tokenize_sample(qnet.inputs.tokenizer, questions[0], chunks, qnet.inputs.layout)
+    ids, truncated = state_ids(tokens, list(range(len(chunks))), qnet.inputs.layout, qnet.inputs.layout.memory_content)
     assert truncated and len(ids) == 512
     with torch.no_grad():
         got = qnet._embed(qnet.state_enc, [ids], train=False)

@@ -22,6 +22,7 @@ from rl.model.fast import packed as packed_module
 from rl.model.fast.batching import embed_sequences
 from rl.model.fast.packed import PackedEncoder, plan_packed_slices, unsupported_reason
 from rl.model.model_keys import ModelKeys, Predictor
+from rl.model.tokens.layout import TokenLayout
 from rl.model.tokens.ragged import FramedIds, IdLists, RaggedIds, as_seq_set
 
 CPU = torch.device("cpu")
@@ -217,7 +218,8 @@ def test_packed_ids_equal_the_padded_rows():
     rng = np.random.default_rng(13)
     lists = [rng.integers(5, 100, int(k)).tolist() for k in rng.integers(0, 9, 40)]
     content = RaggedIds.from_lists(lists)
-    for seqs in (IdLists(lists), FramedIds(content, 101, 102, 5), FramedIds(content, None, 102, 3)):
+    with_cls, without = TokenLayout(101, 102, 0, 7, 7, 64), TokenLayout(None, 102, 0, 4, 4, 64)  # 5 and 3 content ids
+    for seqs in (IdLists(lists), FramedIds(content, with_cls), FramedIds(content, without)):
         ids, mask = seqs.rows(np.arange(len(seqs)), int(seqs.lens.max()), 0, False)
         assert seqs.packed(7, 31).tolist() == ids[7:31][mask[7:31]].tolist()
 
@@ -271,7 +273,6 @@ def test_unsupported_models_keep_the_padded_path(tiny_bert, tiny_xlmr, caplog):
 
     from rl.model.fast.encoding import EncodingPath
     from rl.model.fast.switches import SpeedSwitches
-    from rl.model.tokens.layout import TokenLayout
 
     distil = Embedder(DistilBertModel(DistilBertConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2, hidden_dim=32)))
     assert "distilbert" in unsupported_reason(distil, False)
@@ -316,15 +317,15 @@ def test_agent_chunk_sets_and_streamed_haystack_use_the_packed_path(monkeypatch)
     qnet.prepare(eps)
     enc = qnet.action_enc
     enc.eval()
-    want = qnet.encoding.chunk_sets(enc, [qnet.caches.tokens.get(ep) for ep in eps])
+    want = qnet.encoding.chunk_sets(enc, [qnet.inputs.tokens.get(ep) for ep in eps])
     qnet.encoding.use_packed([qnet.state_enc, enc], None, attention="grouped")
     calls = []
     real_call = PackedEncoder.__call__
     monkeypatch.setattr(PackedEncoder, "__call__", lambda self, *a, **k: calls.append(1) or real_call(self, *a, **k))
-    got = qnet.encoding.chunk_sets(enc, [qnet.caches.tokens.get(ep) for ep in eps])
+    got = qnet.encoding.chunk_sets(enc, [qnet.inputs.tokens.get(ep) for ep in eps])
     assert calls, "the packed encoder did not serve the chunk sets"
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
     monkeypatch.setattr(encoding, "STREAM_FIRST_SLICE", 4)
-    _, streamed = qnet.encoding.tokenize_and_embed(enc, qnet.tokenizer, chunks, qnet.dim, "passage: ")
+    _, streamed = qnet.encoding.tokenize_and_embed(enc, qnet.inputs.tokenizer, chunks, qnet.dim, "passage: ")
     torch.testing.assert_close(streamed, want[0], rtol=1e-5, atol=1e-6)

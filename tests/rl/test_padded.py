@@ -191,7 +191,7 @@ def test_q_values_equal_each_episodes_own(qnet, pos):
     episodes.append(episodes[2])
     qnet.positions = pos  # the network built with these positions
     qnet.prepare(episodes)
-    states = [qnet.state_ids(ep) for ep in episodes]
+    states = [qnet.inputs.state_ids(ep) for ep in episodes]
     codes = [ep.codes(pos) for ep in episodes]
     got = qnet.q_values(episodes, train=False)
     s_emb = qnet._embed(qnet.state_enc, states, train=False)
@@ -224,7 +224,7 @@ def test_target_heads_and_values_equal_each_states_own(qnet, pos):
     heads, avail = qnet.target_heads(items, False)
     n_max = max(ep.n_chunks for ep in episodes)
     assert heads.shape == (len(items), 2, n_max) and avail.shape == (len(items), n_max)
-    states = [qnet.state_ids(ep, selected=sel) for ep, sel in items]
+    states = [qnet.inputs.state_ids(ep, selected=sel) for ep, sel in items]
     s_emb = qnet._embed(qnet.target_state, states, train=False)
     h = s_emb.shape[-1] // 2
     for i, (ep, sel) in enumerate(items):

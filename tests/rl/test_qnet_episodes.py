@@ -62,12 +62,12 @@ def test_member_states_score_as_the_episodes_holding_them(qnet):
 
 def test_the_state_order_is_the_networks_own(qnet):
     ep = holding(qnet, [3, 0])
-    assert qnet.state_ids(ep) == qnet.state_ids(ep, selected=[0, 3])  # sort_by_index=True: document order
-    qnet.sort_by_index = False
+    assert qnet.inputs.state_ids(ep) == qnet.inputs.state_ids(ep, selected=[0, 3])  # sort_by_index=True: document order
+    qnet.inputs.sort_by_index = False
     try:
-        assert qnet.state_ids(ep) != qnet.state_ids(ep, selected=[0, 3])
+        assert qnet.inputs.state_ids(ep) != qnet.inputs.state_ids(ep, selected=[0, 3])
     finally:
-        qnet.sort_by_index = True
+        qnet.inputs.sort_by_index = True
 
 
 def test_member_states_of_different_episodes_are_refused(qnet):
@@ -79,27 +79,26 @@ def test_states_read_only_the_ids_prepared_when_the_sample_entered(qnet, monkeyp
     """A sample enters once (``prepare``): its ids are those the tokenizer gives (checked against
     the tokenizer called text by text), a second ``prepare`` keeps them, and building states or
     embeddings afterwards tokenises nothing; an episode that never entered is refused."""
-    from rl.model import qnetwork, sample_input
+    from rl.model.tokens import sample_input
 
     ep = Episode(0, SAMPLE, torch.ones(len(SAMPLE["chunks"]), dtype=torch.bool))
     with pytest.raises(RuntimeError, match=r"QNetwork.prepare"):
-        qnet.state_ids(ep)
+        qnet.inputs.state_ids(ep)
     qnet.prepare([ep])
-    tokens = qnet.caches.tokens.get(ep)
+    tokens = qnet.inputs.tokens.get(ep)
     qnet.prepare([ep])
-    assert qnet.caches.tokens.get(ep) is tokens
-    tok, cap = qnet.tokenizer, qnet.layout.content_cut
+    assert qnet.inputs.tokens.get(ep) is tokens
+    tok, cap = qnet.inputs.tokenizer, qnet.inputs.layout.content_cut
     ids = [tok(c, add_special_tokens=False)["input_ids"][:cap] for c in SAMPLE["chunks"]]
     assert [list(c) for c in tokens.chunks] == ids
     assert list(tokens.question) == tok(SAMPLE["question"], add_special_tokens=False)["input_ids"][:cap]
     fail = lambda *a, **k: pytest.fail("tokenised after the sample entered")  # noqa: E731
-    for mod in (qnetwork, sample_input):  # the ids are made in sample_input.py; qnetwork.py embeds chunk lists
-        monkeypatch.setattr(mod, "tokenize_chunks", fail)
+    monkeypatch.setattr(sample_input, "tokenize_chunks", fail)  # every id is made in sample_input.py
     monkeypatch.setattr(sample_input, "tokenize_sample", fail)
     monkeypatch.setattr(sample_input, "with_question", fail)
     qnet.q_values([ep], train=False, evaluation=True)
-    cls, sep, mem = tok.cls_token_id, tok.sep_token_id, qnet.layout.memory_content
-    assert qnet.state_ids(ep, selected=[2]) == [cls] + tokens.question[:mem] + [sep] + ids[2][:mem] + [sep]
-    assert qnet.text_length(ep) == len(tok(SAMPLE["question"])["input_ids"]) + sum(
+    cls, sep, mem = tok.cls_token_id, tok.sep_token_id, qnet.inputs.layout.memory_content
+    assert qnet.inputs.state_ids(ep, selected=[2]) == [cls] + tokens.question[:mem] + [sep] + ids[2][:mem] + [sep]
+    assert qnet.inputs.text_length(ep) == len(tok(SAMPLE["question"])["input_ids"]) + sum(
         len(tok(c)["input_ids"]) for c in SAMPLE["chunks"]
     )

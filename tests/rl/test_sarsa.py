@@ -179,9 +179,9 @@ def test_sarsa_micro_step_matches_definition(case, monkeypatch):
 
     # the loss, PQN's twin-head regression towards G
     flat = [tr for s in steps for tr in s]
-    assert ref.sort_by_index == bool(cfg.envs.sort_by_index)
+    assert ref.inputs.sort_by_index == bool(cfg.envs.sort_by_index)
     ref.prepare([tr.ep for tr in flat])  # the samples enter the reference network too
-    s_emb = ref._embed(ref.state_enc, [ref.state_ids(tr.ep, selected=tr.selected) for tr in flat], train=True)
+    s_emb = ref._embed(ref.state_enc, [ref.inputs.state_ids(tr.ep, selected=tr.selected) for tr in flat], train=True)
     pos = PositionSettings.from_cfg(cfg.envs)
     q1, q2 = twin_heads_ref(ref, s_emb, [(tr.ep, tr.selected, tr.action) for tr in flat], pos)
     g = G.flatten()

@@ -37,8 +37,10 @@ def reference_terms(learner, eps):
     out = []
     for ep in eps:
         gold = sorted(set(int(i) for i in ep.sample["sf_idx"]))[: env.max_steps]
-        u = embed_unpadded(qnet.action_enc, [qnet._action_ids(ep, j) for j in range(ep.n_chunks)])
-        states = embed_unpadded(qnet.state_enc, [qnet.state_ids(ep, selected=gold[:t]) for t in range(len(gold))])
+        u = embed_unpadded(qnet.action_enc, [qnet.inputs.action_ids(ep, j) for j in range(ep.n_chunks)])
+        states = embed_unpadded(
+            qnet.state_enc, [qnet.inputs.state_ids(ep, selected=gold[:t]) for t in range(len(gold))]
+        )
         hops = []
         for t, s in enumerate(states):
             avail = torch.ones(ep.n_chunks, dtype=torch.bool)
@@ -88,14 +90,14 @@ def test_sft_loss_and_gradients_match_the_definition(tiny_cfg, monkeypatch, bina
     trainer = Trainer(tiny_cfg(*SFT, *switches))
     learner, qnet = trainer.learner, trainer.qnet
     assert isinstance(learner, SFTLearner) and learner.env.pos.processor == "relative"
-    assert qnet.positions == learner.env.pos and qnet.sort_by_index == learner.env.sort_by_index
+    assert qnet.positions == learner.env.pos and qnet.inputs.sort_by_index == learner.env.sort_by_index
     assert (learner.binary, learner.stop_at_first_miss) == (binary, early_stop)
     for m in qnet.modules():  # dropout off: both sides must draw no random masks
         if isinstance(m, torch.nn.Dropout):
             m.p = 0.0
     eps = learner.draw_episodes()
     assert len(eps) >= 3 and all(len(teacher_trajectory(ep.sample, 2)) == 2 for ep in eps)
-    lens = {len(qnet._action_ids(ep, j)) for ep in eps for j in range(ep.n_chunks)}
+    lens = {len(qnet.inputs.action_ids(ep, j)) for ep in eps for j in range(ep.n_chunks)}
     assert len(lens) > 1  # chunks of mixed lengths: padding and length buckets are exercised
     with torch.no_grad():  # some sample stops early: the test tells early stopping from none
         stopped = reference_loss(learner, eps, binary, early_stop=True).item()

@@ -318,18 +318,18 @@ def _episode(sample=SAMPLE):
 def test_agent_tokens_match_the_tokenizer(small_qnet):
     """State and action ids spliced from the agent's cached ids equal those built from the
     tokenizer's own output, text by text (the reference re-tokenises every state)."""
-    qnet, tok = small_qnet, small_qnet.tokenizer
+    qnet, tok = small_qnet, small_qnet.inputs.tokenizer
     cls, sep = tok.cls_token_id, tok.sep_token_id
     ids = lambda text, cut: tok(text, add_special_tokens=False)["input_ids"][:cut]  # noqa: E731
     ep = _episode()
     qnet.prepare([ep])
-    tokens = qnet.caches.tokens.get(ep)
+    tokens = qnet.inputs.tokens.get(ep)
     qnet.prepare([ep])
-    assert qnet.caches.tokens.get(ep) is tokens  # tokenised once per episode
+    assert qnet.inputs.tokens.get(ep) is tokens  # tokenised once per episode
     assert tokens.action_chunks != tokens.chunks  # the passage prefix is in the action ids
     for sel in ([], [1], [3, 0], [4, 1, 2], [0, 1, 2, 3, 4]):
         for sort in (False, True):
-            qnet.sort_by_index = sort  # bound at construction; both orders checked on one network
+            qnet.inputs.sort_by_index = sort  # bound at construction; both orders checked on one network
             for evaluation, mem in ((False, 6), (True, 4)):  # memory caps 8 and 6, minus [CLS] [SEP]
                 order = sorted(sel) if sort else sel
                 want = [cls] + ids("query: " + SAMPLE["question"], mem) + [sep]
@@ -337,18 +337,18 @@ def test_agent_tokens_match_the_tokenizer(small_qnet):
                     want += ids(SAMPLE["chunks"][j], mem) + [sep]
                 if len(want) > 40:
                     want = want[:39] + [sep]
-                assert qnet.state_ids(ep, evaluation, selected=sel) == want, (sel, sort, evaluation)
+                assert qnet.inputs.state_ids(ep, evaluation, selected=sel) == want, (sel, sort, evaluation)
     for j, chunk in enumerate(SAMPLE["chunks"]):
-        assert qnet._action_ids(ep, j) == [cls] + ids("passage: " + chunk, 10) + [sep]
+        assert qnet.inputs.action_ids(ep, j) == [cls] + ids("passage: " + chunk, 10) + [sep]
     want_len = len(tok("query: " + SAMPLE["question"])["input_ids"]) + sum(
         len(tok(c)["input_ids"]) for c in SAMPLE["chunks"]
     )
-    assert qnet.text_length(ep) == want_len
+    assert qnet.inputs.text_length(ep) == want_len
     # a haystack cache file without the count: recounted from the ids cut at 10, specials added
     tokens.text_len = None
     try:
         cut = [ids("query: " + SAMPLE["question"], 10), *(ids(c, 10) for c in SAMPLE["chunks"])]
-        assert qnet.text_length(ep) == sum(len(x) + 2 for x in cut) < want_len
+        assert qnet.inputs.text_length(ep) == sum(len(x) + 2 for x in cut) < want_len
     finally:
         tokens.text_len = want_len
 
@@ -357,7 +357,7 @@ def test_agent_caches_are_its_own_and_die_with_the_episode(small_qnet):
     """Tokens and chunk embeddings live in the agent, not on the episode; an episode no longer
     referenced takes its entries with it; embeddings are recomputed when the weights change."""
     qnet = small_qnet
-    qnet.caches.tokens.clear()
+    qnet.inputs.tokens.clear()
     for c in qnet.caches.chunks.values():
         c.clear()
     ep = _episode()
@@ -366,24 +366,26 @@ def test_agent_caches_are_its_own_and_die_with_the_episode(small_qnet):
     u = chunk_embeddings(qnet, ep, "online", train=False)
     assert u.shape == (len(SAMPLE["chunks"]), qnet.dim)
     assert chunk_embeddings(qnet, ep, "online", train=False) is u  # a hit
-    want = qnet._embed(qnet.action_enc, [qnet._action_ids(ep, j) for j in range(ep.n_chunks)], train=False)
+    want = qnet._embed(qnet.action_enc, [qnet.inputs.action_ids(ep, j) for j in range(ep.n_chunks)], train=False)
     torch.testing.assert_close(u, want, rtol=1e-5, atol=1e-6)
     qnet.weights_version += 1  # an optimiser step: stale
     assert chunk_embeddings(qnet, ep, "online", train=False) is not u
     chunk_embeddings(qnet, ep, "target", train=False)
     assert vars(ep).keys() == before.keys()  # nothing hung on the environment's object
-    assert qnet.caches.sizes() == {"tokens": 1, "pretokenized": 0, "chunks_online": 1, "chunks_target": 1}
+    assert qnet.inputs.sizes() == {"tokens": 1, "pretokenized": 0}
+    assert qnet.caches.sizes() == {"chunks_online": 1, "chunks_target": 1}
     alive = weakref.ref(ep)
     del ep
     gc.collect()
     assert alive() is None  # the caches did not keep the finished episode alive
-    assert qnet.caches.sizes() == {"tokens": 0, "pretokenized": 0, "chunks_online": 0, "chunks_target": 0}
+    assert qnet.inputs.sizes() == {"tokens": 0, "pretokenized": 0}
+    assert qnet.caches.sizes() == {"chunks_online": 0, "chunks_target": 0}
     many = [_episode() for _ in range(5)]
     qnet.prepare(many + many[:2], embed=True)  # one pass, duplicates once
     assert len(qnet.caches.chunks["online"]) == 5
     del many
     gc.collect()
-    assert qnet.caches.sizes()["chunks_online"] == 0 and qnet.caches.sizes()["tokens"] == 0
+    assert qnet.caches.sizes()["chunks_online"] == 0 and qnet.inputs.sizes()["tokens"] == 0
 
 
 def test_chunk_cache_off_reembeds_every_rollout(small_qnet):
@@ -413,14 +415,16 @@ def test_streamed_haystack_equals_one_pass(small_qnet, monkeypatch):
     monkeypatch.setattr(qnet.encoding, "streaming", True)
     streamed, plain = _episode(), _episode()
     with monkeypatch.context() as m:
-        m.setattr(type(qnet), "tokenize", lambda self, sample: pytest.fail("the streamed path tokenised in one go"))
+        m.setattr(
+            type(qnet.inputs), "tokenize", lambda self, sample: pytest.fail("the streamed path tokenised in one go")
+        )
         qnet.prepare([streamed], embed=True)  # evaluation's entry: the chunks embedded while tokenised
         u_streamed = chunk_embeddings(qnet, streamed, "online", train=False)
     monkeypatch.setattr(qnet.encoding, "streaming", False)
     qnet.prepare([plain])
     u_plain = chunk_embeddings(qnet, plain, "online", train=False)
     torch.testing.assert_close(u_streamed, u_plain, rtol=1e-5, atol=1e-6)
-    a, b = qnet.caches.tokens.get(streamed), qnet.caches.tokens.get(plain)
+    a, b = qnet.inputs.tokens.get(streamed), qnet.inputs.tokens.get(plain)
     assert (a.question, a.chunks, a.action_chunks, a.text_len) == (b.question, b.chunks, b.action_chunks, b.text_len)
 
 
@@ -448,19 +452,19 @@ def test_adopted_tokens_serve_that_sample_only_while_it_lives(small_qnet):
 
     qnet = small_qnet
     sample = CachedSample(SAMPLE)
-    tokens = qnet.tokenize(SAMPLE)
-    qnet.adopt_tokens(sample, tokens)
+    tokens = qnet.inputs.tokenize(SAMPLE)
+    qnet.inputs.adopt_tokens(sample, tokens)
     ep = Episode(0, sample, torch.ones(len(SAMPLE["chunks"]), dtype=torch.bool))
     other = _episode()  # an equal sample, another object: tokenised itself
     qnet.prepare([ep, other])
-    assert qnet.caches.tokens.get(ep) is tokens
-    assert qnet.caches.tokens.get(other) is not tokens
+    assert qnet.inputs.tokens.get(ep) is tokens
+    assert qnet.inputs.tokens.get(other) is not tokens
     with pytest.raises(TypeError, match="weakly referenced"):
-        qnet.adopt_tokens(dict(SAMPLE), tokens)
+        qnet.inputs.adopt_tokens(dict(SAMPLE), tokens)
     alive = weakref.ref(sample)
     del sample, ep
     gc.collect()
-    assert alive() is None and len(qnet.caches.pretokenized) == 0
+    assert alive() is None and len(qnet.inputs.pretokenized) == 0
 
 
 # -- learner and evaluation: all switches on vs all off -------------------------------------------

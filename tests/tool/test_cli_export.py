@@ -87,7 +87,7 @@ def test_export_reloads_with_transformers_to_identical_embeddings(tiny_run: Path
         batch = tok(texts, padding=True, return_tensors="pt")
         assert (
             batch["input_ids"].tolist()
-            == r.qnet.tokenizer(texts, padding=True, return_tensors="pt")["input_ids"].tolist()
+            == r.qnet.inputs.tokenizer(texts, padding=True, return_tensors="pt")["input_ids"].tolist()
         )
         model = AutoModel.from_pretrained(folder).eval()
         reloaded = Embedder(model, settings["pooling"], settings["pool_scale"], settings["normalize"]).eval()

@@ -1,7 +1,8 @@
 """The corpus index (rl/tool/corpus_index.py) against QRAGRetriever over the same chunk list: exact
-search gives the same picks and Q-values (greedy, Q-stop, beam), with and without positions; FAISS
-approximate searches are measured against it; a build interrupted after a shard resumes to the
-same bytes; a foreign run, a changed corpus and malformed lines are refused by name."""
+search gives the same picks and Q-values (greedy, Q-stop, beam), with and without positions, and
+with query and passage prefixes; FAISS approximate searches are measured against it; a build
+interrupted after a shard resumes to the same bytes; a foreign run, a changed corpus and malformed
+lines are refused by name."""
 
 from __future__ import annotations
 
@@ -194,6 +195,21 @@ def test_relative_positions_search_exactly_over_the_shards(tiny_run: Path, corpu
         assert [q for r in picks(got) for _, q in r] == pytest.approx([q for r in picks(want) for _, q in r], abs=1e-5)
     with pytest.raises(IndexStoreError, match="relative positions, so Q is no plain inner product"):
         CorpusIndex.open(retriever, tmp_path / "idx", settings(search="ivf"))
+
+
+def test_a_prefixed_run_asks_and_indexes_as_the_retriever(trained_run: Path, tmp_path: Path) -> None:
+    """A run with query and passage prefixes: the index makes a question's ids with evaluation's
+    call (SampleInput.question_ids) and embeds chunks as evaluation does, so its picks, Q-values
+    and text lengths equal the retriever's over the same chunk list."""
+    retriever = QRAGRetriever.from_run(trained_run, use_last=True, device="cpu")
+    assert (retriever.qnet.inputs.query_prefix, retriever.qnet.inputs.passage_prefix) == ("query: ", "passage: ")
+    chunks = split_text(BOOK.read_text(encoding="utf-8-sig"))[0]
+    CorpusIndex.build(retriever, tmp_path / "idx", [str(BOOK)], settings=settings(), progress=False)
+    index = CorpusIndex.open(retriever, tmp_path / "idx", settings(search="exact"))
+    got, want = index.retrieve_batch(QUESTIONS, steps=2), retriever.retrieve_batch(QUESTIONS, chunks, steps=2)
+    assert [[i for i, _ in r] for r in picks(got)] == [[i for i, _ in r] for r in picks(want)]
+    assert [q for r in picks(got) for _, q in r] == pytest.approx([q for r in picks(want) for _, q in r], abs=1e-5)
+    assert [r.text_tokens for r in got] == [r.text_tokens for r in want]
 
 
 def test_approximate_indexes_are_measured_against_the_exact_one(plain: QRAGRetriever, corpus, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Many questions over one haystack (rl/model/caches.py's Haystack, QNetwork.prepare(..., share=True)): the
+"""Many questions over one haystack (rl/model/tokens/per_sample.py's Haystack, QNetwork.prepare(..., share=True)): the
 chunks are tokenised and embedded once for all the questions, with the same picks and Q-values as
 separate retrievals, and two chunk lists that differ in one chunk are never confused."""
 
@@ -94,7 +94,7 @@ def test_one_text_many_questions_embeds_once_and_picks_as_separate_calls(
         shared = single.retrieve_batch(questions, chunks, planner=planner, steps=3)
     assert seen == {"rows": len(chunks), "tokenised": len(chunks)}  # once, not once per question
     assert picks(shared) == picks(separate)  # exactly: same chunk embeddings, states encoded alone
-    tok, prefix = single.qnet.tokenizer, single.qnet.query_prefix
+    tok, prefix = single.qnet.inputs.tokenizer, single.qnet.inputs.query_prefix
     haystack_len = sum(len(tok(c)["input_ids"]) for c in chunks)
     assert [r.text_tokens for r in shared] == [len(tok(prefix + q)["input_ids"]) + haystack_len for q in questions]
 
@@ -190,12 +190,12 @@ def test_shared_embeddings_are_one_tensor_and_go_stale_with_the_weights(grouped:
     assert all(h is held[0] for h in held)
     u = chunk_embeddings(qnet, eps[0], "online", train=False)
     assert all(chunk_embeddings(qnet, ep, "online", train=False) is u for ep in eps)
-    tokens = [qnet.caches.tokens.get(ep) for ep in eps]
+    tokens = [qnet.inputs.tokens.get(ep) for ep in eps]
     assert all(t.action_chunks is tokens[0].action_chunks for t in tokens)
     qnet.weights_version += 1  # an optimiser step or a loaded checkpoint
     v = chunk_embeddings(qnet, eps[1], "online", train=False)
     assert v is not u and all(chunk_embeddings(qnet, ep, "online", train=False) is v for ep in eps)
-    want = qnet._embed(qnet.action_enc, [qnet._action_ids(eps[0], j) for j in range(len(chunks))], train=False)
+    want = qnet._embed(qnet.action_enc, [qnet.inputs.action_ids(eps[0], j) for j in range(len(chunks))], train=False)
     torch.testing.assert_close(v, want, rtol=1e-5, atol=1e-6)
     del eps, held, tokens
-    assert len(qnet.caches.haystacks) == 0  # the haystack died with its episodes
+    assert len(qnet.inputs.haystacks) == 0  # the haystack died with its episodes

@@ -30,10 +30,11 @@ def own_embeddings(r: QRAGRetriever, questions: list[str], chunks: list[str]) ->
     embeddings, through the Q-network's own tokens and encoding path."""
     q = r.qnet
     per_question = [
-        tokenize_sample(q.tokenizer, x, chunks, q.layout, q.query_prefix, q.passage_prefix) for x in questions
+        tokenize_sample(q.inputs.tokenizer, x, chunks, q.inputs.layout, q.inputs.query_prefix, q.inputs.passage_prefix)
+        for x in questions
     ]
-    states = [state_ids(t, [], q.layout, q.eval_memory_content)[0] for t in per_question]
-    actions = [action_ids(per_question[0], j, q.layout) for j in range(len(chunks))]
+    states = [state_ids(t, [], q.inputs.layout, q.inputs.eval_memory_content)[0] for t in per_question]
+    actions = [action_ids(per_question[0], j, q.inputs.layout) for j in range(len(chunks))]
     with torch.no_grad():
         return q._embed(q.state_enc, states, train=False), q._embed(q.action_enc, actions, train=False, chunks=True)
 
@@ -42,7 +43,7 @@ def own_embeddings(r: QRAGRetriever, questions: list[str], chunks: list[str]) ->
 def exported(trained_run: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[QRAGRetriever, Path]:
     """The trained run and its export."""
     r = QRAGRetriever.from_run(trained_run, use_last=True, device="cpu")
-    assert (r.qnet.query_prefix, r.qnet.passage_prefix) == ("query: ", "passage: ")
+    assert (r.qnet.inputs.query_prefix, r.qnet.inputs.passage_prefix) == ("query: ", "passage: ")
     exp = tmp_path_factory.mktemp("st") / "exp"
     done = r.export(exp)
     assert done["sentence_transformer"] and not done["shared_encoders"]
@@ -84,8 +85,8 @@ def test_each_route_loads_alone_and_gives_the_routers_vectors(exported: tuple[QR
     assert torch.equal(document.encode(CHUNKS, convert_to_tensor=True), want_d)
     assert torch.equal(document.encode_document(CHUNKS, convert_to_tensor=True), want_d)
     assert (query.max_seq_length, document.max_seq_length) == (
-        r.qnet.eval_memory_content + 2,
-        r.qnet.layout.action_cap,
+        r.qnet.inputs.eval_memory_content + 2,
+        r.qnet.inputs.layout.action_cap,
     )
     assert query.similarity_fn_name == document.similarity_fn_name == "dot"
     assert (exp / "query" / "README.md").read_text() == (exp / "README.md").read_text()

@@ -134,7 +134,7 @@ class EncodingPath:
         their chunks (framed ``[bos] ids [sep]`` as :func:`rl.model.tokens.action_ids` frames them)."""
         content = RaggedIds.concat([t.action_chunks for t in token_sets])
         bounds = np.concatenate(([0], np.cumsum([len(t.action_chunks) for t in token_sets]))).tolist()
-        framed = FramedIds(content, self.layout.bos, self.layout.sep, self.layout.action_content)
+        framed = FramedIds(content, self.layout)
         emb = self(encoder, framed, chunks=True)
         return [emb[bounds[k] : bounds[k + 1]] for k in range(len(token_sets))]
 
@@ -153,7 +153,7 @@ class EncodingPath:
             tokenizer, chunks, self.layout.content_cut, passage_prefix, first=STREAM_FIRST_SLICE
         ):
             act = part.action_ids if part.action_ids is not None else part.ids
-            framed = FramedIds(act, self.layout.bos, self.layout.sep, self.layout.action_content)
+            framed = FramedIds(act, self.layout)
             self(encoder, framed, out=emb[part.start : part.start + len(part.ids)], chunks=True)
             parts.append(part)
         return haystack_tokens(parts), emb

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from rl.model.tokens.layout import TokenLayout
+
 
 class RaggedIds(Sequence):
     """Id lists ``flat[starts[j] : starts[j] + lens[j]]``, j < n."""
@@ -107,12 +109,13 @@ class IdLists:
 
 
 class FramedIds:
-    """Chunks framed as ``[bos] content[:cap] [sep]`` on the fly from a RaggedIds."""
+    """Chunks framed as actions, ``[bos] content[:action_content] [sep]`` of ``layout``, on the fly
+    from a RaggedIds."""
 
-    def __init__(self, content: RaggedIds, bos: int | None, sep: int, cap: int):
-        self.content, self.bos, self.sep = content, bos, sep
-        self.body = np.minimum(content.lens, cap)
-        self.lens = self.body + (2 if bos is not None else 1)
+    def __init__(self, content: RaggedIds, layout: TokenLayout):
+        self.content, self.bos, self.sep = content, layout.bos, layout.sep
+        self.body = np.minimum(content.lens, layout.action_content)
+        self.lens = self.body + layout.n_special
 
     def __len__(self) -> int:
         return len(self.body)

@@ -188,7 +188,13 @@ def with_question(
     tokenizer: Any, question: str, hay: HaystackTokens, layout: TokenLayout, query_prefix: str = ""
 ) -> SampleTokens:
     """One question's SampleTokens over shared chunk ids (the id arrays are not copied)."""
-    q, q_count = encode_texts(tokenizer, [query_prefix + question], layout.content_cut)
-    n_special = 2 if layout.bos is not None else 1
-    text_len = None if hay.count is None else q_count + hay.count + n_special * (len(hay.chunks) + 1)
-    return SampleTokens(q[0], hay.chunks, hay.action_chunks, text_len)
+    q, q_count = question_ids(tokenizer, question, layout, query_prefix)
+    text_len = None if hay.count is None else q_count + hay.count + layout.n_special * (len(hay.chunks) + 1)
+    return SampleTokens(q, hay.chunks, hay.action_chunks, text_len)
+
+
+def question_ids(tokenizer: Any, question: str, layout: TokenLayout, query_prefix: str = "") -> tuple[list[int], int]:
+    """A question's content ids (the query prefix first), cut at the largest cap as every state
+    holds them, and its token count before the cut."""
+    ids, count = encode_texts(tokenizer, [query_prefix + question], layout.content_cut)
+    return ids[0], count

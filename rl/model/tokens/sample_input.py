@@ -1,15 +1,11 @@
-"""How a sample is shown to the encoders: its token ids and the states spliced from them (the
-chunks' position codes are ``Episode.codes`` with the network's ``positions``); and the clocks
-that say when what the network keeps per sample goes stale (DESIGN §2.7, §3, §3.4).
+"""How a sample is shown to the encoders: its token ids, made once, and the states and actions
+spliced from them (DESIGN §2.6, §2.7).
 
-The base of :class:`rl.model.qnetwork.QNetwork`, which adds the encoders, the chunk embeddings and
-the Q-function. Everything here is bound when the network is built (the tokenizer, the token
-layout and its caps, the prefixes, the position settings, the order of the chunks held) and reads
-an episode's ids from the per-sample caches, put there once when its sample enters
-(:meth:`QNetwork.prepare <rl.model.qnetwork.QNetwork.prepare>`). Callers hand over episodes or
-(episode, chunks held) pairs; they build neither token ids nor position codes. The cached chunk
-embeddings hold while the weights (``weights_version``) and, with ``speed.chunk_cache`` off, the
-rollout (``tick``) stay the same; the network stamps them with these clocks.
+The Q-network holds one (``QNetwork.inputs``), built with it: the tokenizer, the token layout and
+its caps, the prefixes and the order of the chunks held are bound then. An episode's ids are made
+once, when its sample enters the network (:meth:`QNetwork.prepare
+<rl.model.qnetwork.QNetwork.prepare>`), and kept here while the episode lives; states and actions
+only read them. Callers hand over episodes or (episode, chunks held) pairs; they build no token ids.
 """
 
 from __future__ import annotations
@@ -18,18 +14,31 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
-from torch import nn
 
-from envs.env import Episode, PositionSettings
-from rl.model.caches import QNetworkCaches
+from envs.env import Episode
 from rl.model.tokens.layout import TokenLayout, token_layout
+from rl.model.tokens.per_sample import IdentityCache, SharedHaystacks
 from rl.model.tokens.ragged import RaggedIds
 from rl.model.tokens.splice import action_ids, state_ids
-from rl.model.tokens.tokenize import HaystackTokens, SampleTokens, tokenize_chunks, tokenize_sample, with_question
+from rl.model.tokens.tokenize import (
+    HaystackTokens,
+    SampleTokens,
+    question_ids,
+    tokenize_chunks,
+    tokenize_sample,
+    with_question,
+)
 
 
-class SampleInput(nn.Module):
+class SampleInput:
+    """Public, and for whom: ``state_ids`` (acting and DQN's replay keep a transition's state; the
+    network's state passes), ``action_ids`` (the network's action passes), ``text_length`` (the
+    records), ``action_lengths`` (SFT); ``tokenize``/``adopt_tokens`` (the evaluation haystack
+    cache); ``question_ids``, ``state_ids_of`` (the retriever tool, the corpus index); and for the
+    network's :meth:`QNetwork.prepare <rl.model.qnetwork.QNetwork.prepare>`, the per-episode ids
+    (``tokens``, ``sample_tokens``, ``untokenized``, ``with_question``, ``tokens_of``) and the
+    shared haystacks (``haystacks``)."""
+
     def __init__(
         self,
         tokenizer: Any,
@@ -37,11 +46,8 @@ class SampleInput(nn.Module):
         model_max: int,
         query_prefix: str,
         passage_prefix: str,
-        positions: PositionSettings,
         sort_by_index: bool,
     ):
-        super().__init__()
-        self.positions = positions  # how chunk positions are coded (DESIGN §3)
         self.sort_by_index = sort_by_index  # chunks held enter the state in document order, else selection order
         self.tokenizer = tokenizer
         self.layout: TokenLayout = token_layout(
@@ -55,27 +61,10 @@ class SampleInput(nn.Module):
         self.eval_memory_content = max(1, int(eval_mem) - 2) if eval_mem else self.layout.memory_content
         self.query_prefix = query_prefix
         self.passage_prefix = passage_prefix
-        self.caches = QNetworkCaches()  # ids per sample read here; the network keeps its chunk embeddings there too
+        self.tokens: IdentityCache[Episode, SampleTokens] = IdentityCache()  # per episode, put when it enters
+        self.pretokenized: IdentityCache[dict, SampleTokens] = IdentityCache()  # per sample, from adopt_tokens
+        self.haystacks = SharedHaystacks()  # the chunk lists joined episodes share (evaluation)
         self.state_truncations = 0
-        self.weights_version = 0  # bumped whenever the weights change: cached embeddings go stale
-        self.tick = 0  # bumped at every rollout start; keys the chunk cache when speed.chunk_cache is off
-
-    # -- when cached embeddings go stale -----------------------------------------------------
-    def watch(self, optimizer: torch.optim.Optimizer) -> None:
-        """Treat every step of ``optimizer`` (over this network's weights) as a weight change."""
-        optimizer.register_step_post_hook(lambda *_: self._weights_changed())
-
-    def _weights_changed(self) -> None:
-        self.weights_version += 1
-
-    def new_rollout(self) -> None:
-        """A rollout starts: with ``speed.chunk_cache`` off, chunks are embedded again from here."""
-        self.tick += 1
-
-    def load_state_dict(self, state: Any, strict: bool = True, assign: bool = False) -> Any:
-        out = super().load_state_dict(state, strict=strict, assign=assign)
-        self._weights_changed()
-        return out
 
     # -- a sample's ids ----------------------------------------------------------------------
     def tokenize(self, sample: dict[str, Any]) -> SampleTokens:
@@ -85,33 +74,42 @@ class SampleInput(nn.Module):
             self.tokenizer, sample["question"], sample["chunks"], self.layout, self.query_prefix, self.passage_prefix
         )
 
+    def tokenize_chunks(self, texts: Sequence[str]) -> HaystackTokens:
+        """Content ids of a chunk list alone, cut once at the largest cap."""
+        return tokenize_chunks(self.tokenizer, texts, self.layout, self.passage_prefix)
+
+    def question_ids(self, question: str) -> tuple[list[int], int]:
+        """A question's content ids as every state holds them, and its length before the cut."""
+        return question_ids(self.tokenizer, question, self.layout, self.query_prefix)
+
     def adopt_tokens(self, sample: dict[str, Any], tokens: SampleTokens) -> None:
         """Take ``tokens`` (from :meth:`tokenize`, e.g. stored by the evaluation haystack cache)
         for every episode over this very ``sample`` object, for as long as it lives."""
-        self.caches.pretokenized.put(sample, tokens)
+        self.pretokenized.put(sample, tokens)
 
-    def _sample_tokens(self, ep: Episode) -> SampleTokens:
+    def sample_tokens(self, ep: Episode) -> SampleTokens:
         """The sample's ids as handed over, else only the question over its shared haystack's ids
         (tokenised once for the haystack), else the whole sample tokenised."""
-        tokens = self.caches.pretokenized.get(ep.sample)
+        tokens = self.pretokenized.get(ep.sample)
         if tokens is not None:
             return tokens
-        hay = self.caches.haystack_of.get(ep)
+        hay = self.haystacks.joined.get(ep)
         if hay is None:
             return self.tokenize(ep.sample)
         if hay.tokens is None:
-            hay.tokens = tokenize_chunks(self.tokenizer, hay.chunks, self.layout, self.passage_prefix)
-        return self._with_question(ep, hay.tokens)
+            hay.tokens = self.tokenize_chunks(hay.chunks)
+        return self.with_question(ep, hay.tokens)
 
-    def _with_question(self, ep: Episode, hay: HaystackTokens) -> SampleTokens:
+    def with_question(self, ep: Episode, hay: HaystackTokens) -> SampleTokens:
         return with_question(self.tokenizer, ep.sample["question"], hay, self.layout, self.query_prefix)
 
-    def _untokenized(self, ep: Episode) -> bool:
-        hay = self.caches.haystack_of.get(ep)
-        return self.caches.pretokenized.get(ep.sample) is None and (hay is None or hay.tokens is None)
+    def untokenized(self, ep: Episode) -> bool:
+        """Neither the sample's ids nor its shared haystack's are made yet."""
+        hay = self.haystacks.joined.get(ep)
+        return self.pretokenized.get(ep.sample) is None and (hay is None or hay.tokens is None)
 
-    def _tokens(self, ep: Episode) -> SampleTokens:
-        tokens = self.caches.tokens.get(ep)
+    def tokens_of(self, ep: Episode) -> SampleTokens:
+        tokens = self.tokens.get(ep)
         if tokens is None:
             raise RuntimeError(
                 f"the episode of sample {ep.index} has not entered the Q-network: call "
@@ -124,20 +122,21 @@ class SampleInput(nn.Module):
         """Encoder-token length of the episode's question and every chunk, each with its special
         tokens (the records' ``text_len``, DESIGN §2.7): counted before the cut when the ids were
         made, else (a haystack cache file without it) recounted from the cut ids."""
-        tokens = self._tokens(ep)
+        tokens = self.tokens_of(ep)
         if tokens.text_len is not None:
             return tokens.text_len
-        n_special = 2 if self.layout.bos is not None else 1
+        n_special = self.layout.n_special
         return len(tokens.question) + n_special + sum(len(c) + n_special for c in tokens.chunks)
 
     def action_lengths(self, ep: Episode) -> np.ndarray:
         """Content ids [N] each chunk of the episode's sample keeps as an action (SFT's pass sizes)."""
-        return np.minimum(RaggedIds.from_lists(self._tokens(ep).action_chunks).lens, self.layout.action_content)
+        return np.minimum(RaggedIds.from_lists(self.tokens_of(ep).action_chunks).lens, self.layout.action_content)
 
+    # -- states and actions ------------------------------------------------------------------
     def state_ids(self, ep: Episode, evaluation: bool = False, selected: Sequence[int] | None = None) -> list[int]:
         """Token ids of the state holding ``selected`` (default: the episode's current selection),
         with the evaluation or the rollout segment cap; what a transition keeps of its state."""
-        ids, truncated = self._splice(self._tokens(ep), ep.selected if selected is None else selected, evaluation)
+        ids, truncated = self._splice(self.tokens_of(ep), ep.selected if selected is None else selected, evaluation)
         self.state_truncations += int(truncated)
         return ids
 
@@ -151,5 +150,10 @@ class SampleInput(nn.Module):
         mem = self.eval_memory_content if evaluation else self.layout.memory_content
         return state_ids(tokens, order, self.layout, mem)
 
-    def _action_ids(self, ep: Episode, j: int) -> list[int]:
-        return action_ids(self._tokens(ep), j, self.layout)
+    def action_ids(self, ep: Episode, j: int) -> list[int]:
+        """Token ids of chunk ``j`` of the episode's sample as an action: ``[CLS] c_j [SEP]``."""
+        return action_ids(self.tokens_of(ep), j, self.layout)
+
+    def sizes(self) -> dict[str, int]:
+        """Entries held (for tests and memory checks)."""
+        return {"tokens": len(self.tokens), "pretokenized": len(self.pretokenized)}
