@@ -19,7 +19,6 @@ one device call each.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -32,6 +31,9 @@ from safetensors.torch import load_file, save_file
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from rl.model.embedder import resolve_model_path  # noqa: E402
+
+sys.path.insert(0, str(REPO / "scripts"))
+from get_data import sha256 as sha256_of  # noqa: E402  (the scripts' one file hash)
 
 MiB = 1 << 20
 CALL_LIMIT = 64 * MiB  # what one device call may carry, the tree included
@@ -78,14 +80,6 @@ def fp16_copy(model: Path, out: Path) -> None:
             raise SystemExit(f"error: {k} holds values beyond fp16's range; fp16 parts would change the model")
         half[k] = h
     save_file(half, str(out), metadata={"format": "pt"})
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(MiB):
-            h.update(block)
-    return h.hexdigest()
 
 
 def piece_names(n: int) -> list[str]:

@@ -22,7 +22,6 @@ Python that runs this (``rl.model.embedder.offline_folder``), so run it with the
 from __future__ import annotations
 
 import argparse
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -33,6 +32,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from rl.model.embedder import OFFLINE_FOLDERS, offline_folder  # noqa: E402
+
+sys.path.insert(0, str(REPO / "scripts"))
+from get_data import sha256 as sha256_of  # noqa: E402  (the scripts' one file hash)
 
 FOLDER = OFFLINE_FOLDERS["offline:mpnet"]
 VERSION = "0.0.1"
@@ -63,14 +65,6 @@ CHUNK = 1 << 20
 
 class MPNetError(RuntimeError):
     """A download or a check failed: one line saying which file and what to do."""
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(CHUNK):
-            h.update(block)
-    return h.hexdigest()
 
 
 def verify(folder: Path) -> list[str]:

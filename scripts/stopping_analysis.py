@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
-import hashlib
 import json
 import re
 import sys
@@ -48,6 +47,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]  # a --cells file names its archives from here
+sys.path.insert(0, str(REPO / "scripts"))
+from get_data import sha256 as sha256_of  # noqa: E402  (the scripts' one file hash)
 
 COLUMNS = (
     "threshold",
@@ -499,14 +500,6 @@ def group_runs(files: Sequence[Path], root: Path | None) -> list[Run]:
         load_run(d.relative_to(root).as_posix() if root and d.is_relative_to(root) else d.name, d, fs)
         for d, fs in sorted(by_run.items())
     ]
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(2**20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def analyse_cells(cells: Sequence[Cell], base: Path, grid: Sequence[float], tmp: Path) -> list[dict[str, Any]]:
