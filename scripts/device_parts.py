@@ -45,13 +45,16 @@ WEIGHT_DIRS = {"onnx", "openvino"}
 
 
 def tree_bytes(repo: Path) -> int:
-    """Bytes of what a device call sends from ``repo``: tracked files and untracked, not ignored ones."""
+    """Bytes of what a device call sends from ``repo``: tracked files and untracked, not ignored ones, each
+    counted by the disk blocks it holds (the device tool measures the tree so: 875 files of 50.2 MiB took
+    52.2 MiB, and a part cut to the byte count was refused)."""
     out = subprocess.run(
         ["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         capture_output=True,
         check=True,
     ).stdout
-    return sum((repo / p).stat().st_size for p in out.decode().split("\0") if p and (repo / p).is_file())
+    files = [repo / p for p in out.decode().split("\0") if p and (repo / p).is_file()]
+    return sum(max(f.stat().st_size, f.stat().st_blocks * 512) for f in files)
 
 
 def small_files(model: Path) -> list[Path]:
