@@ -2,24 +2,32 @@
 
     python scripts/seed_report.py experiments/round7/runs.tgz --reference base --out experiments/round7/seeds
     python scripts/seed_report.py runs/round7 runs/round7b            # run folders, printed only
+    python scripts/seed_report.py experiments/round9/runs.tgz experiments/round8/runs.tgz \
+        --settings a01,a01r8 --reference a01r8 --check a01           # both archives hold an isoA
+    python scripts/seed_report.py experiments/round9/runs.tgz --reference isoA --lengths 1K,32K,1M
 
 Inputs are run folders' parents or ``.tgz`` archives of them (scripts/pack_round.py's layout, unpacked
 into a temporary folder). A run named ``[w<k>_]<setting>_s<seed>[<r>]`` belongs to ``<setting>``
 (the wave prefix ``w<k>_`` is dropped, so waves pool); a letter after the seed (``_s1b``) marks a
-repeat of that seed, listed beside its original and left out of the statistics. Each run contributes
-its evaluations of the best validation checkpoint at BabiLong's 1K and 32K token budgets
-(``eval_seed42_nt1000`` / ``nt32000``; with ``--last``, those of ``model_last.pt``, ``..._last``):
-oracle-stop fact F1 x100 (the paper's Table 3 protocol,
-computed from the fixed-budget records as scripts/report_round.py does) and fact EM, over the test
-questions every file of the round holds.
+repeat of that seed, listed beside its original and left out of the statistics. ``--settings A,B``
+reads only the runs of those settings (before two runs of one setting and seed are refused, so inputs
+that share another setting's name still compare; a named setting no input holds is an error). Each run
+contributes its evaluations of the best validation checkpoint at the BabiLong token budgets of
+``--lengths`` (default ``1K,32K``; of 1K, 4K, 32K, 128K, 1M: ``eval_seed42_nt1000`` ... ``nt1000000``;
+with ``--last``, those of ``model_last.pt``, ``..._last``): oracle-stop fact F1 x100 (the paper's
+Table 3 protocol, computed from the fixed-budget records as scripts/report_round.py does) and fact EM,
+over the test questions every file of the round at that length holds.
 
 Per setting: the seeds, the share of seeds with oracle-stop fact F1 >= ``--threshold`` (95) at 1K,
-mean ± sample std over seeds at 1K and 32K, and a 95 % bootstrap interval of the mean that
+mean ± sample std over seeds at each length, and a 95 % bootstrap interval of the mean that
 resamples seeds and, within each, questions; the step at which validation fact EM first reached
 0.8 (the "jump"); the checkpoint step evaluated. Per setting against ``--reference``: the difference
 of means with a bootstrap interval paired over questions (the same test questions in every file),
-seeds resampled within each setting. Deterministic (fixed bootstrap seed): the same inputs give the
-same bytes. ``--out <P>`` writes ``<P>.md`` and ``<P>.json``.
+seeds resampled within each setting. Where only some seeds of a setting were evaluated at a length
+(round 9's 1M), its cell and differences there pool those seeds and say how many. Deterministic
+(fixed bootstrap seed, drawn from in a fixed order): the same inputs and options give the same bytes;
+another choice of settings or lengths moves the intervals' last digit. ``--out <P>`` writes ``<P>.md``
+and ``<P>.json``.
 """
 
 from __future__ import annotations
@@ -40,7 +48,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report_round import ReportError, fact_metrics, oracle_prefix, read_jsonl  # noqa: E402
 
 RUN_NAME = re.compile(r"^(?:w\d+_)?(?P<setting>.+)_s(?P<seed>\d+)(?P<repeat>[a-z]?)$")
-LENGTHS = {"1K": "eval_seed42_nt1000", "32K": "eval_seed42_nt32000"}
+# BabiLong's token budgets and the evaluation files of the best checkpoint at each (seed 42 samples)
+LENGTHS = {
+    "1K": "eval_seed42_nt1000",
+    "4K": "eval_seed42_nt4000",
+    "32K": "eval_seed42_nt32000",
+    "128K": "eval_seed42_nt128000",
+    "1M": "eval_seed42_nt1000000",
+}
+DEFAULT_LENGTHS = ("1K", "32K")
 JUMP_EM = 0.8
 BOOT = 4000
 
@@ -78,24 +94,29 @@ def run_facts(run: Path, suffix: str = "") -> dict[str, Any]:
     return {"jump": jump, "last_step": rows[-1]["step"] if rows else None, "checkpoint": ckpt, "curve": curve}
 
 
-def collect(roots: Sequence[Path], suffix: str = "") -> dict[str, dict[str, dict[str, Any]]]:
-    """{setting: {seed label: run}} with each run's per-question scores at every length; ``suffix``
-    picks other evaluations of the runs (``_last``: of model_last.pt)."""
+def collect(
+    roots: Sequence[Path], suffix: str = "", lengths: Sequence[str] = DEFAULT_LENGTHS, keep: set[str] | None = None
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """{setting: {seed label: run}} with each run's per-question scores at ``lengths``; ``suffix``
+    picks other evaluations of the runs (``_last``: of model_last.pt); ``keep``, the settings read."""
     settings: dict[str, dict[str, dict[str, Any]]] = {}
     for root in roots:
         for run in sorted(p for p in root.iterdir() if p.is_dir() and (p / "config.yaml").is_file()):
             m = RUN_NAME.match(run.name)
-            if not m:
+            # filtered before the duplicate check, so that archives sharing a setting's name compare on others
+            if not m or (keep is not None and m["setting"] not in keep):
                 continue
             label = m["seed"] + m["repeat"]
             if label in settings.get(m["setting"], {}):
                 raise ReportError(f"{run}: a second run of setting {m['setting']!r} seed {label}")
-            scores = {b: question_scores(p) for b, stem in LENGTHS.items() if (p := eval_path(run, stem + suffix))}
+            scores = {b: question_scores(p) for b in lengths if (p := eval_path(run, LENGTHS[b] + suffix))}
             settings.setdefault(m["setting"], {})[label] = {
                 "name": run.name,
                 "scores": scores,
                 **run_facts(run, suffix),
             }
+    if keep is not None and (missing := keep - set(settings)):
+        raise ReportError(f"--settings: no input holds a run of {', '.join(sorted(missing))}")
     return settings
 
 
@@ -133,115 +154,191 @@ def interval(xs: np.ndarray) -> list[float]:
     return [round(float(lo), 2), round(float(hi), 2)]
 
 
-def report(settings: dict[str, dict[str, dict[str, Any]]], reference: str | None, threshold: float) -> dict[str, Any]:
-    rng = np.random.default_rng(0)
-    out: dict[str, Any] = {"threshold": threshold, "bootstrap": BOOT, "lengths": {}, "settings": {}}
-    draws = {}
-    for length in LENGTHS:
+Draws = dict[str, tuple[list[int], np.ndarray | None]]
+
+
+def question_draws(
+    settings: dict[str, dict[str, dict[str, Any]]], lengths: Sequence[str], rng: np.random.Generator
+) -> Draws:
+    """{length: (the questions every file at that length holds, BOOT resamples of them)}: one question
+    draw per length, shared by every setting, so that differences are paired over questions."""
+    draws: Draws = {}
+    for length in lengths:
         qs = common_questions(settings, length)
-        out["lengths"][length] = len(qs)
         draws[length] = (qs, rng.integers(0, len(qs), size=(BOOT, len(qs))) if qs else None)
+    return draws
+
+
+def seed_order(item: tuple[str, Any]) -> tuple[int, str]:
+    return int(re.sub(r"\D", "", item[0])), item[0]
+
+
+def seed_cell(run: dict[str, Any], draws: Draws) -> dict[str, Any]:
+    """One run's row: its mean at every length, fact EM at 1K, its curve, jump and checkpoint."""
+    cell: dict[str, Any] = {b: run_mean(run, b, qs, 0) for b, (qs, _) in draws.items()}
+    cell["em_1K"] = run_mean(run, "1K", draws["1K"][0], 1) if "1K" in draws else None
+    cell.update(
+        curve=run["curve"],
+        jump=run["jump"],
+        last_step=run["last_step"],
+        checkpoint_step=run["checkpoint"].get("step"),
+        code_version=run["checkpoint"].get("code_version"),
+    )
+    return cell
+
+
+def length_stat(
+    m: np.ndarray, q_idx: np.ndarray | None, rng: np.random.Generator, threshold: float | None
+) -> dict[str, Any] | None:
+    """Mean ± std over the seeds of a seeds x questions matrix and the bootstrap interval of the mean;
+    with ``threshold``, the seeds at or above it. None when no seed was evaluated there."""
+    if m.size == 0:
+        return None
+    means = m.mean(axis=1)
+    stat = {
+        "n": int(m.shape[0]),
+        "mean": round(float(means.mean()), 2),
+        "std": round(float(means.std(ddof=1)), 2) if m.shape[0] > 1 else None,
+        "ci95": interval(boot_means(m, rng, q_idx)),
+    }
+    if threshold is not None:
+        stat["converged"] = int((means >= threshold).sum())
+    return stat
+
+
+def differences(
+    runs: dict[str, dict[str, Any]], ref: dict[str, dict[str, Any]], draws: Draws, rng: np.random.Generator
+) -> dict[str, dict[str, Any]]:
+    """Difference of means to the reference at each length both were evaluated at, over the seeds each
+    has there: the same question draw for both (paired over questions), seeds drawn apart."""
+    diffs = {}
+    for length, (qs, q_idx) in draws.items():
+        a, b = matrix(runs, length, qs, 0), matrix(ref, length, qs, 0)
+        if a.size == 0 or b.size == 0:
+            continue
+        d = boot_means(a, rng, q_idx) - boot_means(b, rng, q_idx)
+        diffs[length] = {"diff": round(float(a.mean() - b.mean()), 2), "ci95": interval(d)}
+    return diffs
+
+
+def report(
+    settings: dict[str, dict[str, dict[str, Any]]],
+    reference: str | None,
+    threshold: float,
+    lengths: Sequence[str] = DEFAULT_LENGTHS,
+) -> dict[str, Any]:
+    rng = np.random.default_rng(0)  # drawn from in a fixed order: the same inputs give the same bytes
+    draws = question_draws(settings, lengths, rng)
+    lengths_n = {b: len(qs) for b, (qs, _) in draws.items()}
+    out: dict[str, Any] = {"threshold": threshold, "bootstrap": BOOT, "lengths": lengths_n, "settings": {}}
     for name, runs in sorted(settings.items()):
         entry: dict[str, Any] = {"seeds": {}, "repeats": {}}
-        for label, r in sorted(runs.items(), key=lambda kv: (int(re.sub(r"\D", "", kv[0])), kv[0])):
-            cell = {b: run_mean(r, b, draws[b][0], 0) for b in LENGTHS}
-            cell["em_1K"] = run_mean(r, "1K", draws["1K"][0], 1)
-            cell.update(
-                curve=r["curve"],
-                jump=r["jump"],
-                last_step=r["last_step"],
-                checkpoint_step=r["checkpoint"].get("step"),
-                code_version=r["checkpoint"].get("code_version"),
-            )
-            entry["seeds" if label.isdigit() else "repeats"][label] = cell
-        for length in LENGTHS:
-            qs, q_idx = draws[length]
-            m = matrix(runs, length, qs, 0) if qs else np.zeros((0, 0))
-            if m.shape[0] == 0:
-                continue
-            means = m.mean(axis=1)
-            stat = {
-                "n": int(m.shape[0]),
-                "mean": round(float(means.mean()), 2),
-                "std": round(float(means.std(ddof=1)), 2) if m.shape[0] > 1 else None,
-                "ci95": interval(boot_means(m, rng, q_idx)),
-            }
-            if length == "1K":
-                stat["converged"] = int((means >= threshold).sum())
-            entry[length] = stat
+        for label, r in sorted(runs.items(), key=seed_order):
+            entry["seeds" if label.isdigit() else "repeats"][label] = seed_cell(r, draws)
+        for length, (qs, q_idx) in draws.items():
+            # the converged share is a 1K notion (the threshold is the paper's 1K level)
+            stat = length_stat(matrix(runs, length, qs, 0), q_idx, rng, threshold if length == "1K" else None)
+            if stat:
+                entry[length] = stat
         out["settings"][name] = entry
     if reference is not None:
         if reference not in settings:
             raise ReportError(f"--reference {reference!r}: no such setting (have {', '.join(sorted(settings))})")
         out["reference"] = reference
         for name, runs in sorted(settings.items()):
-            if name == reference:
-                continue
-            diffs = {}
-            for length in LENGTHS:
-                qs, q_idx = draws[length]
-                a, b = (matrix(x, length, qs, 0) for x in (runs, settings[reference])) if qs else (None, None)
-                if a is None or a.shape[0] == 0 or b.shape[0] == 0:
-                    continue
-                # the same question draw for both settings (paired over questions); seeds drawn apart
-                d = boot_means(a, rng, q_idx) - boot_means(b, rng, q_idx)
-                diffs[length] = {"diff": round(float(a.mean() - b.mean()), 2), "ci95": interval(d)}
-            out["settings"][name]["vs_reference"] = diffs
+            if name != reference:
+                out["settings"][name]["vs_reference"] = differences(runs, settings[reference], draws, rng)
     return out
 
 
-def _stat(s: dict[str, Any] | None) -> str:
+def _seeds_note(n: int, of: int) -> str:
+    """Where only some of a setting's seeds were evaluated at a length: how many the cell pools."""
+    return "" if n >= of else f" ({n} seed{'s' if n != 1 else ''})"
+
+
+def _stat(s: dict[str, Any] | None, seeds: int) -> str:
     if not s:
         return "-"
     std = "-" if s["std"] is None else f"{s['std']:.1f}"
-    return f"{s['mean']:.1f} ± {std} [{s['ci95'][0]:.1f}, {s['ci95'][1]:.1f}]"
+    return f"{s['mean']:.1f} ± {std} [{s['ci95'][0]:.1f}, {s['ci95'][1]:.1f}]{_seeds_note(s['n'], seeds)}"
 
 
 def _diff(d: dict[str, Any] | None) -> str:
     return "-" if not d else f"{d['diff']:+.1f} [{d['ci95'][0]:+.1f}, {d['ci95'][1]:+.1f}]"
 
 
-def markdown(rep: dict[str, Any]) -> str:
-    t = rep["threshold"]
+def _num(x: float | None) -> str:
+    return "-" if x is None else str(x)
+
+
+def _header(rep: dict[str, Any]) -> str:
+    (first, n), *rest = rep["lengths"].items()
+    counts = f"{n} test questions at {first}" + "".join(f", {k} at {b}" for b, k in rest)
+    return (
+        f"Oracle-stop fact F1 x100 of the best validation checkpoint; {counts} (every file's common ones). "
+        f"Interval: 95 % bootstrap ({rep['bootstrap']} draws) over seeds and questions. Converged: seeds at >= "
+        f"{rep['threshold']:g} at 1K. Jump: first validation step with fact EM >= {JUMP_EM}."
+    )
+
+
+def _settings_table(rep: dict[str, Any]) -> list[str]:
+    lengths = list(rep["lengths"])
     lines = [
-        f"Oracle-stop fact F1 x100 of the best validation checkpoint; {rep['lengths'].get('1K', 0)} test questions at 1K, "
-        f"{rep['lengths'].get('32K', 0)} at 32K (every file's common ones). Interval: 95 % bootstrap ({rep['bootstrap']} draws) "
-        "over seeds and questions. Converged: seeds at >= "
-        f"{t:g} at 1K. Jump: first validation step with fact EM >= {JUMP_EM}.",
-        "",
-        "| setting | seeds | converged | 1K mean ± std [95 % CI] | 32K mean ± std [95 % CI] | jump steps | per seed 1K / 32K |",
-        "|---|---|---|---|---|---|---|",
+        "| setting | seeds | converged | "
+        + " | ".join(f"{b} mean ± std [95 % CI]" for b in lengths)
+        + f" | jump steps | per seed {' / '.join(lengths)} |",
+        "|---" * (5 + len(lengths)) + "|",
     ]
     for name, e in rep["settings"].items():
         seeds = e["seeds"]
-        per = ", ".join(f"s{k} {v['1K']}/{v['32K']}" for k, v in seeds.items())
+        per = ", ".join(f"s{k} " + "/".join(_num(v[b]) for b in lengths) for k, v in seeds.items())
         jumps = ", ".join(str(v["jump"]) for v in seeds.values())
         conv = f"{e['1K']['converged']} of {e['1K']['n']}" if "1K" in e else "-"
-        lines.append(
-            f"| {name} | {len(seeds)} | {conv} | {_stat(e.get('1K'))} | {_stat(e.get('32K'))} | {jumps} | {per} |"
-        )
-    if rep.get("reference"):
-        lines += [
-            "",
-            f"Difference of means to `{rep['reference']}` (x100), 95 % bootstrap interval paired over questions:",
-            "",
-            "| setting | 1K | 32K |",
-            "|---|---|---|",
-        ]
-        for name, e in rep["settings"].items():
-            if "vs_reference" in e:
-                v = e["vs_reference"]
-                lines.append(f"| {name} | {_diff(v.get('1K'))} | {_diff(v.get('32K'))} |")
+        cells = " | ".join(_stat(e.get(b), len(seeds)) for b in lengths)
+        lines.append(f"| {name} | {len(seeds)} | {conv} | {cells} | {jumps} | {per} |")
+    return lines
+
+
+def _diff_cell(rep: dict[str, Any], name: str, length: str) -> str:
+    """The difference at one length; where either side pools only some of its seeds, how many each."""
+    d = rep["settings"][name]["vs_reference"].get(length)
+    if not d:
+        return "-"
+    a, ref = rep["settings"][name], rep["settings"][rep["reference"]]
+    na, nr = a[length]["n"], ref[length]["n"]
+    partial = na < len(a["seeds"]) or nr < len(ref["seeds"])
+    return _diff(d) + (f" ({na} vs {nr} seeds)" if partial else "")
+
+
+def _diff_table(rep: dict[str, Any]) -> list[str]:
+    lengths = list(rep["lengths"])
+    lines = [
+        "",
+        f"Difference of means to `{rep['reference']}` (x100), 95 % bootstrap interval paired over questions:",
+        "",
+        f"| setting | {' | '.join(lengths)} |",
+        "|---" * (1 + len(lengths)) + "|",
+    ]
+    for name, e in rep["settings"].items():
+        if "vs_reference" in e:
+            lines.append(f"| {name} | " + " | ".join(_diff_cell(rep, name, b) for b in lengths) + " |")
+    return lines
+
+
+def _repeats(rep: dict[str, Any]) -> list[str]:
     reps = [(n, k, v) for n, e in rep["settings"].items() for k, v in e["repeats"].items()]
-    if reps:
-        lines += ["", "Repeats of a seed (same tree, settings and card type; GPU nondeterminism):", ""]
-        for n, k, v in reps:
-            orig = rep["settings"][n]["seeds"].get(re.sub(r"\D", "", k), {})
-            lines.append(
-                f"- {n} seed {k}: {v['1K']} / {v['32K']} (jump {v['jump']}); the original: "
-                f"{orig.get('1K')} / {orig.get('32K')} (jump {orig.get('jump')})"
-            )
-    lines += [
+    if not reps:
+        return []
+    lines = ["", "Repeats of a seed (same tree, settings and card type; GPU nondeterminism):", ""]
+    for n, k, v in reps:
+        orig = rep["settings"][n]["seeds"].get(re.sub(r"\D", "", k), {})
+        here, there = (" / ".join(_num(x.get(b)) for b in rep["lengths"]) for x in (v, orig))
+        lines.append(f"- {n} seed {k}: {here} (jump {v['jump']}); the original: {there} (jump {orig.get('jump')})")
+    return lines
+
+
+def _curves(rep: dict[str, Any]) -> list[str]:
+    lines = [
         "",
         "Validation fact EM every 200 steps (100 held-out training questions; the checkpoint evaluated in brackets):",
         "",
@@ -254,10 +351,23 @@ def markdown(rep: dict[str, Any]) -> str:
             )
             lines.append(f"{name:>10} s{label:<4} {pts}  [{v['checkpoint_step']}]")
     lines.append("```")
+    return lines
+
+
+def markdown(rep: dict[str, Any]) -> str:
+    lines = [_header(rep), "", *_settings_table(rep)]
+    if rep.get("reference"):
+        lines += _diff_table(rep)
+    lines += _repeats(rep) + _curves(rep)
     return "\n".join(lines) + "\n"
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+def names(text: str | None) -> list[str]:
+    """A comma-separated option's names (spaces allowed after the commas)."""
+    return [s.strip() for s in (text or "").split(",") if s.strip()]
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("inputs", nargs="+", type=Path, help="folders holding run folders, or .tgz archives of them")
     ap.add_argument("--reference", help="setting the others are compared with")
@@ -271,25 +381,61 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "--tolerance",
         type=float,
         default=1.0,
-        help="--check fails when, at 1K or 32K, the upper end of "
+        help="--check fails when, at some reported length, the upper end of "
         "the difference's 95 %% interval is below -tolerance or the difference below -2 x tolerance (x100)",
     )
-    args = ap.parse_args(argv)
+    ap.add_argument(
+        "--settings", help="comma-separated settings: only their runs are read (inputs may share other names)"
+    )
+    ap.add_argument(
+        "--lengths",
+        default=",".join(DEFAULT_LENGTHS),
+        help=f"comma-separated token budgets reported, of {', '.join(LENGTHS)} (default: %(default)s)",
+    )
+    return ap.parse_args(argv)
+
+
+def check_args(args: argparse.Namespace) -> tuple[tuple[str, ...], set[str] | None]:
+    """The lengths (in LENGTHS' order) and the settings to keep (None: all), or an error naming the fault."""
     if args.check and not args.reference:
         raise ReportError("--check needs --reference (the committed baseline's setting)")
+    asked = names(args.lengths)
+    unknown = [b for b in asked if b not in LENGTHS]
+    if unknown or not asked:
+        raise ReportError(
+            f"--lengths {args.lengths!r}: unknown {', '.join(unknown) or 'none given'} (known: {', '.join(LENGTHS)})"
+        )
+    keep = None if args.settings is None else set(names(args.settings))
+    if keep is not None and not keep:
+        raise ReportError("--settings names no setting")
+    for flag, name in (("--reference", args.reference), ("--check", args.check)):
+        if keep is not None and name is not None and name not in keep:
+            raise ReportError(f"{flag} {name!r} is not among --settings ({', '.join(sorted(keep))})")
+    return tuple(b for b in LENGTHS if b in asked), keep
+
+
+def input_roots(inputs: Sequence[Path], tmp: Path) -> list[Path]:
+    """The folders holding run folders: archives unpacked into ``tmp``, wave folders found inside."""
+    roots = []
+    for i, p in enumerate(inputs):
+        if p.is_file() and p.name.endswith((".tgz", ".tar.gz")):
+            dest = tmp / str(i)
+            with tarfile.open(p) as tar:
+                tar.extractall(dest, filter="data")
+            roots += sorted({q.parent.parent for q in dest.rglob("config.yaml")})
+        elif p.is_dir():  # a round's folder of runs, or an unpacked archive with wave folders in it
+            roots += sorted({q.parent.parent for q in p.rglob("config.yaml")}) or [p]
+        else:
+            raise ReportError(f"{p}: neither a folder nor a .tgz archive")
+    return sorted(set(roots))
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    lengths, keep = check_args(args)
     with tempfile.TemporaryDirectory() as tmp:
-        roots = []
-        for i, p in enumerate(args.inputs):
-            if p.is_file() and p.name.endswith((".tgz", ".tar.gz")):
-                dest = Path(tmp) / str(i)
-                with tarfile.open(p) as tar:
-                    tar.extractall(dest, filter="data")
-                roots += sorted({q.parent.parent for q in dest.rglob("config.yaml")})
-            elif p.is_dir():  # a round's folder of runs, or an unpacked archive with wave folders in it
-                roots += sorted({q.parent.parent for q in p.rglob("config.yaml")}) or [p]
-            else:
-                raise ReportError(f"{p}: neither a folder nor a .tgz archive")
-        rep = report(collect(sorted(set(roots)), "_last" if args.last else ""), args.reference, args.threshold)
+        settings = collect(input_roots(args.inputs, Path(tmp)), "_last" if args.last else "", lengths, keep)
+        rep = report(settings, args.reference, args.threshold, lengths)
     text = markdown(rep)
     print(text, end="")
     if args.out:

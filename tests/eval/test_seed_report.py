@@ -4,6 +4,7 @@ bootstrap intervals, paired differences), on tiny run folders whose scores are k
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import sys
 import tarfile
@@ -26,11 +27,15 @@ def make_run(root: Path, name: str, preds: list[list[int]], curve: list[float], 
     rows = [{"step": 100 * i, "eval/return": em, "eval/fact_em": em} for i, em in enumerate(curve)]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     for stem in ("eval_seed42_nt1000", "eval_seed42_nt32000"):
-        recs = [{"index": i, "pred_idx": p, "sf_idx": GOLD} for i, p in enumerate(preds)]
-        (run / f"{stem}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+        add_eval(run, stem, preds)
         if ckpt_step is not None:
             summary = {"checkpoint": {"step": ckpt_step, "code_version": "abc1234"}}
             (run / f"{stem}.summary.json").write_text(json.dumps(summary))
+
+
+def add_eval(run: Path, stem: str, preds: list[list[int]]) -> None:
+    recs = [{"index": i, "pred_idx": p, "sf_idx": GOLD} for i, p in enumerate(preds)]
+    (run / f"{stem}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
 
 
 @pytest.fixture()
@@ -138,3 +143,88 @@ def test_last_checkpoint_evaluations(rounds: Path, tmp_path: Path) -> None:
     )
     best = load_script("seed_report").main([str(rounds)])["settings"]["base"]["seeds"]["2"]
     assert best["checkpoint_step"] == 300  # the best row; of a tie the later, as training keeps it
+
+
+def test_default_lengths_keep_the_tables_layout(rounds: Path, tmp_path: Path) -> None:
+    """--lengths 1K,32K is the default, in any order, and the committed rounds' layout (their seeds.md
+    files are rebuilt byte for byte by tests/eval/test_results_rebuild.py)."""
+    mod = load_script("seed_report")
+    for i, extra in enumerate(([], ["--lengths", "1K,32K"], ["--lengths", "32K, 1K"])):
+        mod.main([str(rounds), "--reference", "base", "--out", str(tmp_path / str(i)), *extra])
+    for ext in (".md", ".json"):
+        assert (
+            (tmp_path / f"0{ext}").read_bytes()
+            == (tmp_path / f"1{ext}").read_bytes()
+            == (tmp_path / f"2{ext}").read_bytes()
+        )
+    lines = (tmp_path / "0.md").read_text().splitlines()
+    assert lines[0].startswith(
+        "Oracle-stop fact F1 x100 of the best validation checkpoint; 4 test questions at 1K, 4 at 32K ("
+    )
+    assert lines[2:5] == [
+        "| setting | seeds | converged | 1K mean ± std [95 % CI] | 32K mean ± std [95 % CI] | jump steps | per seed 1K / 32K |",
+        "|---|---|---|---|---|---|---|",
+        "| base | 2 | 0 of 2 | 65.0 ± 21.2 [" + lines[4].split("[", 1)[1],
+    ]
+    assert lines[5].endswith("| 200, 100, 200 | s1 100.0/100.0, s2 90.0/90.0, s3 100.0/100.0 |")
+    assert lines[9:11] == ["| setting | 1K | 32K |", "|---|---|---|"] and "seeds)" not in "\n".join(lines)
+    assert "- good seed 1b: 0.0 / 0.0 (jump None); the original: 100.0 / 100.0 (jump 200)" in lines
+
+
+def test_settings_keeps_some_before_the_duplicate_check(rounds: Path, tmp_path: Path) -> None:
+    """Two inputs that both hold a setting named "good" still compare on the others."""
+    mod = load_script("seed_report")
+    other = tmp_path / "other"
+    make_run(other, "w1_good_s1", [MISS] * 4, [0.1])  # same name, seed as in `rounds`: a collision
+    make_run(other, "w1_new_s1", [ONE_EXTRA] * 4, [0.9])  # 80
+    make_run(other, "w1_new_s2", [PERFECT] * 4, [0.9])  # 100
+    with pytest.raises(mod.ReportError, match="a second run of setting 'good' seed 1"):
+        mod.main([str(rounds), str(other)])
+    with pytest.raises(mod.ReportError, match="a second run of setting 'good' seed 1"):
+        mod.main([str(rounds), str(other), "--settings", "good,new"])  # the kept setting is still checked
+    rep = mod.main([str(rounds), str(other), "--settings", "base, new", "--reference", "base", "--check", "new"])
+    assert sorted(rep["settings"]) == ["base", "new"] and rep["check"]["passed"]
+    assert rep["settings"]["new"]["1K"]["mean"] == 90.0 and rep["settings"]["base"]["1K"]["mean"] == 65.0
+    assert rep["settings"]["new"]["vs_reference"]["1K"]["diff"] == 25.0
+    alone = mod.main([str(rounds), "--reference", "base"])["settings"]["base"]
+    assert rep["settings"]["base"]["seeds"] == alone["seeds"]  # the filter leaves the kept runs as they were
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--settings", "good,nope,zilch"], "no input holds a run of nope, zilch"),
+        (["--settings", "good", "--reference", "base"], "--reference 'base' is not among --settings"),
+        (["--settings", "base", "--reference", "base", "--check", "good"], "--check 'good' is not among --settings"),
+        (["--settings", " , "], "--settings names no setting"),
+        (["--lengths", "1K,2K"], "unknown 2K"),
+    ],
+)
+def test_settings_and_lengths_refusals(rounds: Path, args: list[str], message: str) -> None:
+    mod = load_script("seed_report")
+    with pytest.raises(mod.ReportError, match=re.escape(message)):
+        mod.main([str(rounds), *args])
+
+
+def test_a_length_only_some_seeds_have(rounds: Path) -> None:
+    """1M for good's seeds 1 and 2 and base's seed 1, on partly different questions: the statistics pool
+    the seeds evaluated there, over the questions every 1M file holds (0-2), and say how many."""
+    stem = "eval_seed42_nt1000000"
+    add_eval(rounds / "w1_good_s1", stem, [PERFECT, ONE_EXTRA, PERFECT, ONE_EXTRA])  # q0-2: 100, 80, 100
+    add_eval(rounds / "w2_good_s2", stem, [MISS, PERFECT, PERFECT])  # 0, 100, 100
+    add_eval(rounds / "w1_base_s1", stem, [PERFECT, MISS, MISS, PERFECT])  # 100, 0, 0
+    mod = load_script("seed_report")
+    rep = mod.main([str(rounds), "--reference", "base", "--lengths", "1M,1K,32K,4K"])
+    assert list(rep["lengths"].items()) == [("1K", 4), ("4K", 0), ("32K", 4), ("1M", 3)]
+    good, base = rep["settings"]["good"], rep["settings"]["base"]
+    seed_means = [(100 + 80 + 100) / 3, (0 + 100 + 100) / 3]
+    assert good["1M"]["n"] == 2 and good["1M"]["mean"] == pytest.approx(statistics.mean(seed_means), abs=0.01)
+    assert good["1M"]["std"] == pytest.approx(statistics.stdev(seed_means), abs=0.01) and "converged" not in good["1M"]
+    assert [good["seeds"][s]["1M"] for s in ("1", "2", "3")] == [93.33, 66.67, None]
+    assert base["1M"] == {"n": 1, "mean": 33.33, "std": None, "ci95": base["1M"]["ci95"]}
+    assert good["vs_reference"]["1M"]["diff"] == pytest.approx(80.0 - 100 / 3, abs=0.01)
+    assert good["1K"]["mean"] == pytest.approx(96.67, abs=0.01) and good["1K"]["converged"] == 2  # 1K as before
+    assert "4K" not in good and "4K" not in good["vs_reference"]
+    text = mod.markdown(rep)
+    assert "| 80.0 ± 18.9 [" in text and "] (2 seeds) |" in text and "] (1 seed) |" in text
+    assert "s3 100.0/-/100.0/-" in text and "(2 vs 1 seeds) |" in text
