@@ -53,11 +53,15 @@ BABILONG_TASKS = (
 )
 REF_BABILONG = (CONTRIEVER, 6, "relative", 20, True, 256, 64, None, 64, 1, 50000, 4)
 PAPER_BABILONG = (CONTRIEVER, 4, "relative", 10, True, 64, 64, None, 12, 8, 10000, 4)
-OFFLINE_BABILONG = (MINILM, 6, "relative", 20, True, 256, 64, None, 64, 1, 1500, 4)
+OFFLINE_BABILONG = (MINILM, 6, "relative", 20, True, 256, 64, None, 64, 1)  # + steps, E: round 9's lines
+OFFLINE_STEPS = (500, 600, 2000, 600, 600)
 PRESETS = {
     **{f"ref_babilong_qa{i}": (BABILONG_TASKS[i - 1], *REF_BABILONG) for i in range(1, 6)},
     **{f"paper_babilong_qa{i}": (BABILONG_TASKS[i - 1], *PAPER_BABILONG) for i in range(1, 6)},
-    **{f"offline_babilong_qa{i}": (BABILONG_TASKS[i - 1], *OFFLINE_BABILONG) for i in range(1, 6)},
+    **{
+        f"offline_babilong_qa{i}": (BABILONG_TASKS[i - 1], *OFFLINE_BABILONG, OFFLINE_STEPS[i - 1], 16)
+        for i in range(1, 6)
+    },
     **{f"ablation_{a}": (BABILONG_TASKS[2], *REF_BABILONG) for a in ("no_soft_q", "no_target", "sft")},
     "ref_niah": ("mv_niah", CONTRIEVER, 5, "none", 20, False, 256, 64, None, 64, 2, 50000, 4),
     "paper_ruler_niah": ("mv_niah", CONTRIEVER, 4, "none", 10, True, 64, 64, None, 12, 8, 10000, 4),

@@ -31,7 +31,7 @@ KEYS = {  # what each setting is said to be: (alpha0, lr ratio, soft target, tar
     "a01r10": (0.01, 0.1, True, True, 1.0),
     "nosoftq": (0.01, 0.0, False, True, 1.0),
     "notarget": (0.01, 0.0, True, False, 1.0),
-    "check": (0.01, 0.0, True, True, 1.0),
+    "check": (0.01, 0.0, True, True, 5.0),  # the qa3 preset: round 9's isoA
     "a02": (0.02, 0.0, True, True, 1.0),
     "a03": (0.03, 0.0, True, True, 1.0),
     "isoT": (0.05, 0.0, True, True, 0.2),

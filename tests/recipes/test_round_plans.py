@@ -1,5 +1,6 @@
-"""The GPU-round launchers (scripts/launch_plan.sh, launch_evals.sh) and the offline presets that
-document round 2's recipe (configs/experiment/offline_babilong_qa*.yaml)."""
+"""The GPU-round launchers (scripts/launch_plan.sh, launch_evals.sh), the offline presets that hold
+round 9's recipe (configs/experiment/offline_babilong_qa*.yaml), and the committed rounds' plan lines
+against the configs their runs recorded."""
 
 from __future__ import annotations
 
@@ -7,15 +8,17 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 from omegaconf import OmegaConf
 
 from tests.conftest import ROOT, compose_cfg, read_plan
 
-PLAN = ROOT / "experiments" / "round2" / "plan_train.txt"
+EXP = ROOT / "experiments"
 
 
 def resolved(overrides: list[str]) -> dict:
@@ -25,11 +28,64 @@ def resolved(overrides: list[str]) -> dict:
 
 
 @pytest.mark.parametrize(
-    "task, run", [("qa1", "f_qa1"), ("qa2", "f_qa2"), ("qa3", "s_D"), ("qa4", "f_qa4"), ("qa5", "f_qa5")]
+    "task, plan, run",
+    [
+        ("qa1", "tasks_train.txt", "w1_qa1_s1"),
+        ("qa2", "tasks_train.txt", "w1_qa2_s1"),
+        ("qa3", "qa3_train.txt", "w1_isoA_s1"),
+        ("qa4", "tasks_train.txt", "w1_qa4_s1"),
+        ("qa5", "tasks_train.txt", "w1_qa5_s1"),
+    ],
 )
-def test_offline_preset_is_the_round2_recipe(task, run):
-    common, runs = read_plan(PLAN)
+def test_offline_preset_is_the_round9_recipe(task, plan, run):
+    """With only a seed, each preset composes round 9's line (isoA, the task's steps, E 16; issue 43)."""
+    common, runs = read_plan(EXP / "round9" / plan)
     assert resolved([f"experiment=offline_babilong_{task}", "seed=1"]) == resolved(common + runs[run])
+
+
+# Every training plan of a committed archive's runs. The launcher's extra overrides name the GPU machine's
+# MiniLM folder and turn the progress bar off; the archive holds paths relative to the repository.
+RECORDED_PLANS = {
+    "round4": ["plan_train.txt"],
+    "round5": ["plan_train_table3.txt", "plan_train_sft.txt", "plan_train_generator.txt"],
+    "round7": ["plan_train.txt", "plan_train2.txt"],
+    "round8": ["alpha_train.txt", "iso_train.txt", "speed_train.txt"],
+    "round9": ["qa3_train.txt", "t3_train.txt", "t3b_train.txt", "tasks_train.txt"],
+}
+LAUNCHER_EXTRA = {"algo.model.name", "logger.progress_bar"}
+# round 4 read g_qa3's generated file from a byte-identical copy carried to the GPU machine (its plan says so)
+CARRIED = {("round4", "g_qa3"): {"envs.facts_train_path"}}
+
+
+def flat(node, prefix: str = "") -> dict:
+    if isinstance(node, dict):
+        return {k: v for key, sub in node.items() for k, v in flat(sub, f"{prefix}{key}.").items()}
+    if isinstance(node, str) and node.startswith(str(ROOT)):
+        node = os.path.relpath(node, ROOT)
+    return {prefix[:-1]: node}
+
+
+@pytest.mark.parametrize("round_", RECORDED_PLANS)
+def test_plan_lines_compose_to_the_recorded_configs(round_):
+    """Each committed run's config_resolved.yaml is its plan line composed today, on every key both hold
+    (a key added since takes its default): a preset change that would alter what a past line means fails here
+    until the plan spells the old value out."""
+    lines = {}
+    for plan in RECORDED_PLANS[round_]:
+        common, runs = read_plan(EXP / round_ / plan)
+        lines |= {name: common + own for name, own in runs.items()}
+    with tarfile.open(EXP / round_ / "runs.tgz") as tar:
+        recorded = {
+            m.name.split("/")[-2]: flat(yaml.safe_load(tar.extractfile(m).read()))
+            for m in tar.getmembers()
+            if m.name.endswith("/config_resolved.yaml")
+        }
+    assert set(recorded) == set(lines)
+    for name, want in recorded.items():
+        got = flat(resolved(lines[name]))
+        keys = want.keys() & got.keys() - LAUNCHER_EXTRA - CARRIED.get((round_, name), set())
+        differ = {k: (want[k], got[k]) for k in keys if want[k] != got[k]}
+        assert not differ, f"{round_}/{name}: recorded vs composed {differ}"
 
 
 def wait(pids_file: Path, timeout: float = 240) -> None:
