@@ -5,6 +5,7 @@
     python scripts/seed_report.py experiments/round9/runs.tgz experiments/round8/runs.tgz \
         --settings a01,a01r8 --reference a01r8 --check a01           # both archives hold an isoA
     python scripts/seed_report.py experiments/round9/runs.tgz --reference isoA --lengths 1K,32K,1M
+    python scripts/seed_report.py experiments/round9/runs.tgz --settings isoA,a01 --same-questions
 
 Inputs are run folders' parents or ``.tgz`` archives of them (scripts/pack_round.py's layout, unpacked
 into a temporary folder). A run named ``[w<k>_]<setting>_s<seed>[<r>]`` belongs to ``<setting>``
@@ -17,6 +18,15 @@ contributes its evaluations of the best validation checkpoint at the BabiLong to
 with ``--last``, those of ``model_last.pt``, ``..._last``): oracle-stop fact F1 x100 (the paper's
 Table 3 protocol, computed from the fixed-budget records as scripts/report_round.py does) and fact EM,
 over the test questions every file of the round at that length holds.
+
+The lengths need not hold the same questions: each file holds the first test questions that fit its token
+budget, and the 1K budget drops stories of more than 86 facts, so qa3's 200 at 1K are test questions 0-229
+less 27 while its 200 at 32K are 0-199: 1K and 32K share 173 of 200 (experiments/qa3_32k/README.md). By
+default each length is scored on its own set (questions matched by the record's ``index``, its place in the
+file, which names the same question in every file of one length). ``--same-questions`` scores every length
+on the questions that all of them hold, matched by the record's ``id`` (the test question; ``index`` i is not
+the same question at two lengths), and the header says how many that is and how many each length holds
+alone (``per_length`` in the JSON). It matches questions, not tasks: give it the settings of one task.
 
 Per setting: the seeds, the share of seeds with oracle-stop fact F1 >= ``--threshold`` (95) at 1K,
 mean ± sample std over seeds at each length, and a 95 % bootstrap interval of the mean that
@@ -68,13 +78,16 @@ def eval_path(run: Path, stem: str) -> Path | None:
     return None
 
 
-def question_scores(path: Path) -> dict[int, tuple[float, float]]:
-    """{test index: (oracle-stop fact F1 x100, fact EM x100)} of one evaluation file."""
+def question_scores(path: Path, key: str = "index") -> dict[int, tuple[float, float]]:
+    """{question: (oracle-stop fact F1 x100, fact EM x100)} of one evaluation file, the question named by
+    the record's ``key``: ``index`` (its place in the file) or ``id`` (its test question)."""
     out = {}
     for r in read_jsonl(path):
         if r.get("sf_idx"):
+            if key not in r:
+                raise ReportError(f"{path}: a record without {key!r} (needed to match questions across lengths)")
             of1 = fact_metrics(oracle_prefix(r["pred_idx"], r["sf_idx"]), r["sf_idx"])["f1"]
-            out[int(r["index"])] = (100.0 * of1, 100.0 * fact_metrics(r["pred_idx"], r["sf_idx"])["em"])
+            out[int(r[key])] = (100.0 * of1, 100.0 * fact_metrics(r["pred_idx"], r["sf_idx"])["em"])
     return out
 
 
@@ -95,10 +108,15 @@ def run_facts(run: Path, suffix: str = "") -> dict[str, Any]:
 
 
 def collect(
-    roots: Sequence[Path], suffix: str = "", lengths: Sequence[str] = DEFAULT_LENGTHS, keep: set[str] | None = None
+    roots: Sequence[Path],
+    suffix: str = "",
+    lengths: Sequence[str] = DEFAULT_LENGTHS,
+    keep: set[str] | None = None,
+    key: str = "index",
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """{setting: {seed label: run}} with each run's per-question scores at ``lengths``; ``suffix``
-    picks other evaluations of the runs (``_last``: of model_last.pt); ``keep``, the settings read."""
+    picks other evaluations of the runs (``_last``: of model_last.pt); ``keep``, the settings read;
+    ``key``, the record field naming a question (question_scores)."""
     settings: dict[str, dict[str, dict[str, Any]]] = {}
     for root in roots:
         for run in sorted(p for p in root.iterdir() if p.is_dir() and (p / "config.yaml").is_file()):
@@ -109,7 +127,7 @@ def collect(
             label = m["seed"] + m["repeat"]
             if label in settings.get(m["setting"], {}):
                 raise ReportError(f"{run}: a second run of setting {m['setting']!r} seed {label}")
-            scores = {b: question_scores(p) for b in lengths if (p := eval_path(run, LENGTHS[b] + suffix))}
+            scores = {b: question_scores(p, key) for b in lengths if (p := eval_path(run, LENGTHS[b] + suffix))}
             settings.setdefault(m["setting"], {})[label] = {
                 "name": run.name,
                 "scores": scores,
@@ -157,14 +175,30 @@ def interval(xs: np.ndarray) -> list[float]:
 Draws = dict[str, tuple[list[int], np.ndarray | None]]
 
 
+def shared_questions(settings: dict[str, dict[str, dict[str, Any]]], lengths: Sequence[str]) -> list[int]:
+    """The questions every file at every one of ``lengths`` holds (--same-questions)."""
+    per_length = {b: set(common_questions(settings, b)) for b in lengths}
+    if empty := [b for b, qs in per_length.items() if not qs]:
+        raise ReportError(f"--same-questions: no question common to the files at {', '.join(empty)}")
+    shared = sorted(set.intersection(*per_length.values()))
+    if not shared:
+        raise ReportError(f"--same-questions: no question is held at every one of {', '.join(lengths)}")
+    return shared
+
+
 def question_draws(
-    settings: dict[str, dict[str, dict[str, Any]]], lengths: Sequence[str], rng: np.random.Generator
+    settings: dict[str, dict[str, dict[str, Any]]],
+    lengths: Sequence[str],
+    rng: np.random.Generator,
+    same_questions: bool = False,
 ) -> Draws:
-    """{length: (the questions every file at that length holds, BOOT resamples of them)}: one question
-    draw per length, shared by every setting, so that differences are paired over questions."""
+    """{length: (the questions every file at that length holds, or with ``same_questions`` every file at
+    every length, BOOT resamples of them)}: one question draw per length, shared by every setting, so
+    that differences are paired over questions."""
+    shared = shared_questions(settings, lengths) if same_questions else None
     draws: Draws = {}
     for length in lengths:
-        qs = common_questions(settings, length)
+        qs = shared if shared is not None else common_questions(settings, length)
         draws[length] = (qs, rng.integers(0, len(qs), size=(BOOT, len(qs))) if qs else None)
     return draws
 
@@ -226,11 +260,15 @@ def report(
     reference: str | None,
     threshold: float,
     lengths: Sequence[str] = DEFAULT_LENGTHS,
+    same_questions: bool = False,
 ) -> dict[str, Any]:
     rng = np.random.default_rng(0)  # drawn from in a fixed order: the same inputs give the same bytes
-    draws = question_draws(settings, lengths, rng)
+    draws = question_draws(settings, lengths, rng, same_questions)
     lengths_n = {b: len(qs) for b, (qs, _) in draws.items()}
-    out: dict[str, Any] = {"threshold": threshold, "bootstrap": BOOT, "lengths": lengths_n, "settings": {}}
+    out: dict[str, Any] = {"threshold": threshold, "bootstrap": BOOT, "lengths": lengths_n}
+    if same_questions:  # what each length would be scored on alone, for the header's note
+        out["per_length"] = {b: len(common_questions(settings, b)) for b in lengths}
+    out["settings"] = {}
     for name, runs in sorted(settings.items()):
         entry: dict[str, Any] = {"seeds": {}, "repeats": {}}
         for label, r in sorted(runs.items(), key=seed_order):
@@ -271,11 +309,24 @@ def _num(x: float | None) -> str:
     return "-" if x is None else str(x)
 
 
-def _header(rep: dict[str, Any]) -> str:
-    (first, n), *rest = rep["lengths"].items()
-    counts = f"{n} test questions at {first}" + "".join(f", {k} at {b}" for b, k in rest)
+def _question_counts(rep: dict[str, Any]) -> str:
+    """How many test questions each length is scored on, and which."""
+    if "per_length" not in rep:
+        (first, n), *rest = rep["lengths"].items()
+        return (
+            f"{n} test questions at {first}" + "".join(f", {k} at {b}" for b, k in rest) + " (every file's common ones)"
+        )
+    lengths = list(rep["lengths"])
+    alone = ", ".join(f"{n} at {b}" for b, n in rep["per_length"].items())
     return (
-        f"Oracle-stop fact F1 x100 of the best validation checkpoint; {counts} (every file's common ones). "
+        f"the same {rep['lengths'][lengths[0]]} test questions at {' and '.join(lengths)} (--same-questions: "
+        f"those every file at every length holds, by test question id; each length alone holds {alone})"
+    )
+
+
+def _header(rep: dict[str, Any]) -> str:
+    return (
+        f"Oracle-stop fact F1 x100 of the best validation checkpoint; {_question_counts(rep)}. "
         f"Interval: 95 % bootstrap ({rep['bootstrap']} draws) over seeds and questions. Converged: seeds at >= "
         f"{rep['threshold']:g} at 1K. Jump: first validation step with fact EM >= {JUMP_EM}."
     )
@@ -392,6 +443,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=",".join(DEFAULT_LENGTHS),
         help=f"comma-separated token budgets reported, of {', '.join(LENGTHS)} (default: %(default)s)",
     )
+    ap.add_argument(
+        "--same-questions",
+        action="store_true",
+        help="score every length on the test questions all of them hold (matched by the records' id)",
+    )
     return ap.parse_args(argv)
 
 
@@ -434,8 +490,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     lengths, keep = check_args(args)
     with tempfile.TemporaryDirectory() as tmp:
-        settings = collect(input_roots(args.inputs, Path(tmp)), "_last" if args.last else "", lengths, keep)
-        rep = report(settings, args.reference, args.threshold, lengths)
+        roots = input_roots(args.inputs, Path(tmp))
+        key = "id" if args.same_questions else "index"
+        settings = collect(roots, "_last" if args.last else "", lengths, keep, key)
+        rep = report(settings, args.reference, args.threshold, lengths, args.same_questions)
     text = markdown(rep)
     print(text, end="")
     if args.out:

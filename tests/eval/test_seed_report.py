@@ -33,8 +33,11 @@ def make_run(root: Path, name: str, preds: list[list[int]], curve: list[float], 
             (run / f"{stem}.summary.json").write_text(json.dumps(summary))
 
 
-def add_eval(run: Path, stem: str, preds: list[list[int]]) -> None:
+def add_eval(run: Path, stem: str, preds: list[list[int]], ids: list[int] | None = None) -> None:
+    """One evaluation file; ``ids``, the test question of each record (as the evaluator writes ``id``)."""
     recs = [{"index": i, "pred_idx": p, "sf_idx": GOLD} for i, p in enumerate(preds)]
+    for rec, q in zip(recs, ids or [], strict=ids is not None):
+        rec["id"] = q
     (run / f"{stem}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
 
 
@@ -198,6 +201,7 @@ def test_settings_keeps_some_before_the_duplicate_check(rounds: Path, tmp_path: 
         (["--settings", "base", "--reference", "base", "--check", "good"], "--check 'good' is not among --settings"),
         (["--settings", " , "], "--settings names no setting"),
         (["--lengths", "1K,2K"], "unknown 2K"),
+        (["--same-questions"], "a record without 'id'"),
     ],
 )
 def test_settings_and_lengths_refusals(rounds: Path, args: list[str], message: str) -> None:
@@ -228,3 +232,54 @@ def test_a_length_only_some_seeds_have(rounds: Path) -> None:
     text = mod.markdown(rep)
     assert "| 80.0 ± 18.9 [" in text and "] (2 seeds) |" in text and "] (1 seed) |" in text
     assert "s3 100.0/-/100.0/-" in text and "(2 vs 1 seeds) |" in text
+
+
+def test_same_questions_scores_every_length_on_the_shared_ones(tmp_path: Path) -> None:
+    """The 1K file holds test questions 0, 1, 2, 4 (a long story dropped, as BabiLong's 1K budget does),
+    the 32K file 0-3: the lengths share questions 0-2. The default scores each length on its own four
+    (matched by place in the file); --same-questions scores both on 0-2 (matched by test question id)."""
+    root = tmp_path / "runs"
+    at_1k, at_32k = [0, 1, 2, 4], [0, 1, 2, 3]
+    runs = {  # name: (1K preds, 32K preds); shared-question means 1K / 32K in the comments
+        "w1_a_s1": ([PERFECT, ONE_EXTRA, PERFECT, MISS], [PERFECT, PERFECT, ONE_EXTRA, MISS]),  # 93.33 / 93.33
+        "w1_a_s2": ([PERFECT] * 4, [MISS, PERFECT, PERFECT, PERFECT]),  # 100 / 66.67
+        "w1_b_s1": ([ONE_EXTRA] * 4, [ONE_EXTRA, ONE_EXTRA, ONE_EXTRA, PERFECT]),  # 80 / 80
+    }
+    for name, (short, long) in runs.items():
+        make_run(root, name, [PERFECT], [0.9])
+        add_eval(root / name, "eval_seed42_nt1000", short, at_1k)
+        add_eval(root / name, "eval_seed42_nt32000", long, at_32k)
+    mod = load_script("seed_report")
+    same = mod.main([str(root), "--reference", "b", "--same-questions", "--out", str(tmp_path / "same")])
+    assert same["lengths"] == {"1K": 3, "32K": 3} and same["per_length"] == {"1K": 4, "32K": 4}
+    a = same["settings"]["a"]
+    assert [a["seeds"][s]["1K"] for s in ("1", "2")] == [93.33, 100.0]
+    assert [a["seeds"][s]["32K"] for s in ("1", "2")] == [93.33, 66.67]
+    assert a["1K"]["mean"] == pytest.approx((280 / 3 + 100) / 2, abs=0.01)
+    assert a["32K"]["mean"] == pytest.approx((280 / 3 + 200 / 3) / 2, abs=0.01)
+    assert a["seeds"]["1"]["em_1K"] == 100.0  # fact EM over the same three: the miss (question 4) left out
+    assert same["settings"]["b"]["32K"]["mean"] == 80.0
+    assert a["vs_reference"]["32K"]["diff"] == 0.0
+    assert (
+        (tmp_path / "same.md")
+        .read_text()
+        .startswith(
+            "Oracle-stop fact F1 x100 of the best validation checkpoint; the same 3 test questions at 1K and 32K "
+            "(--same-questions: those every file at every length holds, by test question id; each length alone "
+            "holds 4 at 1K, 4 at 32K). "
+        )
+    )
+    default = mod.main([str(root), "--reference", "b", "--out", str(tmp_path / "default")])
+    assert default["lengths"] == {"1K": 4, "32K": 4} and "per_length" not in default
+    assert [default["settings"]["a"]["seeds"]["1"][b] for b in ("1K", "32K", "em_1K")] == [70.0, 70.0, 75.0]
+    assert default["settings"]["b"]["32K"]["mean"] == 85.0
+    assert (
+        (tmp_path / "default.md")
+        .read_text()
+        .startswith(
+            "Oracle-stop fact F1 x100 of the best validation checkpoint; 4 test questions at 1K, 4 at 32K "
+            "(every file's common ones). "
+        )
+    )
+    with pytest.raises(mod.ReportError, match="no question common to the files at 4K"):
+        mod.main([str(root), "--same-questions", "--lengths", "1K,4K"])
