@@ -15,7 +15,7 @@
     python scripts/niah_testsets.py --squad-snapshot <git dir of chrischute/squad>
 
 Grid (docs/DATA_OTHER.md, "Table 1 test sets"): the eight NIAH subtasks × 4K / 16K / 32K / 128K / 1M
-GPT-2 tokens, 100 samples each up to 128K and 30 at 1M, seed 0, the test books of the shipped
+GPT-2 tokens, 100 samples each (1M: 30 up to round 5), seed 0, the test books of the shipped
 public-domain corpus; RULER's two QA tasks (``qa_squad`` = RULER's qa_1, ``qa_hotpot`` = qa_2;
 envs/data/ruler_qa_generator.py) at the same lengths, 100 samples each, from the shipped real
 records (data/squad, data/hotpotqa). Files: ``<root>/<task>/test<len>.jsonl.gz`` (the NIAH and
@@ -26,12 +26,16 @@ same bytes and the sha256 of the uncompressed content (what evaluation meta file
 the data files it was made from (``inputs``), so a changed input is named as the cause of a
 mismatch, and ``--write-manifest`` re-records such an entry. A file is made in pieces of samples on
 separate processes: each sample has its own generator, so the pieces join to the file made at once,
-whatever ``--jobs`` (tested).
+whatever ``--jobs`` (tested), and the first n samples of a file are the file of n samples (tested).
+So an entry also holds, under ``prefixes``, the sha256 of the first n samples of a file that was
+evaluated at n samples before the grid grew (round 5's 1M files held 30): its records stay
+verifiable (``recorded_sha256``), and a file made now must begin with those bytes.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import os
@@ -56,7 +60,7 @@ CORPUS = "data/babilong/pg19-with-sentences/test.jsonl.gz"  # the test books (tr
 TOKENIZER = "gpt2"
 SEED = 0
 LENGTHS = {"4k": 4096, "16k": 16384, "32k": 32768, "128k": 131072, "1m": 1048576}
-SAMPLES = {"4k": 100, "16k": 100, "32k": 100, "128k": 100, "1m": 30}
+SAMPLES = {"4k": 100, "16k": 100, "32k": 100, "128k": 100, "1m": 100}  # 1M: 30 up to round 5 (its ``prefixes``)
 QA_SAMPLES = 100  # every length: a QA sample at 1M is a few seconds to evaluate (some 8 000 paragraphs)
 GROUPS = {"niah": list(TASKS), "qa": list(QA_TASKS)}
 HOTPOT = REPO / "data" / "hotpotqa"  # questions: subset_test.jsonl.gz; paragraphs: every subset_*.jsonl.gz
@@ -77,8 +81,9 @@ NOTE = (
     "lengths are GPT-2 tokens (the shipped tokenizer), not Qwen3-4B's; the essay haystack is public-domain "
     "books standing in for Paul Graham's essays, which may not be redistributed; sha256 = of the uncompressed "
     "content; null = not generated yet; made_with null = recorded from an evaluation's .testset.json "
-    "(recorded_from), the versions that made it unknown; qa_* (RULER's QA tasks from real records): inputs = "
-    "the sha256 of the data files each was made from"
+    "(recorded_from), the versions that made it unknown; prefixes = {n: the sha256 of the file's first n "
+    "samples (lines), the content of the file made with n samples, which evaluations of n samples recorded}; "
+    "qa_* (RULER's QA tasks from real records): inputs = the sha256 of the data files each was made from"
 )
 UNREADABLE = (OSError, EOFError, zlib.error)  # a folder, a file that is not gzip, a truncated gzip
 
@@ -158,16 +163,35 @@ def make(files: list[tuple[str, str]], root: Path, jobs: int) -> None:
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         for piece, records in zip(pieces, pool.map(_piece, pieces)):
             done[piece[:3]] = records
-    for task, length in files:
-        starts = sorted(s for (t, n, s) in done if (t, n) == (task, length))
-        records = [r for s in starts for r in done[(task, length, s)]]
-        path = write_jsonl(records, root / task / f"test{length}.jsonl.gz")
-        print(f"{path}: {len(records)} samples")
+        # written on the pool too: a 1M file of 100 samples is up to 530 MB of text, one to two minutes of
+        # gzip at level 9 on one core, so the eight written in turn would outlast their generation
+        writes = []
+        for task, length in files:
+            starts = sorted(s for (t, n, s) in done if (t, n) == (task, length))
+            records = [r for s in starts for r in done[(task, length, s)]]
+            writes.append((pool.submit(write_jsonl, records, root / task / f"test{length}.jsonl.gz"), len(records)))
+        for write, count in writes:
+            print(f"{write.result()}: {count} samples")
     print(f"made {len(files)} files ({len(pieces)} pieces on {jobs} processes) in {time.time() - t0:.0f}s")
 
 
-def manifest_entry(task: str, length: str, root: Path) -> dict[str, Any]:
-    path = root / task / f"test{length}.jsonl.gz"
+def sample_hashes(path: Path) -> list[str] | None:
+    """The sha256 of a test file's first n samples (lines of its uncompressed content) for n = 0 to
+    its number of samples, in one pass: the last is the file's sha256 (``content_sha256``'s), the
+    list's length less one its number of samples; None if there is no file."""
+    if not path.is_file():
+        return None
+    h = hashlib.sha256()
+    out = [h.hexdigest()]
+    with gzip.open(path, "rb") as f:
+        for line in f:
+            h.update(line)
+            out.append(h.hexdigest())
+    return out
+
+
+def manifest_entry(task: str, length: str, hashes: list[str] | None) -> dict[str, Any]:
+    """The entry of a grid file whose ``sample_hashes`` are ``hashes`` (None: not made)."""
     return {
         "file": f"{task}/test{length}.jsonl.gz",
         "task": task,
@@ -176,9 +200,40 @@ def manifest_entry(task: str, length: str, root: Path) -> dict[str, Any]:
         "samples": samples(task, length),
         "seed": SEED,
         "command": command(task, length),
-        "sha256": content_sha256(path),
+        "sha256": hashes[-1] if hashes else None,
         **({"inputs": qa_inputs()} if task in QA_TASKS else {}),
     }
+
+
+def recorded_sha256(entry: dict[str, Any], n: int) -> str:
+    """The manifest's sha256 of the first ``n`` samples of ``entry``'s file: the file's own at its
+    number of samples, a ``prefixes`` one below it (round 5's 30 at 1M). An evaluation of n samples
+    recorded the sha256 of a file of n samples, so it is checked against this (niah_report.py)."""
+    known = {int(k): p["sha256"] for k, p in entry.get("prefixes", {}).items()}
+    known[int(entry["samples"])] = entry.get("sha256")
+    if known.get(n) is None:
+        has = "; ".join(f"first {k}: {v or 'not recorded yet (--write-manifest)'}" for k, v in sorted(known.items()))
+        raise TestsetError(f"{entry['file']}: the manifest has no sha256 of its first {n} samples ({has})")
+    return known[n]
+
+
+def unrecordable(entry: dict[str, Any], hashes: list[str], prefixes: dict[str, Any]) -> str | None:
+    """Why a file whose sha256 the manifest lacks must not be recorded, or None: it holds another
+    number of samples than the grid's (a file made before the grid grew), or its first n samples
+    are not the recorded ``prefixes`` (the generator no longer makes the samples evaluated)."""
+    count = len(hashes) - 1
+    if count != entry["samples"]:
+        return (
+            f"{entry['file']}: {count} samples, the grid's {entry['samples']} (an older file? regenerate it: --force)"
+        )
+    for n, prefix in prefixes.items():
+        got = hashes[int(n)] if int(n) <= count else None
+        if got != prefix["sha256"]:
+            return (
+                f"{entry['file']}: its first {n} samples have sha256 {got}, the manifest {prefix['sha256']} "
+                f"({prefix.get('recorded_from', 'recorded')}): the generator no longer makes those samples"
+            )
+    return None
 
 
 def changed_inputs(entry: dict[str, Any], recorded: dict[str, Any]) -> list[str]:
@@ -189,23 +244,27 @@ def changed_inputs(entry: dict[str, Any], recorded: dict[str, Any]) -> list[str]
 
 def verify(files: list[tuple[str, str]], root: Path, manifest: dict[str, Any]) -> tuple[list[str], list[str]]:
     """(mismatches, unrecorded): one line per file that is missing or differs from the manifest's
-    sha256, and one per file whose sha256 the manifest does not hold yet (``--write-manifest``
-    records it)."""
+    sha256 (or, where the manifest has none yet, ``unrecordable``), and one per file whose sha256
+    the manifest does not hold yet (``--write-manifest`` records it)."""
     want = {e["file"]: e for e in manifest["files"]}
     bad, unrecorded = [], []
     for task, length in files:
         try:
-            entry = manifest_entry(task, length, root)
+            hashes = sample_hashes(root / task / f"test{length}.jsonl.gz")
         except UNREADABLE as e:
             bad.append(f"{task}/test{length}.jsonl.gz: cannot be read ({e or type(e).__name__})")
             continue
+        entry = manifest_entry(task, length, hashes)
         recorded = want.get(entry["file"], {})
         expected = recorded.get("sha256")
         changed = changed_inputs(entry, recorded) if expected is not None else []
         if entry["sha256"] is None:
             bad.append(f"{entry['file']}: missing")
         elif expected is None:
-            unrecorded.append(f"{entry['file']}: sha256 {entry['sha256']}")
+            if problem := unrecordable(entry, hashes, recorded.get("prefixes", {})):
+                bad.append(problem)
+            else:
+                unrecorded.append(f"{entry['file']}: sha256 {entry['sha256']}")
         elif entry["sha256"] != expected:
             cause = (
                 f" (made from other data: {', '.join(changed)} changed since it was recorded; regenerate with "
@@ -220,8 +279,9 @@ def verify(files: list[tuple[str, str]], root: Path, manifest: dict[str, Any]) -
 def write_manifest(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     """Every file of the grid, with the sha256 of those that exist; a file that differs from a
     recorded sha256 is an error (a manifest is written once, then only checked): a recorded entry
-    is kept as it stands, as are the entries of files outside the grid (the training mixture).
-    A QA entry whose inputs changed since it was recorded is recorded anew (its data changed)."""
+    is kept as it stands, as are the entries of files outside the grid (the training mixture), and
+    an entry's ``prefixes``; an ``unrecordable`` file is an error too. A QA entry whose inputs
+    changed since it was recorded is recorded anew (its data changed)."""
     from importlib.metadata import version
 
     # the packages whose random streams, token counts and key lists the bytes depend on (a mismatch
@@ -232,9 +292,10 @@ def write_manifest(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     for length in LENGTHS:
         for task in [*TASKS, *QA_TASKS]:
             try:
-                entry = manifest_entry(task, length, root)
+                hashes = sample_hashes(root / task / f"test{length}.jsonl.gz")
             except UNREADABLE as e:
                 raise TestsetError(f"{task}/test{length}.jsonl.gz cannot be read ({e or type(e).__name__})") from None
+            entry = manifest_entry(task, length, hashes)
             was = old.get(entry["file"], {})
             if was.get("sha256") is not None and changed_inputs(entry, was):
                 was = {}  # made from other data: the old record describes a file that no longer exists
@@ -242,8 +303,13 @@ def write_manifest(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
                 raise TestsetError(f"{entry['file']} differs from the manifest's sha256 {was['sha256']}")
             if was.get("sha256") is not None:
                 entry = was
-            elif entry["sha256"] is not None:
-                entry["made_with"] = here
+            else:
+                if "prefixes" in was:  # they keep the records of fewer samples verifiable, before and after
+                    entry["prefixes"] = was["prefixes"]
+                if entry["sha256"] is not None:
+                    if problem := unrecordable(entry, hashes, entry.get("prefixes", {})):
+                        raise TestsetError(problem)
+                    entry["made_with"] = here
             entries.append(entry)
     grid = {e["file"] for e in entries}
     return {

@@ -4,8 +4,8 @@
     python experiments/niah/niah_eval_grid.py runs/niah n_s1 --lengths 4k --tasks niah_multiquery --dry-run
 
 Each cell is one `eval_retriever.py` call: the run's best checkpoint, greedy at the run's fixed
-budget T, seed 42, every sample of the test file (scripts/niah_testsets.py: 100 up to 128K, 30 at
-1M), written to ``<runs dir>/<run>/niah/<task>/eval_seed42_test<len>.jsonl`` (+ summary and meta)
+budget T, seed 42, every sample of the test file (scripts/niah_testsets.py: 100 at every length; 30
+at 1M up to round 5), written to ``<runs dir>/<run>/niah/<task>/eval_seed42_test<len>.jsonl`` (+ summary and meta)
 with a ``.testset.json`` beside it naming the test file and its sha256. Q-value stopping is scored
 from these records (experiments/niah/niah_report.py): stopping only truncates the greedy sequence, and every
 step's max Q is logged (docs/EVALUATION.md), so no second pass is needed. The test files are checked

@@ -45,7 +45,8 @@ issue 44's target in each reading, and the trained runs' recipe against the pape
 their ``config_resolved.yaml``), ``table1.csv`` (one row
 per run, subtask, length, with the test file's sha256) and ``table1.png`` (accuracy against
 length per subtask). A record file whose test file's sha256 (``.testset.json``) differs from the
-manifest (scripts/niah_testsets.py) is refused.
+manifest's sha256 of the file's first n samples, n = the records' (scripts/niah_testsets.py's
+``recorded_sha256``: round 5's 1M records hold 30 samples of today's 100), is refused.
 """
 
 from __future__ import annotations
@@ -128,8 +129,12 @@ def read_records(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def cell(run_dir: Path, task: str, length: str, theta: float | None, manifest: dict[str, str]) -> dict[str, Any] | None:
-    """Means over one record file, or None if the cell was not evaluated."""
+def cell(
+    run_dir: Path, task: str, length: str, theta: float | None, manifest: dict[str, dict[str, Any]]
+) -> dict[str, Any] | None:
+    """Means over one record file, or None if the cell was not evaluated. ``manifest``: the test
+    sets' manifest entries by file; a record of n samples was made on a file of n samples, so its
+    sha256 is checked against the manifest's of the file's first n (round 5's 1M records: 30 of 100)."""
     base = run_dir / "niah" / task / f"eval_seed42_test{length}"
     path = next((p for p in (Path(f"{base}.jsonl.gz"), Path(f"{base}.jsonl")) if p.is_file()), None)
     if path is None:
@@ -140,10 +145,17 @@ def cell(run_dir: Path, task: str, length: str, theta: float | None, manifest: d
             f"error: {side_path} is missing: which test file {path} scored is unknown (niah_eval_grid.py writes it)"
         )
     side = json.loads(side_path.read_text())
-    want = manifest.get(side["file"])
-    if want is not None and side["sha256"] != want:
-        raise SystemExit(f"error: {path} was evaluated on {side['file']} sha256 {side['sha256']}, manifest {want}")
     recs = read_records(path)
+    if side["file"] in manifest:
+        try:
+            want = testsets.recorded_sha256(manifest[side["file"]], len(recs))
+        except testsets.TestsetError as e:
+            raise SystemExit(f"error: {path} holds {len(recs)} samples; {e}") from None
+        if side["sha256"] != want:
+            raise SystemExit(
+                f"error: {path} was evaluated on {side['file']} sha256 {side['sha256']}, "
+                f"manifest {want} (its first {len(recs)} samples)"
+            )
     out: dict[str, Any] = {"n": len(recs), "sha256": side["sha256"]}
     for tag, th in (("fixed", None), ("qstop", theta)):
         scores = [score(r, th) for r in recs]
@@ -279,7 +291,9 @@ def fmt(values: list[float]) -> str:
     return f"{statistics.fmean(values):.1f} ± {statistics.stdev(values):.1f}"
 
 
-def grid(runs: Path, names: list[str], theta: float, manifest: dict[str, str]) -> dict[tuple, dict[str, Any]]:
+def grid(
+    runs: Path, names: list[str], theta: float, manifest: dict[str, dict[str, Any]]
+) -> dict[tuple, dict[str, Any]]:
     out = {}
     for name in names:
         for length in ROWS:
@@ -500,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
             [n for n in args.untrained.split(",") if n],
             args.out,
         )
-    manifest = {e["file"]: e["sha256"] for e in json.loads((testsets.ROOT / "MANIFEST.json").read_text())["files"]}
+    manifest = {e["file"]: e for e in json.loads((testsets.ROOT / "MANIFEST.json").read_text())["files"]}
     seeds, untrained = args.seeds.split(","), [n for n in args.untrained.split(",") if n]
     cells = grid(args.runs_dir, seeds + untrained, args.theta, manifest)
     if not cells:

@@ -2,8 +2,11 @@
 loader reads it as any RULER file), files made in pieces (scripts/niah_testsets.py), and the
 committed 4K test files against their manifest."""
 
+import gzip
 import json
 import sys
+
+import pytest
 
 from envs.data.common import content_sha256
 from envs.data.niah import load_niah
@@ -72,6 +75,87 @@ def test_the_bytes_do_not_depend_on_jobs(tmp_path, monkeypatch):
     assert made[3][0] == whole.read_bytes()
 
 
+def _tiny_grid(tmp_path, monkeypatch):
+    """A length of 512 GPT-2 tokens cut into pieces of one sample, made as the grid's files are (the
+    workers are forked, so they see the patches); returns the function that makes a root's files."""
+    monkeypatch.setitem(sys.modules, "niah_testsets", testsets)  # the pool's workers find _piece by name
+    monkeypatch.setitem(testsets.LENGTHS, "tiny", 512)
+    monkeypatch.setattr(testsets, "PIECE_TOKENS", 512)
+    monkeypatch.setattr(testsets, "_corpus", lambda: BOOKS)  # the shipped books take a second a piece
+    testsets._counter()  # the tokenizer loads once, before the workers fork
+
+    def make(n: int, files: list[tuple[str, str]]):
+        monkeypatch.setitem(testsets.SAMPLES, "tiny", n)
+        testsets.make(files, tmp_path / str(n), 2)
+        return tmp_path / str(n)
+
+    return make
+
+
+def test_the_first_n_samples_of_a_file_are_the_file_of_n_samples(tmp_path, monkeypatch):
+    """Issue 44 item 1: the grid's 1M files grew from 30 samples (round 5's records) to 100. Sample i
+    has its own generator, derive_rng(seed, "niah", task, split, tokens, i), so the uncompressed
+    content of the 3-sample file is, byte for byte, the first 3 lines of the 8-sample one, and
+    sample_hashes gives its sha256 (what the manifest keeps as a prefix); an essay and a needle haystack."""
+    make = _tiny_grid(tmp_path, monkeypatch)
+    files = [("niah_single_2", "tiny"), ("niah_multikey_2", "tiny")]
+    short, full = make(3, files), make(8, files)
+    for task, length in files:
+        name = f"{task}/test{length}.jsonl.gz"
+        lines = gzip.decompress((full / name).read_bytes()).splitlines(keepends=True)
+        assert len(lines) == 8 and b"".join(lines[:3]) == gzip.decompress((short / name).read_bytes())
+        hashes = testsets.sample_hashes(full / name)
+        assert hashes[3] == content_sha256(short / name) == testsets.sample_hashes(short / name)[-1]
+        assert hashes[-1] == content_sha256(full / name) and len(hashes) == 9
+
+
+def test_a_file_is_recorded_only_if_it_holds_the_grids_samples_and_its_prefixes(tmp_path, monkeypatch):
+    """A file whose sha256 the manifest lacks (the 1M files at 100 samples) is a mismatch, and
+    --write-manifest refuses it, if it holds another number of samples (round 5's 30-sample file
+    left on a disk) or its first n samples are not the recorded prefix; a good one is recorded
+    with its prefixes kept."""
+    make = _tiny_grid(tmp_path, monkeypatch)
+    files = [("niah_single_2", "tiny")]
+    name = "niah_single_2/testtiny.jsonl.gz"
+    short, full = make(3, files), make(8, files)
+    entry = testsets.manifest_entry("niah_single_2", "tiny", None)
+    prefixes = {"3": {"sha256": content_sha256(short / name), "recorded_from": "the 3-sample file"}}
+    manifest = {"files": [{**entry, "prefixes": prefixes}]}
+    assert entry["samples"] == 8 and entry["sha256"] is None
+    (bad,), _ = testsets.verify(files, short, manifest)
+    assert bad == f"{name}: 3 samples, the grid's 8 (an older file? regenerate it: --force)"
+    with pytest.raises(testsets.TestsetError, match="3 samples, the grid's 8"):
+        testsets.write_manifest(short, manifest)
+    assert testsets.verify(files, full, manifest) == ([], [f"{name}: sha256 {content_sha256(full / name)}"])
+    recorded = {e["file"]: e for e in testsets.write_manifest(full, manifest)["files"]}[name]
+    assert recorded["sha256"] == content_sha256(full / name) and recorded["prefixes"] == prefixes
+    assert recorded["made_with"]  # the versions that made it
+    other = {"files": [{**entry, "prefixes": {"3": {"sha256": "0" * 64}}}]}
+    (bad,), _ = testsets.verify(files, full, other)
+    assert bad.startswith(f"{name}: its first 3 samples have sha256 {content_sha256(short / name)}, the manifest 000")
+    with pytest.raises(testsets.TestsetError, match="the generator no longer makes those samples"):
+        testsets.write_manifest(full, other)
+
+
+def test_a_record_of_n_samples_is_checked_against_the_first_n(tmp_path):
+    """recorded_sha256 (what niah_report.py checks a record against): a 1M entry answers round 5's
+    30-sample records with the prefix, its 100 once recorded, any other n with an error naming
+    the file, n and what the manifest holds."""
+    manifest = json.loads((testsets.ROOT / "MANIFEST.json").read_text())
+    entry = next(e for e in manifest["files"] if e["file"] == "niah_single_1/test1m.jsonl.gz")
+    assert testsets.SAMPLES["1m"] == entry["samples"] == 100
+    assert testsets.recorded_sha256(entry, 30) == entry["prefixes"]["30"]["sha256"]
+    with pytest.raises(testsets.TestsetError, match="no sha256 of its first 100 samples .*first 100: not recorded"):
+        testsets.recorded_sha256(entry, 100)
+    with pytest.raises(testsets.TestsetError) as e:
+        testsets.recorded_sha256(entry, 50)
+    assert str(e.value) == (
+        "niah_single_1/test1m.jsonl.gz: the manifest has no sha256 of its first 50 samples (first 30: "
+        f"{entry['prefixes']['30']['sha256']}; first 100: not recorded yet (--write-manifest))"
+    )
+    assert testsets.recorded_sha256({**entry, "sha256": "a" * 64}, 100) == "a" * 64
+
+
 def test_the_committed_4k_test_files_match_their_manifest(tmp_path):
     manifest = json.loads((testsets.ROOT / "MANIFEST.json").read_text())
     files = [(t, "4k") for t in TASKS]
@@ -83,15 +167,17 @@ def test_the_committed_4k_test_files_match_their_manifest(tmp_path):
     write_jsonl(generate(task, 1, 400, 0, "test4k", whitespace_counter, BOOKS), tmp_path / task / "test4k.jsonl.gz")
     (bad,), _ = testsets.verify([(task, "4k")], tmp_path, manifest)
     assert bad.startswith(f"{task}/test4k.jsonl.gz: sha256 {content_sha256(tmp_path / task / 'test4k.jsonl.gz')}")
-    assert testsets.manifest_entry(task, "4k", testsets.ROOT)["command"].startswith(
+    assert testsets.manifest_entry(task, "4k", None)["command"].startswith(
         f"python scripts/generate_niah.py --task {task} "
     )
 
 
 def test_the_manifest_records_every_file_as_the_rounds_evaluated_it(tmp_path, committed_runs):
     """Issue 44 item 2: a sha256 for every file of the grid (the 128K and 1M files are made on the
-    GPU machine, never committed) and for the training mixture; each equals the sha256 that every
-    committed evaluation recorded of its test file (.testset.json), and the committed files match."""
+    GPU machine, never committed) and for the training mixture, except the 1M files at 100 samples,
+    not made yet, which keep round 5's 30-sample sha256 as their first 30 samples'; each committed
+    evaluation's test file (.testset.json) has the manifest's sha256 of the first n samples, n its
+    records (niah_report.py's check), and the committed files match."""
     manifest = json.loads((testsets.ROOT / "MANIFEST.json").read_text())
     sha = {e["file"]: e["sha256"] for e in manifest["files"]}
     grid = {f"{t}/test{n}.jsonl.gz" for n in testsets.LENGTHS for t in TASKS}
@@ -99,11 +185,21 @@ def test_the_manifest_records_every_file_as_the_rounds_evaluated_it(tmp_path, co
         f"{t}/test{n}.jsonl.gz" for n in testsets.LENGTHS for t in testsets.QA_TASKS
     }  # tests/data_other/test_ruler_qa_sets.py
     assert grid | qa | {"mix8_4k/train.jsonl.gz", "mix8_4k/test4k.jsonl.gz"} == set(sha)
-    assert None not in [sha[f] for f in sha if f not in qa]
+    entries = {e["file"]: e for e in manifest["files"]}
+    one_m = {f for f in grid if f.endswith("test1m.jsonl.gz")}
+    assert {f for f in sha if sha[f] is None} - qa == one_m
+    assert {entries[f]["samples"] for f in one_m} == {100} and {tuple(entries[f]["prefixes"]) for f in one_m} == {
+        ("30",)
+    }
     records = sorted(p for runs in committed_runs.values() for p in runs.glob("*/niah/*/*.testset.json"))
     assert {json.loads(p.read_text())["file"] for p in records} == grid  # round 5 evaluated the whole grid
     for p in records:
-        assert sha[json.loads(p.read_text())["file"]] == json.loads(p.read_text())["sha256"], p
+        side, n = (
+            json.loads(p.read_text()),
+            json.loads(p.with_name(p.name.replace(".testset", ".summary")).read_text())["n"],
+        )
+        assert n == (30 if side["file"] in one_m else 100), p
+        assert testsets.recorded_sha256(entries[side["file"]], n) == side["sha256"], p
     for name in ("train", "test4k"):
         assert content_sha256(testsets.ROOT / "mix8_4k" / f"{name}.jsonl.gz") == sha[f"mix8_4k/{name}.jsonl.gz"]
     # --write-manifest keeps what is recorded: entries as they stand, the mixture beside the grid

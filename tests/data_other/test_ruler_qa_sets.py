@@ -301,8 +301,8 @@ def test_a_changed_input_is_named_and_the_entry_recorded_anew(qa_root, capsys, m
     changed = {**inputs, "data/hotpotqa/subset_train.jsonl.gz": "0" * 64}
     monkeypatch.setattr(testsets, "qa_inputs", lambda: changed)
     path = qa_root / "qa_hotpot" / "test4k.jsonl.gz"
-    other = json.loads(gzip.decompress(path.read_bytes()).splitlines()[0])
-    write_jsonl([other], path)  # what the changed data would make
+    records = [json.loads(line) for line in gzip.decompress(path.read_bytes()).splitlines()]
+    write_jsonl(records[::-1], path)  # what the changed data would make: as many samples (recorded only so), others
     assert testsets.main(["--root", str(qa_root), "--tasks", "qa_hotpot", "--lengths", "4k", "--verify"]) == 1
     out = capsys.readouterr().out
     assert "(made from other data: data/hotpotqa/subset_train.jsonl.gz changed since it was recorded;" in out

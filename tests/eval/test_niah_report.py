@@ -79,17 +79,49 @@ def test_collect_keeps_no_checkpoint_and_the_report_reads_its_gzipped_records(tm
     assert (
         not [k for k in kept if k.endswith(".pt")] and "n_s1/niah/niah_multiquery/eval_seed42_test4k.jsonl.gz" in kept
     )
-    manifest = {"niah_multiquery/test4k.jsonl.gz": sha}
-    cells = report.grid(tmp_path / "kept", ["n_s1"], 0.5, manifest)
+    entry = {"file": "niah_multiquery/test4k.jsonl.gz", "samples": 1, "sha256": sha}  # a one-sample file
+    cells = report.grid(tmp_path / "kept", ["n_s1"], 0.5, {entry["file"]: entry})
     assert cells[("n_s1", "niah_multiquery", "4k")]["fixed_smatch"] == 75.0
     with pytest.raises(SystemExit, match="manifest"):  # scored on another file than the manifest's
-        report.grid(tmp_path / "kept", ["n_s1"], 0.5, {"niah_multiquery/test4k.jsonl.gz": "0" * 64})
+        report.grid(tmp_path / "kept", ["n_s1"], 0.5, {entry["file"]: {**entry, "sha256": "0" * 64}})
     # as the round's archive: the same files, its sha256 and this report in the manifest beside it
     report.collect(tmp_path / "runs", tmp_path / "round" / "runs.tgz")
     with tarfile.open(tmp_path / "round" / "runs.tgz") as tar:
         assert sorted(m.name for m in tar.getmembers() if m.isfile()) == kept
     entry = json.loads((tmp_path / "round" / "MANIFEST.json").read_text())
     assert entry["report"] == report.REPORT and len(entry["archives"]["runs.tgz"]["sha256"]) == 64
+
+
+def test_a_record_of_n_samples_must_be_of_the_files_first_n(tmp_path):
+    """Round 5's 1M records hold 30 samples of a file that now has 100: each is checked against the
+    manifest's sha256 of the first 30 (scripts/niah_testsets.py's recorded_sha256); 100 records
+    against the whole file's, refused while it is not recorded; any other count is refused, naming
+    the record file, its samples and what the manifest has."""
+    manifest = {e["file"]: e for e in json.loads((report.testsets.ROOT / "MANIFEST.json").read_text())["files"]}
+    name = "niah_multiquery/test1m.jsonl.gz"
+    cell = tmp_path / "n_s1" / "niah" / "niah_multiquery"
+    cell.mkdir(parents=True)
+
+    def records(n: int, sha: str) -> None:
+        (cell / "eval_seed42_test1m.jsonl").write_text((json.dumps(REC) + "\n") * n)
+        (cell / "eval_seed42_test1m.testset.json").write_text(json.dumps({"file": name, "sha256": sha}))
+
+    round5 = manifest[name]["prefixes"]["30"]["sha256"]
+    records(30, round5)
+    assert report.cell(tmp_path / "n_s1", "niah_multiquery", "1m", 0.5, manifest)["n"] == 30
+    records(100, "b" * 64)
+    with pytest.raises(SystemExit, match="holds 100 samples; .*first 100: not recorded yet"):
+        report.cell(tmp_path / "n_s1", "niah_multiquery", "1m", 0.5, manifest)
+    recorded = {**manifest, name: {**manifest[name], "sha256": "b" * 64}}  # the lease's --write-manifest
+    assert report.cell(tmp_path / "n_s1", "niah_multiquery", "1m", 0.5, recorded)["n"] == 100
+    with pytest.raises(SystemExit, match="manifest " + round5):  # 30 records, but of another file
+        records(30, "b" * 64)
+        report.cell(tmp_path / "n_s1", "niah_multiquery", "1m", 0.5, recorded)
+    records(29, round5)
+    with pytest.raises(
+        SystemExit, match=f"test1m.jsonl holds 29 samples; {name}: .* first 29 samples .first 30: {round5}"
+    ):
+        report.cell(tmp_path / "n_s1", "niah_multiquery", "1m", 0.5, manifest)
 
 
 def test_effective_length_names_a_length_only_some_seeds_reached():
