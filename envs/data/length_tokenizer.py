@@ -2,7 +2,7 @@
 
 Lengths of long-context benchmarks are counted in some LLM's tokens: BabiLong's official
 generator uses GPT-2's tokenizer, RULER the tokenizer of the model it evaluates. Names accepted
-by :func:`load_length_tokenizer`:
+by :func:`load_hf_tokenizer`:
 
 * ``gpt2``: GPT-2's byte-level BPE from the files shipped in envs/data/assets/gpt2 (offline;
   the same ids as Hugging Face's ``gpt2``);
@@ -10,8 +10,9 @@ by :func:`load_length_tokenizer`:
 * anything else: a Hugging Face tokenizer name or a local folder (``AutoTokenizer``).
 
 Counting follows the BabiLong generator: a piece of a haystack is tokenised as ``" " + text``
-without special tokens (each sentence follows a space in the assembled text), so the length of a
-haystack is the sum of its pieces' counts.
+without special tokens (each sentence follows a space in the assembled text) and without the
+padding or truncation a tokenizer file may set, so the length of a haystack is the sum of its
+pieces' counts.
 """
 
 from __future__ import annotations
@@ -62,6 +63,12 @@ def load_hf_tokenizer(name: str) -> Any:
                 f"tokenizer"
             ) from None
     tok.model_max_length = 1 << 40  # it only counts: silence the "longer than the model" warning
+    backend = getattr(tok, "backend_tokenizer", None)
+    if backend is not None:
+        # A tokenizer file may pad and truncate every text (MiniLM's: to 128 tokens). Only the
+        # Python wrapper's calls turn that off; LengthTokenizer.count calls the backend directly.
+        backend.no_padding()
+        backend.no_truncation()
     return tok
 
 
@@ -73,6 +80,7 @@ class LengthTokenizer:
         self.tok = load_hf_tokenizer(self.name)
 
     def count(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each ``" " + text``: no special tokens, no padding, no truncation."""
         if not texts:
             return []
         # the Rust backend directly: the Python wrapper's per-text conversion costs more than

@@ -185,7 +185,7 @@ def test_config_token_mode_on_the_shipped_data():
     ds = build_dataset(cfg.envs, "test", seed=0)
     babi = load_babi_file(EMBEDDED / "babilong/babi/en-10k/qa3_three-supporting-facts_test.txt")
     kept = [i for i, b in enumerate(babi) if len(b.facts) + 1 <= 87]
-    assert len(ds) == len(kept) == 863  # 137 real qa3 test stories are too long for "1k"
+    assert len(ds) == len(kept) == 863  # 137 real qa3 test questions have more than 86 facts: too long for "1k"
     for k in (0, 500, len(ds) - 1):
         s = ds[k]
         assert s["id"] == kept[k] and s["num_tokens"] == 700
