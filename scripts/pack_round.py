@@ -1,14 +1,14 @@
 """Pack a GPU round's raw result files into the repository: one archive per round.
 
-    python scripts/pack_round.py <runs dir> experiments/round9/runs.tgz   # the archive, its sha256 in MANIFEST.json
-    python scripts/pack_round.py <runs dir> <folder>                      # the run folders, unarchived
+    python scripts/pack_round.py <runs dir> experiments/round9/runs.tar.xz   # the archive, its sha256 in MANIFEST.json
+    python scripts/pack_round.py <runs dir> <folder>                         # the run folders, unarchived
 
 For every run folder (one holding config.yaml or metrics.jsonl) copies exactly what the tables are
 made from: ``config.yaml`` and ``config_resolved.yaml`` (the run's settings as written and as
 they resolved on the machine), ``metrics.jsonl``, the training ``summary.json``, the evaluation
 summaries ``*.summary.json`` and settings ``*.meta.json``, and the per-sample records
-``eval_*.jsonl``, gzipped deterministically (no name, time stamp 0, level 9: packing the same
-records twice gives the same bytes, so git sees no change). Checkpoints, logs, TensorBoard files
+``eval_*.jsonl`` as plain JSONL (a gzipped ``eval_*.jsonl.gz`` is unpacked: the archive compresses
+them all at once, far better than one gzip each). Checkpoints, logs, TensorBoard files
 and sharded part files (``*.rank<r>.jsonl``, an interrupted distributed evaluation) are left out.
 A half-written last record (a run killed mid-write) is dropped, as the evaluation itself drops it on
 resuming; a malformed record elsewhere stops the packing before anything is written, naming the
@@ -16,11 +16,13 @@ file and line. A packed file that a .gitignore pattern would keep out of git is 
 files are there to be committed). Absolute paths of the machine that made the runs are rewritten
 in the settings and summaries: the repository root given by ``--root`` (default: this checkout's)
 becomes relative to it, and ``--rewrite OLD=NEW`` maps any other prefix (``/scratch/runs=runs``); an
-absolute path left after that stops the packing before anything is written. A ``.tgz`` destination
-holds the packed run folders as one deterministic archive (names sorted, time 0, owner 0, gzip without
-name or time: the same files give the same bytes), and the round's MANIFEST.json beside it records its
-sha256 and size under ``archives``. Then ``scripts/make_results.sh`` (or scripts/report_round.py) makes
-the tables.
+absolute path left after that stops the packing before anything is written. A ``.tar.xz``
+destination holds the packed run folders as one deterministic archive (names sorted, time 0, owner
+0 with empty names, fixed modes, xz preset 9 extreme through Python's lzma: the same files give the
+same bytes, so re-packing leaves git nothing to commit), and the round's MANIFEST.json beside it
+records its sha256 and size under ``archives``. The rounds committed before this format as
+``runs.tgz`` (records gzipped inside) are still read by every report; new ``.tgz`` archives are not
+written. Then ``scripts/make_results.sh`` (or scripts/report_round.py) makes the tables.
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ import gzip
 import hashlib
 import io
 import json
+import lzma
 import re
 import subprocess
 import sys
+import tarfile
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,6 +46,9 @@ PLAIN = ("config.yaml", "config_resolved.yaml", "metrics.jsonl", "summary.json")
 SIDECARS = ("*.summary.json", "*.meta.json")
 RECORDS = re.compile(r"^eval_.*\.jsonl(\.gz)?$")
 PART = re.compile(r"\.rank\d+\.jsonl(\.gz)?$")
+ARCHIVE = ".tar.xz"  # what a round's raw records are committed as (experiments/<round>/runs.tar.xz)
+OLD_ARCHIVES = (".tgz", ".tar.gz")  # the rounds packed before it: read, no longer written
+XZ_PRESET = 9 | lzma.PRESET_EXTREME
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,13 +95,6 @@ def complete_records(path: Path) -> tuple[bytes, int]:
     return b"".join(x + b"\n" for x in keep), 0
 
 
-def gzip_bytes(data: bytes) -> bytes:
-    buf = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=buf, mtime=0) as gz:
-        gz.write(data)
-    return buf.getvalue()
-
-
 def plan(runs: Path) -> dict[str, list[tuple[Path, str]]]:
     """{run: [(source, name in the destination)]} over every run folder of ``runs``."""
     out: dict[str, list[tuple[Path, str]]] = {}
@@ -108,7 +108,7 @@ def plan(runs: Path) -> dict[str, list[tuple[Path, str]]]:
             stem = name.removesuffix(".gz")
             if name.endswith(".gz") and stem in names:
                 continue  # the plain file is the newer one (report_round.py reads it first as well)
-            files.append((run / name, stem + ".gz"))
+            files.append((run / name, stem))
         out[run.name] = files
     return out
 
@@ -128,7 +128,7 @@ def pack(runs: Path, dest: Path, rules: Sequence[tuple[str, str]] = ()) -> dict[
                 data, cut = complete_records(src)  # checks every file before anything is written
                 if cut:
                     dropped.append(f"{src}: dropped a half-written last line ({cut} bytes)")
-                prepared.append((target, gzip_bytes(data)))
+                prepared.append((target, data))
             else:
                 text = rewrite_paths(src.read_text(encoding="utf-8"), rules)
                 if left := absolute_paths(text):
@@ -152,12 +152,37 @@ def pack(runs: Path, dest: Path, rules: Sequence[tuple[str, str]] = ()) -> dict[
     }
 
 
+def is_archive(dest: Path) -> bool:
+    """Whether ``dest`` names an archive (``.tar.xz``) rather than a folder; an old-format name is
+    refused, so that it never becomes a folder called ``runs.tgz``."""
+    if dest.name.endswith(OLD_ARCHIVES):
+        raise SystemExit(f"error: {dest}: rounds are packed as {ARCHIVE} now (runs{ARCHIVE}); .tgz is only read")
+    return dest.name.endswith(ARCHIVE)
+
+
+def tar_entry(path: Path, name: str) -> tarfile.TarInfo:
+    """``path``'s header with nothing of the machine in it: time 0, owner 0 unnamed, fixed modes."""
+    info = tarfile.TarInfo(name)
+    info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+    if path.is_dir():
+        info.type, info.mode = tarfile.DIRTYPE, 0o755
+    else:
+        info.size, info.mode = path.stat().st_size, 0o644
+    return info
+
+
 def archive(folder: Path, dest: Path) -> dict[str, Any]:
-    """``folder``'s contents as the deterministic archive ``dest``; its entry of the round's manifest."""
-    tar = ["tar", "--sort=name", "--mtime=@0", "--owner=0", "--group=0", "--numeric-owner", "--mode=u=rwX,go=rX"]
-    names = sorted(p.name for p in folder.iterdir())
-    data = subprocess.run([*tar, "-C", str(folder), "-cf", "-", "--", *names], capture_output=True, check=True).stdout
-    data = subprocess.run(["gzip", "-n", "-9"], input=data, capture_output=True, check=True).stdout
+    """``folder``'s contents as the deterministic ``.tar.xz`` ``dest``; its entry of the round's manifest."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:xz", preset=XZ_PRESET, format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(folder.rglob("*"), key=lambda p: p.relative_to(folder).as_posix()):
+            info = tar_entry(path, path.relative_to(folder).as_posix())
+            if info.isdir():
+                tar.addfile(info)
+            else:
+                with open(path, "rb") as f:
+                    tar.addfile(info, f)
+    data = buf.getvalue()
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_bytes(data)
     return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
@@ -206,7 +231,7 @@ def ignored_by_git(paths: list[Path]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", type=Path, help="the round's run folders (e.g. an unpacked tarball)")
-    ap.add_argument("dest", type=Path, help="the round's archive (experiments/round9/runs.tgz) or a folder")
+    ap.add_argument("dest", type=Path, help="the round's archive (experiments/round9/runs.tar.xz) or a folder")
     ap.add_argument("--root", default=str(REPO), help="the runs' repository root: its paths become relative")
     ap.add_argument("--rewrite", action="append", default=[], metavar="OLD=NEW", help="a path prefix to replace")
     args = ap.parse_args(argv)
@@ -214,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if len(rules) != len(args.rewrite) + 1 or any(not old.startswith("/") for old, _ in rules):
         ap.error("--rewrite takes OLD=NEW with an absolute OLD, --root an absolute path")
     try:
-        res = (pack_archive if args.dest.name.endswith(".tgz") else pack)(args.runs, args.dest, rules)
+        res = (pack_archive if is_archive(args.dest) else pack)(args.runs, args.dest, rules)
     except PackError as e:
         raise SystemExit(f"error: {e}") from None
     for run, n in res["evals"].items():

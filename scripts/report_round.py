@@ -1,13 +1,14 @@
 """Tables and plots of a GPU round (docs/RESULTS.md) from its run folders.
 
     python scripts/report_round.py <run folders> --out experiments/round9
-    scripts/make_results.sh            # every round of experiments/: its runs.tgz unpacked, then this
+    scripts/make_results.sh            # every round of experiments/: its runs.tar.xz unpacked, then this
 
 Reads each run's ``config_resolved.yaml`` / ``config.yaml``, ``metrics.jsonl`` (in-training validation curve) and its
 evaluation records ``eval_seed<seed>_nt<N>.jsonl`` (BabiLong's official token budget, N GPT-2
 tokens: ``envs.length_unit=tokens``) or ``eval_seed<seed>_ns<N>.jsonl`` (N haystack sentences, the
-reference's unit), plain or gzipped (``.jsonl.gz``, as committed by scripts/pack_round.py), with the
-``.summary.json`` / ``.jsonl.meta.json`` beside them, and writes into ``--out``:
+reference's unit), plain (as scripts/pack_round.py packs them) or gzipped (``.jsonl.gz``, as the older
+rounds' ``runs.tgz`` hold them), with the ``.summary.json`` / ``.jsonl.meta.json`` beside them, and
+writes into ``--out``:
 
 * ``curves.md`` / ``curves.png``: the validation curve (fact EM against optimiser steps) of every run;
 * ``lengths.md`` / ``lengths.png``: qa1-qa5 (runs ``f_qa<i>``; qa3 = ``--qa3``) at every evaluated

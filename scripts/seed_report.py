@@ -1,14 +1,15 @@
 """Convergence over seeds: each setting of a round as a distribution, not a run.
 
-    python scripts/seed_report.py experiments/round7/runs.tgz --reference base --out experiments/round7/seeds
+    python scripts/seed_report.py experiments/round7/runs.tar.xz --reference base --out experiments/round7/seeds
     python scripts/seed_report.py runs/round7 runs/round7b            # run folders, printed only
-    python scripts/seed_report.py experiments/round9/runs.tgz experiments/round8/runs.tgz \
+    python scripts/seed_report.py experiments/round9/runs.tar.xz experiments/round8/runs.tar.xz \
         --settings a01,a01r8 --reference a01r8 --check a01           # both archives hold an isoA
-    python scripts/seed_report.py experiments/round9/runs.tgz --reference isoA --lengths 1K,32K,1M
-    python scripts/seed_report.py experiments/round9/runs.tgz --settings isoA,a01 --same-questions
+    python scripts/seed_report.py experiments/round9/runs.tar.xz --reference isoA --lengths 1K,32K,1M
+    python scripts/seed_report.py experiments/round9/runs.tar.xz --settings isoA,a01 --same-questions
 
-Inputs are run folders' parents or ``.tgz`` archives of them (scripts/pack_round.py's layout, unpacked
-into a temporary folder). A run named ``[w<k>_]<setting>_s<seed>[<r>]`` belongs to ``<setting>``
+Inputs are run folders' parents or archives of them (``.tar.xz`` as scripts/pack_round.py writes them,
+or the older rounds' ``.tgz``; unpacked into a temporary folder). A run named
+``[w<k>_]<setting>_s<seed>[<r>]`` belongs to ``<setting>``
 (the wave prefix ``w<k>_`` is dropped, so waves pool); a letter after the seed (``_s1b``) marks a
 repeat of that seed, listed beside its original and left out of the statistics. ``--settings A,B``
 reads only the runs of those settings (before two runs of one setting and seed are refused, so inputs
@@ -420,7 +421,9 @@ def names(text: str | None) -> list[str]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("inputs", nargs="+", type=Path, help="folders holding run folders, or .tgz archives of them")
+    ap.add_argument(
+        "inputs", nargs="+", type=Path, help="folders holding run folders, or .tar.xz / .tgz archives of them"
+    )
     ap.add_argument("--reference", help="setting the others are compared with")
     ap.add_argument(
         "--threshold", type=float, default=95.0, help="oracle-stop fact F1 x100 at 1K that counts as converged"
@@ -474,7 +477,7 @@ def input_roots(inputs: Sequence[Path], tmp: Path) -> list[Path]:
     """The folders holding run folders: archives unpacked into ``tmp``, wave folders found inside."""
     roots = []
     for i, p in enumerate(inputs):
-        if p.is_file() and p.name.endswith((".tgz", ".tar.gz")):
+        if p.is_file() and p.name.endswith((".tar.xz", ".tgz", ".tar.gz")):
             dest = tmp / str(i)
             with tarfile.open(p) as tar:
                 tar.extractall(dest, filter="data")
@@ -482,7 +485,7 @@ def input_roots(inputs: Sequence[Path], tmp: Path) -> list[Path]:
         elif p.is_dir():  # a round's folder of runs, or an unpacked archive with wave folders in it
             roots += sorted({q.parent.parent for q in p.rglob("config.yaml")}) or [p]
         else:
-            raise ReportError(f"{p}: neither a folder nor a .tgz archive")
+            raise ReportError(f"{p}: neither a folder nor a .tar.xz / .tgz archive")
     return sorted(set(roots))
 
 

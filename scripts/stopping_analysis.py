@@ -67,7 +67,7 @@ COLUMNS = (
 
 
 def load_records(path: Path) -> list[dict[str, Any]]:
-    """The records of an eval_retriever.py log, plain or gzipped (the rounds commit them gzipped)."""
+    """The records of an eval_retriever.py log, plain or gzipped (as the older runs.tgz archives hold them)."""
     text = gzip.open(path, "rt", encoding="utf-8").read() if path.suffix == ".gz" else path.read_text(encoding="utf-8")
     out = []
     for no, line in enumerate(text.splitlines(), 1):
@@ -512,12 +512,12 @@ def analyse_cells(cells: Sequence[Cell], base: Path, grid: Sequence[float], tmp:
         if c.source not in roots:
             if src.is_dir():
                 roots[c.source] = src
-            elif src.is_file() and src.name.endswith((".tgz", ".tar.gz")):
+            elif src.is_file() and src.name.endswith((".tar.xz", ".tgz", ".tar.gz")):
                 roots[c.source] = tmp / str(len(roots))
                 with tarfile.open(src) as tar:
                     tar.extractall(roots[c.source], filter="data")
             else:
-                raise SystemExit(f"{c.name}: {src} is neither a folder nor a .tgz archive")
+                raise SystemExit(f"{c.name}: {src} is neither a folder nor a .tar.xz / .tgz archive")
         root = roots[c.source]
         files = sorted({f for p in c.patterns for f in root.glob(p) if f.is_file()})
         if not files:

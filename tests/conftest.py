@@ -91,13 +91,13 @@ def read_plan(path: Path) -> tuple[list[str], dict[str, list[str]]]:
 
 @pytest.fixture(scope="session")
 def committed_runs(tmp_path_factory) -> dict[str, Path]:
-    """{round: folder} of every round's committed raw records (``experiments/<round>/runs.tgz``),
+    """{round: folder} of every round's committed raw records (``experiments/<round>/runs.tar.xz``),
     unpacked once per session."""
     out = {}
-    for tgz in sorted(EXPERIMENTS.glob("*/runs.tgz")):
-        out[tgz.parent.name] = tmp_path_factory.mktemp(tgz.parent.name)
-        with tarfile.open(tgz) as tar:
-            tar.extractall(out[tgz.parent.name], filter="data")
+    for archive in sorted(EXPERIMENTS.glob("*/runs.tar.xz")):
+        out[archive.parent.name] = tmp_path_factory.mktemp(archive.parent.name)
+        with tarfile.open(archive) as tar:
+            tar.extractall(out[archive.parent.name], filter="data")
     return out
 
 

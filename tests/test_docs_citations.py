@@ -181,7 +181,7 @@ def test_code_paths_worked_cases():
     assert dead_code_paths("docs/X.md", "`configs/learner/<name>.yaml`, `configs/envs/*.yaml`") == []
     assert dead_code_paths("docs/X.md", "the old `rl/pqn.py`") == ["rl/pqn.py"]
     assert dead_code_paths("docs/X.md", "The authors' `rl/dqn.py`") == ["rl/dqn.py"]  # only where listed
-    assert dead_code_paths("docs/X.md", "`experiments/round4/runs/`") == ["experiments/round4/runs/"]  # now runs.tgz
+    assert dead_code_paths("docs/X.md", "`experiments/round4/runs/`") == ["experiments/round4/runs/"]  # now runs.tar.xz
     assert dead_code_paths("docs/X.md", "`examples/retrieve_example.sh`, `examples/nope.py`, `data/examples/x`") == [
         "examples/nope.py"
     ]

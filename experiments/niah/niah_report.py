@@ -1,10 +1,10 @@
 """Table 1 (RULER NIAH) from the evaluation records of experiments/niah/niah_eval_grid.py.
 
-    python experiments/niah/niah_report.py <experiments/niah/runs.tgz unpacked> --seeds n_s1,n_s2,n_s3 --untrained n_noft \
+    python experiments/niah/niah_report.py <experiments/niah/runs.tar.xz unpacked> --seeds n_s1,n_s2,n_s3 --untrained n_noft \
         --out experiments/niah                       # or: scripts/make_results.sh niah
-    # a GPU round's run folders without checkpoints, records gzipped, as the round's archive (what the
-    # repository commits; its sha256 in MANIFEST.json beside it; a folder instead of a .tgz: unarchived):
-    python experiments/niah/niah_report.py runs/niah --collect experiments/niah/runs.tgz
+    # a GPU round's run folders without checkpoints, as the round's archive (what the repository
+    # commits; its sha256 in MANIFEST.json beside it; a folder instead of a .tar.xz: unarchived):
+    python experiments/niah/niah_report.py runs/niah --collect experiments/niah/runs.tar.xz
 
 Per sample, from the greedy fixed-budget record (``pred_idx``, ``pred_texts``, ``q_values``,
 ``sf_idx``, ``answer``; the scores and RULER's effective-length rule are those of the user's tool,
@@ -463,9 +463,9 @@ REPORT = [
 
 def collect(src: Path, dest: Path) -> None:
     """Run folders without checkpoints: configs, metrics.jsonl, summaries, meta and testset
-    sidecars as they are, record files gzipped (reproducibly: mtime 0); a ``.tgz`` ``dest``: as one
-    archive, recorded in the MANIFEST.json beside it (scripts/pack_round.py's)."""
-    if dest.name.endswith(".tgz"):
+    sidecars and record files as they are; a ``.tar.xz`` ``dest``: as one archive, recorded in the
+    MANIFEST.json beside it (scripts/pack_round.py's)."""
+    if pack_round.is_archive(dest):
         with tempfile.TemporaryDirectory() as tmp:
             collect(src, Path(tmp))
             pack_round.record_archive(dest, pack_round.archive(Path(tmp), dest), REPORT)
@@ -479,11 +479,7 @@ def collect(src: Path, dest: Path) -> None:
         for f in sorted(p for sub in ("niah", QA_DIR) for p in (run / sub).glob("*/eval_seed*")):
             out = dest / run.name / f.relative_to(run)
             out.parent.mkdir(parents=True, exist_ok=True)
-            if f.name.endswith(".jsonl"):
-                with open(f, "rb") as raw, open(f"{out}.gz", "wb") as o:
-                    with gzip.GzipFile(filename="", mode="wb", fileobj=o, mtime=0) as gz:
-                        shutil.copyfileobj(raw, gz)
-            elif f.suffix == ".json":
+            if f.name.endswith((".jsonl", ".json")):
                 shutil.copy2(f, out)
     print(f"collected {src} -> {dest}")
 
@@ -499,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--collect",
         type=Path,
-        help="copy runs_dir's run files here (a folder or a .tgz archive; no checkpoints) and stop",
+        help="copy runs_dir's run files here (a folder or a .tar.xz archive; no checkpoints) and stop",
     )
     args = ap.parse_args(argv)
     if args.collect:

@@ -4,7 +4,7 @@ committed evaluation records of rounds 7-9, with the test haystacks rebuilt on t
     python experiments/qa3_32k/analyze.py              # from the repository root; markdown on stdout
     python experiments/qa3_32k/analyze.py --json experiments/qa3_32k/results.json
 
-Reads experiments/round{7,8,9}/runs.tgz in memory (qa3 files ``eval_seed42_nt<N>.jsonl.gz`` of the best
+Reads experiments/round{7,8,9}/runs.tar.xz in memory (qa3 files ``eval_seed42_nt<N>.jsonl`` of the best
 checkpoints). The haystacks of every evaluated question are rebuilt with the project's BabiLong builder
 (token mode, seed 42, the settings each file's ``.meta.json`` names) and every record is checked against
 them: the question id, the gold indices, the length and the text of every pick must match, so the
@@ -21,7 +21,6 @@ competitor with the same relative position code as the gold fact in that state (
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import re
 import sys
@@ -47,7 +46,7 @@ from prompts_and_metrics.metrics import fact_metrics  # noqa: E402
 ROUNDS = ("round7", "round8", "round9")
 TASK = "qa3_three-supporting-facts"
 MEMBER = re.compile(
-    r"^(?:wave\d+/)?(?P<run>w\d+_(?P<setting>[A-Za-z0-9]+)_s(?P<seed>\d+))/eval_seed42_nt(?P<nt>\d+)\.jsonl\.gz$"
+    r"^(?:wave\d+/)?(?P<run>w\d+_(?P<setting>[A-Za-z0-9]+)_s(?P<seed>\d+))/eval_seed42_nt(?P<nt>\d+)\.jsonl$"
 )
 LENGTH = {1000: "1K", 32000: "32K", 128000: "128K", 1000000: "1M"}
 STEP_SIZE = 20  # the runs' envs.step_size (checked against every file's meta)
@@ -71,7 +70,7 @@ def read_archives() -> tuple[dict[tuple[str, str], dict[int, dict[int, list[dict
     metas: dict[tuple[str, str, int], dict] = {}
     train_cfg = None
     for rnd in ROUNDS:
-        with tarfile.open(ROOT / "experiments" / rnd / "runs.tgz") as tar:
+        with tarfile.open(ROOT / "experiments" / rnd / "runs.tar.xz") as tar:
             members = {m.name: m for m in tar.getmembers() if m.isfile()}
             if rnd == TRAIN_CONFIG[0]:
                 train_cfg = OmegaConf.create(tar.extractfile(members[TRAIN_CONFIG[1]]).read().decode())
@@ -79,10 +78,10 @@ def read_archives() -> tuple[dict[tuple[str, str], dict[int, dict[int, list[dict
                 m = MEMBER.match(name)
                 if not m:
                     continue
-                meta = json.loads(tar.extractfile(members[name.replace(".jsonl.gz", ".jsonl.meta.json")]).read())
+                meta = json.loads(tar.extractfile(members[name.replace(".jsonl", ".jsonl.meta.json")]).read())
                 if meta["task"] != TASK:
                     continue
-                rows = gzip.decompress(tar.extractfile(members[name]).read()).decode().splitlines()
+                rows = tar.extractfile(members[name]).read().decode().splitlines()
                 nt = int(m["nt"])
                 runs[(rnd, m["setting"])][nt][int(m["seed"])] = [json.loads(r) for r in rows if r.strip()]
                 metas[(rnd, m["run"], nt)] = meta

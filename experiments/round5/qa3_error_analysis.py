@@ -3,9 +3,10 @@
     PYTHONPATH=. python experiments/round5/qa3_error_analysis.py   # the tables of experiments/round5/generator_analysis.md
 
 Part 1 reads the committed evaluation records of round 4 (``--rounds-dir``, runs ``--runs``, files
-``eval_seed42_nt{1000,32000}.jsonl.gz``), rebuilds each sample's haystack on CPU (the real qa3 test
-file, token mode, seed 42: the same function of (seed, split, size, index) the evaluation used; each
-record's gold indices are checked against it) and names every pick by its role: the gold pick-up or
+``eval_seed42_nt{1000,32000}.jsonl``, or ``.jsonl.gz`` as the older ``runs.tgz`` held them),
+rebuilds each sample's haystack on CPU (the real qa3 test file, token mode, seed 42: the same
+function of (seed, split, size, index) the evaluation used; each record's gold indices are checked
+against it) and names every pick by its role: the gold pick-up or
 drop ("event"), the gold move into the asked room ("m2"), the gold move before it ("m1", the answer),
 or a decoy (an earlier/later pick-up or drop of the asked object, a move of the gold carrier before
 m1 or after m2, another person's move, an event of another object, a noise sentence). Part 2 puts
@@ -84,7 +85,9 @@ def hard(sample) -> int | None:
 def run_rows(rounds: Path, run: str, nt: int, babi, dataset) -> list[dict]:
     pos = {q: k for k, q in enumerate(dataset.ids)}
     rows = []
-    for line in gzip.open(rounds / run / f"eval_seed42_nt{nt}.jsonl.gz", "rt"):
+    plain = rounds / run / f"eval_seed42_nt{nt}.jsonl"
+    opened = open(plain, encoding="utf-8") if plain.is_file() else gzip.open(f"{plain}.gz", "rt", encoding="utf-8")
+    for line in opened:
         r = json.loads(line)
         b, s = babi[r["id"]], dataset[pos[r["id"]]]
         if s["sf_idx"] != r["sf_idx"]:
@@ -249,7 +252,7 @@ def part2(old_rev: str) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
-        "--rounds-dir", type=Path, required=True, help="round 4's run folders: experiments/round4/runs.tgz unpacked"
+        "--rounds-dir", type=Path, required=True, help="round 4's run folders: experiments/round4/runs.tar.xz unpacked"
     )
     ap.add_argument("--runs", nargs="+", default=["g_qa3", "t_qrag_s1", "t_qrag_s2", "t_qrag_s3"])
     ap.add_argument("--lengths", nargs="+", type=int, default=[1000, 32000])

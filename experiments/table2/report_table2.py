@@ -5,7 +5,7 @@ evaluated by experiments/table2/table2_evals.sh, or of experiments/table2b's pla
 
     python experiments/table2/report_table2.py runs/table2 [--out experiments/table2/table2.md] [--seed 42]
     python experiments/table2/report_table2.py runs/table2b --round table2b    # experiments/table2b's plans
-    scripts/make_results.sh table2      # the same from the committed records, experiments/table2/runs.tgz
+    scripts/make_results.sh table2      # the same from the committed records, experiments/table2/runs.tar.xz
 
 Every cell is recomputed from the evaluation records (``pred_idx`` against ``sf_idx``) under both
 protocols, each table beside the paper's numbers and the difference: the fixed budget T, and oracle
@@ -39,7 +39,7 @@ from prompts_and_metrics.metrics import fact_metrics  # noqa: E402
 DASH = "—"
 # A file is a tuple of names, the first present is read. The evaluation names a file by its settings
 # (rl/run/eval_records.py eval_stem): MuSiQue on a HotpotQA run at T = 4 is eval_seed42_musique_T4;
-# the round-5 records (experiments/table2/runs.tgz) predate those suffixes and keep the bare names.
+# the round-5 records (experiments/table2/runs.tar.xz) predate those suffixes and keep the bare names.
 GREEDY, BEAM = ("eval_seed{seed}.jsonl",), ("eval_seed{seed}_beam4x3.jsonl",)
 MSQ_GREEDY = ("ood_musique/eval_seed{seed}_musique_T4.jsonl", "ood_musique/eval_seed{seed}.jsonl")
 MSQ_BEAM = ("ood_musique/eval_seed{seed}_musique_T4_beam4x3.jsonl", "ood_musique/eval_seed{seed}_beam4x3.jsonl")
@@ -59,7 +59,7 @@ METRICS = ("fact_em", "fact_f1", "oracle_em", "oracle_f1")
 ROUNDS = {
     "table2": {
         "plans": "experiments/table2/plan_train.txt",
-        "archive": "committed in experiments/table2/runs.tgz: `scripts/make_results.sh table2` rebuilds this file",
+        "archive": "committed in experiments/table2/runs.tar.xz: `scripts/make_results.sh table2` rebuilds this file",
         "evals": "experiments/table2/table2_evals.sh",
         "train": "485 HotpotQA, IRCoT's dev sample",
         "all": "485",  # its runs predate summary.json's train_samples
@@ -83,8 +83,8 @@ def settings_of(runs_dir: Path) -> dict[str, list[Path]]:
 
 
 def find(run: Path, names: tuple[str, ...], seed: int) -> Path | None:
-    """The first of a file's names present in the run folder, plain or gzipped (as the committed
-    rounds hold the records); None if none is."""
+    """The first of a file's names present in the run folder, plain or gzipped (as the older runs.tgz
+    archives hold the records); None if none is."""
     for name in names:
         path = run / name.format(seed=seed)
         for p in (path, path.with_name(path.name + ".gz")):

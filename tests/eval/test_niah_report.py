@@ -60,7 +60,7 @@ def test_table_and_effective_length():
     assert ruler.effective_length(cells, ["a"], None, "fixed_all") == "16K"
 
 
-def test_collect_keeps_no_checkpoint_and_the_report_reads_its_gzipped_records(tmp_path):
+def test_collect_keeps_no_checkpoint_and_the_report_reads_its_records(tmp_path):
     import tarfile
 
     run = tmp_path / "runs" / "n_s1"
@@ -76,20 +76,18 @@ def test_collect_keeps_no_checkpoint_and_the_report_reads_its_gzipped_records(tm
     )
     report.collect(tmp_path / "runs", tmp_path / "kept")
     kept = sorted(str(p.relative_to(tmp_path / "kept")) for p in (tmp_path / "kept").rglob("*") if p.is_file())
-    assert (
-        not [k for k in kept if k.endswith(".pt")] and "n_s1/niah/niah_multiquery/eval_seed42_test4k.jsonl.gz" in kept
-    )
+    assert not [k for k in kept if k.endswith(".pt")] and "n_s1/niah/niah_multiquery/eval_seed42_test4k.jsonl" in kept
     entry = {"file": "niah_multiquery/test4k.jsonl.gz", "samples": 1, "sha256": sha}  # a one-sample file
     cells = report.grid(tmp_path / "kept", ["n_s1"], 0.5, {entry["file"]: entry})
     assert cells[("n_s1", "niah_multiquery", "4k")]["fixed_smatch"] == 75.0
     with pytest.raises(SystemExit, match="manifest"):  # scored on another file than the manifest's
         report.grid(tmp_path / "kept", ["n_s1"], 0.5, {entry["file"]: {**entry, "sha256": "0" * 64}})
     # as the round's archive: the same files, its sha256 and this report in the manifest beside it
-    report.collect(tmp_path / "runs", tmp_path / "round" / "runs.tgz")
-    with tarfile.open(tmp_path / "round" / "runs.tgz") as tar:
+    report.collect(tmp_path / "runs", tmp_path / "round" / "runs.tar.xz")
+    with tarfile.open(tmp_path / "round" / "runs.tar.xz") as tar:
         assert sorted(m.name for m in tar.getmembers() if m.isfile()) == kept
     entry = json.loads((tmp_path / "round" / "MANIFEST.json").read_text())
-    assert entry["report"] == report.REPORT and len(entry["archives"]["runs.tgz"]["sha256"]) == 64
+    assert entry["report"] == report.REPORT and len(entry["archives"]["runs.tar.xz"]["sha256"]) == 64
 
 
 def test_a_record_of_n_samples_must_be_of_the_files_first_n(tmp_path):

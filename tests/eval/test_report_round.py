@@ -235,9 +235,9 @@ def test_decoy_pick_up():
 
 
 def test_pack_round_then_make_results(tmp_path: Path):
-    """scripts/pack_round.py copies exactly the raw files (records gzipped, the same bytes every
-    time, a half-written last record dropped); scripts/make_results.sh makes the tables from them,
-    and they equal the tables made from the unpacked run folders."""
+    """scripts/pack_round.py copies exactly the raw files (records plain, gzipped ones unpacked, the
+    same bytes every time, a half-written last record dropped); scripts/make_results.sh makes the
+    tables from them, and they equal the tables made from the unpacked run folders."""
     import gzip
     import hashlib
     import os
@@ -254,31 +254,41 @@ def test_pack_round_then_make_results(tmp_path: Path):
     (run / "tb_logs").mkdir()
     with open(run / "eval_seed42_nt1000.jsonl", "a") as f:
         f.write('{"index": 2, "pred')
+    (run / "eval_seed42_nt4000.jsonl.gz").write_bytes(gzip.compress((json.dumps(MISS) + "\n").encode()))
     (raw / "logs").mkdir()  # not a run folder
     (raw / "logs" / "eval.log").write_text("log")
 
     pack = load_script("pack_round")
     results = tmp_path / "experiments"
-    dest = results / "round9" / "runs.tgz"
+    dest = results / "round9" / "runs.tar.xz"
     res = pack.main([str(raw), str(dest)])
     assert res["runs"] == 1 and len(res["dropped"]) == 1
     with tarfile.open(dest) as tar:
         assert tar.getnames() == [
             "t_qrag_s1",
             "t_qrag_s1/config.yaml",
-            "t_qrag_s1/eval_seed42_nt1000.jsonl.gz",
+            "t_qrag_s1/eval_seed42_nt1000.jsonl",
             "t_qrag_s1/eval_seed42_nt1000.jsonl.meta.json",
             "t_qrag_s1/eval_seed42_nt1000.summary.json",
+            "t_qrag_s1/eval_seed42_nt4000.jsonl",
             "t_qrag_s1/metrics.jsonl",
             "t_qrag_s1/summary.json",
         ]
-        records = tar.extractfile("t_qrag_s1/eval_seed42_nt1000.jsonl.gz").read()  # type: ignore[union-attr]
-    assert gzip.decompress(records).decode() == "".join(json.dumps(r) + "\n" for r in FULL)
+        assert {(m.mtime, m.uid, m.gid, m.uname, m.gname) for m in tar.getmembers()} == {(0, 0, 0, "", "")}
+        records = tar.extractfile("t_qrag_s1/eval_seed42_nt1000.jsonl").read()  # type: ignore[union-attr]
+        unpacked = tar.extractfile("t_qrag_s1/eval_seed42_nt4000.jsonl").read()  # type: ignore[union-attr]
+    assert records.decode() == "".join(json.dumps(r) + "\n" for r in FULL)
+    assert unpacked.decode() == json.dumps(MISS) + "\n"  # a gzipped record file is packed plain
     first = dest.read_bytes()
     manifest = json.loads((results / "round9" / "MANIFEST.json").read_text())
-    assert manifest["archives"]["runs.tgz"] == {"sha256": hashlib.sha256(first).hexdigest(), "bytes": len(first)}
+    assert manifest["archives"]["runs.tar.xz"] == {"sha256": hashlib.sha256(first).hexdigest(), "bytes": len(first)}
+    for f in run.iterdir():
+        os.utime(f, (1e9, 1e9))  # other times, the same records
     pack.main([str(raw), str(dest)])
     assert dest.read_bytes() == first  # deterministic: re-packing leaves git nothing to commit
+    with pytest.raises(SystemExit, match=r"packed as \.tar\.xz now"):
+        pack.main([str(raw), str(results / "round9" / "runs.tgz")])  # the old format is read, not written
+    assert not (results / "round9" / "runs.tgz").exists()
 
     (results / "round8").mkdir()  # a round without raw files is left alone
     env = dict(os.environ, PYTHON=sys.executable, EXPERIMENTS=str(results))
@@ -318,9 +328,9 @@ def test_pack_round_refuses_files_git_ignores(tmp_path: Path):
         pack.main([str(raw), str(repo / "experiments" / "r" / "runs")])
     (repo / ".gitignore").write_text("/runs/\n")  # root-anchored: experiments/<round>/runs/ is committed
     assert pack.main([str(raw), str(repo / "experiments" / "r" / "runs")])["files"] == 2
-    (repo / ".gitignore").write_text("*.tgz\n")  # the round's archive, as well
-    with pytest.raises(SystemExit, match=r"\.gitignore keeps 1 packed file\(s\) out of git, e.g. .*runs\.tgz"):
-        pack.main([str(raw), str(repo / "experiments" / "r" / "runs.tgz")])
+    (repo / ".gitignore").write_text("*.xz\n")  # the round's archive, as well
+    with pytest.raises(SystemExit, match=r"\.gitignore keeps 1 packed file\(s\) out of git, e.g. .*runs\.tar\.xz"):
+        pack.main([str(raw), str(repo / "experiments" / "r" / "runs.tar.xz")])
 
 
 def test_training_facts_names_each_file_of_a_list(tmp_path: Path):

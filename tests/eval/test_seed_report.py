@@ -75,9 +75,10 @@ def test_statistics_by_hand(rounds: Path) -> None:
     assert good["seeds"]["3"]["checkpoint_step"] == 200 and good["repeats"]["1b"]["jump"] is None
 
 
-def test_archive_gives_the_same_bytes(rounds: Path, tmp_path: Path) -> None:
-    archive = tmp_path / "runs.tgz"
-    with tarfile.open(archive, "w:gz") as tar:
+@pytest.mark.parametrize("name, mode", [("runs.tar.xz", "w:xz"), ("runs.tgz", "w:gz")])  # the new and the old rounds
+def test_archive_gives_the_same_bytes(rounds: Path, tmp_path: Path, name: str, mode: str) -> None:
+    archive = tmp_path / name
+    with tarfile.open(archive, mode) as tar:
         tar.add(rounds, arcname="wave")
     mod = load_script("seed_report")
     mod.main([str(rounds), "--reference", "base", "--out", str(tmp_path / "a")])
@@ -100,7 +101,7 @@ def test_refusals(rounds: Path, tmp_path: Path) -> None:
     make_run(tmp_path / "more", "w3_good_s2", [PERFECT], [0.1])
     with pytest.raises(mod.ReportError, match="a second run of setting 'good' seed 2"):
         mod.main([str(rounds), str(tmp_path / "more")])
-    with pytest.raises(mod.ReportError, match="neither a folder nor a .tgz"):
+    with pytest.raises(mod.ReportError, match="neither a folder nor a .tar.xz / .tgz archive"):
         mod.main([str(tmp_path / "missing.tgz")])
 
 

@@ -4,7 +4,6 @@ hotpot_evaluate_v1.py and evaluate_v1.0.py, agree with the project's own numbers
 
 from __future__ import annotations
 
-import gzip
 import json
 import shutil
 import tarfile
@@ -19,9 +18,9 @@ from .conftest import load_script
 
 official = load_from_scripts("leaderboard")
 
-ARCHIVE = ROOT / "experiments" / "table2" / "runs.tgz"  # Table 2's committed raw records
+ARCHIVE = ROOT / "experiments" / "table2" / "runs.tar.xz"  # Table 2's committed raw records
 with tarfile.open(ARCHIVE) as _tar:
-    LOGS = sorted(n for n in _tar.getnames() if n.endswith(".jsonl.gz"))
+    LOGS = sorted(n for n in _tar.getnames() if n.endswith(".jsonl") and Path(n).name.startswith("eval_"))
 
 
 @pytest.fixture
@@ -52,7 +51,7 @@ def test_committed_logs_agree_with_the_official_scorers(name: str, table2: Path,
     log = table2 / name
     result = official.write_official(log, tmp_path)
     assert result["all_agree"], result
-    records = [json.loads(x) for x in gzip.open(log, "rt", encoding="utf-8")]
+    records = [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines()]
     assert result["fact_f1_agree"] == f"{len(records)}/{len(records)}"
     if result["dataset"] == "musique":
         pred = [json.loads(x) for x in (tmp_path / "musique_pred.jsonl").read_text().splitlines()]
@@ -93,9 +92,9 @@ class ScriptedReader:
 @pytest.mark.parametrize("run", ["h_qrag_s1", "m_qrag"])
 def test_reader_answers_agree(run: str, table2: Path, tmp_path: Path) -> None:
     openqa = load_script("eval_llm_openqa")
-    src = table2 / run / "eval_seed42.jsonl.gz"
+    src = table2 / run / "eval_seed42.jsonl"
     log = tmp_path / "eval_seed42.jsonl"
-    lines = gzip.open(src, "rt", encoding="utf-8").read().splitlines()[:30]
+    lines = src.read_text(encoding="utf-8").splitlines()[:30]
     log.write_text("\n".join(lines) + "\n")
     shutil.copy(table2 / run / "eval_seed42.jsonl.meta.json", tmp_path)
     records = [json.loads(x) for x in lines]
@@ -118,7 +117,7 @@ def one_line(capsys: pytest.CaptureFixture) -> str:
 
 
 def test_bad_inputs_are_one_error_line(table2: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    log = table2 / "m_qrag" / "eval_seed42.jsonl.gz"
+    log = table2 / "m_qrag" / "eval_seed42.jsonl"
     hotpot = ROOT / "data" / "hotpotqa" / "subset_test.jsonl.gz"
     cases = [
         (["musique", str(tmp_path / "none.jsonl")], "retriever log not found"),
@@ -127,7 +126,7 @@ def test_bad_inputs_are_one_error_line(table2: Path, tmp_path: Path, capsys: pyt
         (
             [
                 "hotpotqa",
-                str(table2 / "h_noft" / "eval_seed42.jsonl.gz"),
+                str(table2 / "h_noft" / "eval_seed42.jsonl"),
                 "--data",
                 str(ROOT / "data" / "hotpotqa" / "subset_train.jsonl.gz"),
             ],
@@ -148,7 +147,7 @@ def test_bad_inputs_are_one_error_line(table2: Path, tmp_path: Path, capsys: pyt
 
 
 def test_the_command_line_writes_and_checks_a_committed_log(table2: Path, tmp_path: Path, capsys) -> None:
-    log = table2 / "h_qrag_s1" / "eval_seed42.jsonl.gz"
+    log = table2 / "h_qrag_s1" / "eval_seed42.jsonl"
     assert official.main(["hotpotqa", str(log), "--out", str(tmp_path / "o"), "--check"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed == json.loads((tmp_path / "o" / "official_scores.json").read_text())
@@ -157,7 +156,7 @@ def test_the_command_line_writes_and_checks_a_committed_log(table2: Path, tmp_pa
 
 def test_records_of_unknown_gold_are_left_out_as_in_the_summary(table2: Path, tmp_path: Path) -> None:
     src = table2 / "h_qrag_s1"
-    records = [json.loads(x) for x in gzip.open(src / "eval_seed42.jsonl.gz", "rt", encoding="utf-8")][:5]
+    records = [json.loads(x) for x in (src / "eval_seed42.jsonl").read_text(encoding="utf-8").splitlines()][:5]
     records[0].update(em=None, f1=None, precision=None, recall=None)  # what a record of unknown gold holds
     log = tmp_path / "eval_seed42.jsonl"
     log.write_text("".join(json.dumps(r) + "\n" for r in records))

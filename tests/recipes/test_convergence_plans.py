@@ -71,7 +71,7 @@ def test_each_setting_composes_to_what_it_is_called(plan: Path) -> None:
 def test_raw_files_were_made_with_their_plan_lines(round_: str, plans: list[Path]) -> None:
     planned = {name: setting(name) for plan in plans for name in read_plan(plan)[1]}
     found = {}
-    with tarfile.open(EXP / round_ / "runs.tgz") as tar:
+    with tarfile.open(EXP / round_ / "runs.tar.xz") as tar:
         for member in tar.getmembers():
             if member.name.endswith("/config.yaml") and member.name.count("/") in (1, 2):  # [wave/]run/config.yaml
                 cfg = yaml.safe_load(tar.extractfile(member).read())

@@ -74,7 +74,7 @@ def test_plan_lines_compose_to_the_recorded_configs(round_):
     for plan in RECORDED_PLANS[round_]:
         common, runs = read_plan(EXP / round_ / plan)
         lines |= {name: common + own for name, own in runs.items()}
-    with tarfile.open(EXP / round_ / "runs.tgz") as tar:
+    with tarfile.open(EXP / round_ / "runs.tar.xz") as tar:
         recorded = {
             m.name.split("/")[-2]: flat(yaml.safe_load(tar.extractfile(m).read()))
             for m in tar.getmembers()

@@ -75,11 +75,11 @@ def test_a_failed_report_leaves_the_committed_summary_as_it_was(tmp_path):
     summary = results / "round4" / "summary.txt"
     summary.write_text("the committed summary\n")
     (tmp_path / "empty").mkdir()
-    archive = results / "round4" / "runs.tgz"
-    with tarfile.open(archive, "w:gz") as tar:
+    archive = results / "round4" / "runs.tar.xz"
+    with tarfile.open(archive, "w:xz") as tar:
         tar.add(tmp_path / "empty", arcname="runs")
     manifest = json.loads((results / "round4" / "MANIFEST.json").read_text())
-    manifest["archives"]["runs.tgz"]["sha256"] = hashlib.sha256(archive.read_bytes()).hexdigest()
+    manifest["archives"]["runs.tar.xz"]["sha256"] = hashlib.sha256(archive.read_bytes()).hexdigest()
     (results / "round4" / "MANIFEST.json").write_text(json.dumps(manifest))
     env = {**os.environ, "EXPERIMENTS": str(results)}
     done = subprocess.run(

@@ -40,10 +40,10 @@ def test_an_absolute_path_left_is_refused_before_anything_is_written(tmp_path):
 
 
 def test_committed_result_files_hold_no_absolute_path(committed_runs):
-    """The rounds' text files and the files inside their raw archives (experiments/<round>/runs.tgz)."""
+    """The rounds' text files and the files inside their raw archives (experiments/<round>/runs.tar.xz)."""
     pack = load_script("pack_round")
     found = {}
-    trees = {"experiments": ROOT / "experiments"} | {f"{r}/runs.tgz": d for r, d in committed_runs.items()}
+    trees = {"experiments": ROOT / "experiments"} | {f"{r}/runs.tar.xz": d for r, d in committed_runs.items()}
     for name, tree in trees.items():
         for f in tree.rglob("*"):
             if f.is_file() and (
