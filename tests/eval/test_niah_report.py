@@ -165,6 +165,71 @@ def test_target_lines_name_the_subtasks_met_in_each_reading():
     assert strict.endswith("meets it on S1, S2, MK1, MK2, MK3, MV, MQ; lowest cell of the others: S3 0.0 at 4K (b).")
 
 
+def test_wilson_lower_bound_against_hand_values():
+    """The Wilson score interval's lower end, z = 1.959964 (z² = 3.841459), worked by hand:
+    0/n is 0; n/n is n / (n + z²): 100 / 103.841459 = 0.96301, 30 / 33.841459 = 0.88649; k/n from
+    (p + z²/2n - z sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n): 28/30 = (0.997357 - 0.109849) / 1.128049
+    = 0.78676, 50/100 = (0.519207 - 0.099864) / 1.038415 = 0.40383 (the textbook 0.4038)."""
+    assert report.wilson_lower(0, 30) == 0.0 and report.wilson_lower(0, 1) == 0.0
+    assert report.wilson_lower(100, 100) == pytest.approx(0.96301, abs=1e-5)  # table1.md's 96.3
+    assert report.wilson_lower(30, 30) == pytest.approx(0.88649, abs=1e-5)  # table1.md's 88.6
+    assert report.wilson_lower(300, 300) == pytest.approx(300 / 303.841459, abs=1e-6)  # 98.7: three seeds pooled
+    assert report.wilson_lower(28, 30) == pytest.approx(0.78676, abs=1e-5)
+    assert report.wilson_lower(50, 100) == pytest.approx(0.40383, abs=1e-5)
+    for k, n in ((1, 0), (-1, 5), (6, 5)):
+        with pytest.raises(ValueError, match=f"{k} successes of {n} samples"):
+            report.wilson_lower(k, n)
+
+
+def wilson_cells(counts: dict[tuple, tuple[int, int]]) -> dict[tuple, dict]:
+    """Cells as cell() makes them from (run, task, length) -> (successes, samples), both readings the same."""
+    out = {}
+    for key, (hits, n) in counts.items():
+        share = 100 * hits / n
+        out[key] = {"n": n, "fixed_all": share, "fixed_first_k": share, "fixed_all_hits": hits}
+        out[key]["fixed_first_k_hits"] = hits
+    return out
+
+
+def test_wilson_table_pools_the_seeds_samples_and_the_check_names_each_seed_under_the_target():
+    counts = {(n, t, "4k"): (100, 100) for n in ("a", "b") for t in report.COLUMNS}
+    counts |= {("a", t, "1m"): (30, 30) for t in report.COLUMNS}  # 1M evaluated for seed a only
+    counts[("a", "niah_multiquery", "4k")] = (98, 100)  # 98 % at 4K: under 99
+    counts[("a", "niah_multikey_3", "1m")] = (29, 30)  # 96.7 % at 1M: under 97
+    cells = wilson_cells(counts)
+    cells[("b", "niah_single_3", "4k")] |= {"fixed_first_k": 0.0, "fixed_first_k_hits": 0}
+    lines = report.wilson_table(cells, ["a", "b"], "fixed_all")
+    assert lines[0] == "| length | S1 | S2 | S3 | MK1 | MK2 | MK3 | MV | MQ |" and len(lines) == 4
+    # pooled, by hand: 200/200 = 200 / 203.841459 = 98.1, 198/200 = 96.4; 29/30 = 83.3, 98/100 = 93.0
+    assert lines[2] == "| 4K |" + " 98.1 (200/200) |" * 7 + " 96.4 (198/200) |"
+    assert lines[3] == "| 1M (a only) |" + " 88.6 (30/30) |" * 5 + " 83.3 (29/30) |" + " 88.6 (30/30) |" * 2
+    lenient, strict = report.seed_target_lines(cells, ["a", "b"], "runs")
+    assert lenient == (
+        "* runs, lenient (anywhere among the T picks): under the target: MQ 4K a 98.0 (98/100, Wilson 93.0), "
+        "MK3 1M a 96.7 (29/30, Wilson 83.3). Lowest Wilson bound of a seed's cell, per length: "
+        "4K 93.0 (98/100), 1M 83.3 (29/30)."
+    )
+    assert strict.startswith("* runs, strict (first k picks): under the target: S3 4K b 0.0 (0/100, Wilson 0.0), ")
+    assert strict.endswith("Lowest Wilson bound of a seed's cell, per length: 4K 0.0 (0/100), 1M 83.3 (29/30).")
+
+
+def test_a_cell_counts_the_samples_that_retrieved_every_needle(tmp_path):
+    """cell() keeps the successes beside the share: 28 of 30 round 5-sized 1M records with every needle."""
+    manifest = {e["file"]: e for e in json.loads((report.testsets.ROOT / "MANIFEST.json").read_text())["files"]}
+    name = "niah_multiquery/test1m.jsonl.gz"
+    cell = tmp_path / "n_s1" / "niah" / "niah_multiquery"
+    cell.mkdir(parents=True)
+    full = {**REC, "pred_idx": [3, 7, 9, 12]}
+    (cell / "eval_seed42_test1m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [full] * 28 + [REC] * 2))
+    sha = manifest[name]["prefixes"]["30"]["sha256"]
+    (cell / "eval_seed42_test1m.testset.json").write_text(json.dumps({"file": name, "sha256": sha}))
+    c = report.cell(tmp_path / "n_s1", "niah_multiquery", "1m", 0.5, manifest)
+    assert (c["n"], c["fixed_all_hits"], c["fixed_first_k_hits"]) == (30, 28, 28)
+    assert c["fixed_all"] == pytest.approx(100 * 28 / 30)
+    cells = report.grid(tmp_path, ["n_s1"], 0.5, manifest)
+    assert report.wilson_table(cells, ["n_s1"], "fixed_all")[2].endswith("| 78.7 (28/30) |")
+
+
 def test_app_f_table_reads_the_runs_configs(tmp_path):
     import yaml
 
