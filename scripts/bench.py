@@ -1,8 +1,15 @@
-"""Speed benchmark (BENCH.md workloads W1-W4, W6) through the project's real training/eval code.
+"""Speed benchmark (BENCH.md workloads W1-W6) through the project's real training/eval code.
 
     python scripts/bench.py [--workloads W1,W2,W3,W4] [--precision auto|tf32|bf16] [--encoder bert-base-random]
                             [--objective pqn|sft] [--set speed.cuda_graphs=false ...] [--ablate]
     python scripts/bench.py --workloads W6 [--w6-sentences 400000] [--w6-questions 8]
+    python scripts/bench.py --workloads W5 [--warmup 10] [--set steps_count=20 ...]
+
+W5 is the CPU demo (``train_q_rag.py experiment=demo``, its MiniLM and data; ``--set`` shortens
+it) run whole by the trainer in a temporary run folder: seconds per optimiser step, per evaluation
+sample and per checkpoint write, the wall time, peak RSS, the fact F1 before and after, and the
+machine (CPU model, cores, torch threads, 1-minute load average at the start and the end: a busy
+machine shows).
 
 Prints one JSON line per workload: seconds (mean/median), peak GPU memory, card, torch version,
 every speed switch in force (the ``speed`` block of the config, rl/model/fast/switches.py) and what
@@ -17,16 +24,21 @@ download is needed (weights do not change speed); any local model folder works t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import resource
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 
 import rl.run.config  # noqa: F401  (registers ${qrag_root:})
 from envs.data.registry import build_dataset
@@ -38,6 +50,7 @@ from rl.model.fast.switches import SpeedSwitches
 from rl.model.precision import PRECISIONS, Precision
 from rl.run.build import build_learner, eval_settings, qnet_from_cfg, skip_length_counts
 from rl.run.config import PROJECT_ROOT, compose_config, seed_everything
+from rl.run.train import Trainer
 
 SIZES = {"W2": 1200, "W3": 40000, "W4": 400000}
 
@@ -263,6 +276,112 @@ def bench_questions(args: argparse.Namespace, model: str, extra: list[str], labe
     }
 
 
+def record_calls(obj, name: str, calls: list[tuple[float, Any]], note: Callable[..., Any]) -> None:
+    """Time every call of ``obj.name`` (a bound method): (seconds, ``note(*its arguments)`` taken
+    after the call) appended to ``calls``."""
+    method = getattr(obj, name)
+
+    def timed(*a, **kw):
+        t0 = time.perf_counter()
+        out = method(*a, **kw)
+        calls.append((time.perf_counter() - t0, note(*a, **kw)))
+        return out
+
+    setattr(obj, name, timed)
+
+
+def step_seconds(micro: list[tuple[float, int]]) -> list[float]:
+    """Seconds per optimiser step from (seconds, optimiser steps after) of each micro-step: the
+    micro-steps that did not complete a step (accumulation, filling the buffer before
+    learning_start) count towards the next one."""
+    steps, pending, done = [], 0.0, 0
+    for seconds, after in micro:
+        pending += seconds
+        if after > done:
+            steps.append(pending)
+            pending, done = 0.0, after
+    return steps
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "unknown"
+
+
+def demo_result(
+    micro: list[tuple[float, int]],
+    evals: list[tuple[float, tuple[str, int]]],
+    saves: list[tuple[float, str]],
+    warmup: int,
+) -> dict:
+    """W5's timings from the recorded calls: the median step after ``warmup`` steps, seconds per
+    evaluation sample by phase (validation / test) and per checkpoint write by file."""
+    steps = step_seconds(micro)
+    if len(steps) <= warmup:
+        raise SystemExit(f"W5: {len(steps)} optimiser steps, not more than --warmup {warmup}: nothing to time")
+    per_sample: dict[str, list[float]] = {}
+    for seconds, (phase, n) in evals:
+        per_sample.setdefault(phase, []).append(seconds / n)
+    per_save: dict[str, list[float]] = {}
+    for seconds, name in saves:
+        per_save.setdefault(name, []).append(seconds)
+    return {
+        "steps": len(steps),
+        "s_per_step_median": statistics.median(steps[warmup:]),
+        "s_per_step_mean": statistics.mean(steps[warmup:]),
+        "s_first_steps": sum(steps[:warmup]),
+        "s_per_eval_sample": {k: statistics.median(v) for k, v in per_sample.items()},
+        "eval_phases": {k: len(v) for k, v in per_sample.items()},
+        "s_per_save": {k: statistics.median(v) for k, v in per_save.items()},
+        "saves": {k: len(v) for k, v in per_save.items()},
+    }
+
+
+def bench_demo(args: argparse.Namespace, extra: list[str], label: str) -> dict:
+    """W5: ``train_q_rag.py experiment=demo`` (+ ``--set``) run whole by the trainer, its calls timed."""
+    load = os.getloadavg()[0]
+    t_start = time.perf_counter()
+    cfg = compose_config("training", ["experiment=demo", "logger.progress_bar=false", *args.set, *extra])
+    run_dir = Path(tempfile.mkdtemp(prefix="bench-demo-"))
+    with open_dict(cfg):
+        cfg.run_dir = str(run_dir / "run")
+    micro, evals, saves = [], [], []
+    try:
+        trainer = Trainer(cfg)
+        counters = trainer.learner.counters
+        record_calls(trainer.learner, "micro_step", micro, lambda: counters.optimizer_steps)
+        record_calls(trainer.evals, "evaluate", evals, lambda _qnet, _ds, indices, phase, *_: (phase, len(indices)))
+        record_calls(trainer, "save", saves, lambda name: name)
+        with contextlib.redirect_stdout(sys.stderr):  # the trainer's result line: stdout holds JSON lines only
+            summary = trainer.train()
+        model_last_mib = (run_dir / "run" / "model_last.pt").stat().st_size / 2**20
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return {
+        "workload": "W5 cpu-demo",
+        **demo_result(micro, evals, saves, args.warmup),
+        "wall_s": time.perf_counter() - t_start,
+        "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,  # KiB on Linux
+        "model_last_mib": model_last_mib,
+        "untrained_fact_f1": summary.get("untrained/fact_f1"),
+        "trained_fact_f1": summary.get("trained/fact_f1"),
+        "cpu_model": cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "load_1min_at_start": load,
+        "load_1min_at_end": os.getloadavg()[0],  # other work that started during the run
+        **base_info(trainer.device, args, cfg, label),
+        "encoder": str(cfg.algo.model.name),  # the demo's, whatever --encoder says
+    }
+
+
 def variants(args: argparse.Namespace, model: str) -> list[tuple[str, list[str]]]:
     """(label, overrides): as configured; with --ablate also each switch that is on turned off,
     then every switch off."""
@@ -376,7 +495,7 @@ def main() -> None:
     ap.add_argument("--data-root", default=str(PROJECT_ROOT / "data"), help="folder holding babilong/...")
     ap.add_argument("--task", default="qa2_two-supporting-facts")
     ap.add_argument("--iters", type=int, default=100)
-    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=10, help="W1: iterations, W5: optimiser steps left out of the timing")
     ap.add_argument("--episodes", type=int, default=3)
     ap.add_argument("--w6-sentences", type=int, default=400000, help="W6: sentences of the one text (W4's size)")
     ap.add_argument("--w6-questions", type=int, default=8, help="W6: questions asked of it (≥ 2)")
@@ -385,7 +504,7 @@ def main() -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a config override, e.g. speed.cuda_graphs=false (repeatable)",
+        help="a config override, e.g. speed.cuda_graphs=false; W5: of the demo's config, e.g. steps_count=20 (repeatable)",
     )
     ap.add_argument("--ablate", action="store_true", help="also each switch off alone, then all off")
     ap.add_argument("--profile", action="store_true", help="cProfile the timed iterations/episodes (stderr)")
@@ -408,12 +527,16 @@ def main() -> None:
     )
     args = ap.parse_args()
     args.random_init = args.encoder in RANDOM_ENCODERS
-    model = bert_base_random_folder(args.tokenizer, args.encoder) if args.random_init else args.encoder
+    wids = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    built = args.random_init and wids != ["W5"]  # W5 runs the demo's own MiniLM
+    model = bert_base_random_folder(args.tokenizer, args.encoder) if built else args.encoder
     try:
-        for wid in [w.strip() for w in args.workloads.split(",") if w.strip()]:
+        for wid in wids:
             for label, extra in variants(args, model):
                 if wid == "W1":
                     result = bench_train(args, model, extra, label)
+                elif wid == "W5":
+                    result = bench_demo(args, extra, label)
                 elif wid == "W6":
                     result = bench_questions(args, model, extra, label)
                 else:
@@ -422,7 +545,7 @@ def main() -> None:
                 if args.device != "cpu" and torch.cuda.is_available():
                     torch.cuda.empty_cache()
     finally:
-        if args.random_init:
+        if built:
             shutil.rmtree(model, ignore_errors=True)
 
 
