@@ -6,6 +6,7 @@
         --settings a01,a01r8 --reference a01r8 --check a01           # both archives hold an isoA
     python scripts/seed_report.py experiments/round9/runs.tar.xz --reference isoA --lengths 1K,32K,1M
     python scripts/seed_report.py experiments/round9/runs.tar.xz --settings isoA,a01 --same-questions
+    python scripts/seed_report.py experiments/round10/runs.tar.xz --settings ctrl,d100,d200 --eval-seed 43 --lengths 32K
 
 Inputs are run folders' parents or archives of them (``.tar.xz`` as scripts/pack_round.py writes them,
 or the older rounds' ``.tgz``; unpacked into a temporary folder). A run named
@@ -18,7 +19,11 @@ contributes its evaluations of the best validation checkpoint at the BabiLong to
 ``--lengths`` (default ``1K,32K``; of 1K, 4K, 32K, 128K, 1M: ``eval_seed42_nt1000`` ... ``nt1000000``;
 with ``--last``, those of ``model_last.pt``, ``..._last``): oracle-stop fact F1 x100 (the paper's
 Table 3 protocol, computed from the fixed-budget records as scripts/report_round.py does) and fact EM,
-over the test questions every file of the round at that length holds.
+over the test questions every file of the round at that length holds. ``--eval-seed N`` (default 42)
+scores another haystack draw, the files ``eval_seed<N>_nt<tokens>`` at every length (round 10's second
+32K draw is seed 43); a run without that draw's file at a length is a run not evaluated there, and the
+header names the seed. The checkpoint column still comes from seed 42's 1K summary (one checkpoint,
+every draw).
 
 The lengths need not hold the same questions: each file holds the first test questions that fit its token
 budget, and the 1K budget drops stories of more than 86 facts, so qa3's 200 at 1K are test questions 0-229
@@ -59,17 +64,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report_round import ReportError, fact_metrics, oracle_prefix, read_jsonl  # noqa: E402
 
 RUN_NAME = re.compile(r"^(?:w\d+_)?(?P<setting>.+)_s(?P<seed>\d+)(?P<repeat>[a-z]?)$")
-# BabiLong's token budgets and the evaluation files of the best checkpoint at each (seed 42 samples)
-LENGTHS = {
-    "1K": "eval_seed42_nt1000",
-    "4K": "eval_seed42_nt4000",
-    "32K": "eval_seed42_nt32000",
-    "128K": "eval_seed42_nt128000",
-    "1M": "eval_seed42_nt1000000",
-}
+# BabiLong's token budgets, by name: the evaluation files at each are eval_seed<eval seed>_nt<tokens>
+LENGTHS = {"1K": 1000, "4K": 4000, "32K": 32000, "128K": 128000, "1M": 1000000}
 DEFAULT_LENGTHS = ("1K", "32K")
+DEFAULT_EVAL_SEED = 42  # the draw every round evaluates; round 10 adds seed 43 at 32K
 JUMP_EM = 0.8
 BOOT = 4000
+
+
+def eval_stem(length: str, eval_seed: int = DEFAULT_EVAL_SEED) -> str:
+    """The evaluation files' name at one length and haystack draw (eval_retriever.py's ``seed=``)."""
+    return f"eval_seed{eval_seed}_nt{LENGTHS[length]}"
 
 
 def eval_path(run: Path, stem: str) -> Path | None:
@@ -97,7 +102,8 @@ def run_facts(run: Path, suffix: str = "") -> dict[str, Any]:
     rows = read_jsonl(run / "metrics.jsonl") if (run / "metrics.jsonl").is_file() else []
     jump = next((r["step"] for r in rows if (r.get("eval/fact_em") or 0) >= JUMP_EM), None)
     ckpt = {}
-    summary = run / f"{LENGTHS['1K']}{suffix}.summary.json"
+    # the checkpoint is the run's, whichever draw is scored: seed 42's 1K summary names it
+    summary = run / f"{eval_stem('1K')}{suffix}.summary.json"
     if summary.is_file():
         ckpt = json.loads(summary.read_text()).get("checkpoint") or {}
     if ckpt.get("step") is None and rows:  # summaries written before they named their checkpoint
@@ -114,10 +120,12 @@ def collect(
     lengths: Sequence[str] = DEFAULT_LENGTHS,
     keep: set[str] | None = None,
     key: str = "index",
+    eval_seed: int = DEFAULT_EVAL_SEED,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """{setting: {seed label: run}} with each run's per-question scores at ``lengths``; ``suffix``
     picks other evaluations of the runs (``_last``: of model_last.pt); ``keep``, the settings read;
-    ``key``, the record field naming a question (question_scores)."""
+    ``key``, the record field naming a question (question_scores); ``eval_seed``, the haystack draw
+    (a run without that draw's file at a length is a run not evaluated there)."""
     settings: dict[str, dict[str, dict[str, Any]]] = {}
     for root in roots:
         for run in sorted(p for p in root.iterdir() if p.is_dir() and (p / "config.yaml").is_file()):
@@ -128,7 +136,9 @@ def collect(
             label = m["seed"] + m["repeat"]
             if label in settings.get(m["setting"], {}):
                 raise ReportError(f"{run}: a second run of setting {m['setting']!r} seed {label}")
-            scores = {b: question_scores(p, key) for b in lengths if (p := eval_path(run, LENGTHS[b] + suffix))}
+            scores = {
+                b: question_scores(p, key) for b in lengths if (p := eval_path(run, eval_stem(b, eval_seed) + suffix))
+            }
             settings.setdefault(m["setting"], {})[label] = {
                 "name": run.name,
                 "scores": scores,
@@ -262,11 +272,14 @@ def report(
     threshold: float,
     lengths: Sequence[str] = DEFAULT_LENGTHS,
     same_questions: bool = False,
+    eval_seed: int = DEFAULT_EVAL_SEED,
 ) -> dict[str, Any]:
     rng = np.random.default_rng(0)  # drawn from in a fixed order: the same inputs give the same bytes
     draws = question_draws(settings, lengths, rng, same_questions)
     lengths_n = {b: len(qs) for b, (qs, _) in draws.items()}
     out: dict[str, Any] = {"threshold": threshold, "bootstrap": BOOT, "lengths": lengths_n}
+    if eval_seed != DEFAULT_EVAL_SEED:  # named only when not the default, so the committed reports keep their bytes
+        out["eval_seed"] = eval_seed
     if same_questions:  # what each length would be scored on alone, for the header's note
         out["per_length"] = {b: len(common_questions(settings, b)) for b in lengths}
     out["settings"] = {}
@@ -326,8 +339,9 @@ def _question_counts(rep: dict[str, Any]) -> str:
 
 
 def _header(rep: dict[str, Any]) -> str:
+    draw = f", eval seed {rep['eval_seed']} (eval_seed{rep['eval_seed']}_* files)" if "eval_seed" in rep else ""
     return (
-        f"Oracle-stop fact F1 x100 of the best validation checkpoint; {_question_counts(rep)}. "
+        f"Oracle-stop fact F1 x100 of the best validation checkpoint{draw}; {_question_counts(rep)}. "
         f"Interval: 95 % bootstrap ({rep['bootstrap']} draws) over seeds and questions. Converged: seeds at >= "
         f"{rep['threshold']:g} at 1K. Jump: first validation step with fact EM >= {JUMP_EM}."
     )
@@ -447,6 +461,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"comma-separated token budgets reported, of {', '.join(LENGTHS)} (default: %(default)s)",
     )
     ap.add_argument(
+        "--eval-seed",
+        type=int,
+        default=DEFAULT_EVAL_SEED,
+        help="the haystack draw scored: the files eval_seed<N>_nt<tokens> at every length (default: %(default)s)",
+    )
+    ap.add_argument(
         "--same-questions",
         action="store_true",
         help="score every length on the test questions all of them hold (matched by the records' id)",
@@ -495,8 +515,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         roots = input_roots(args.inputs, Path(tmp))
         key = "id" if args.same_questions else "index"
-        settings = collect(roots, "_last" if args.last else "", lengths, keep, key)
-        rep = report(settings, args.reference, args.threshold, lengths, args.same_questions)
+        settings = collect(roots, "_last" if args.last else "", lengths, keep, key, args.eval_seed)
+        rep = report(settings, args.reference, args.threshold, lengths, args.same_questions, args.eval_seed)
     text = markdown(rep)
     print(text, end="")
     if args.out:

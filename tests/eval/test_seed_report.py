@@ -284,3 +284,55 @@ def test_same_questions_scores_every_length_on_the_shared_ones(tmp_path: Path) -
     )
     with pytest.raises(mod.ReportError, match="no question common to the files at 4K"):
         mod.main([str(root), "--same-questions", "--lengths", "1K,4K"])
+
+
+def test_eval_seed_reads_its_own_draw(rounds: Path, tmp_path: Path) -> None:
+    """--eval-seed 43 reads the eval_seed43_* files (round 10's second 32K draw), here with other scores
+    than seed 42's; base seed 1 has no seed-43 file at 32K, which counts as that length not evaluated:
+    the report equals the default one over runs whose seed-42 files hold the seed-43 ones' records."""
+    import shutil
+
+    draw43 = {  # run: its seed-43 predictions (every question alike) at 1K and 32K; None: no file
+        "w1_good_s1": (ONE_EXTRA, ONE_EXTRA),  # 80 / 80
+        "w2_good_s2": (PERFECT, MISS),  # 100 / 0
+        "w1_good_s3": (ONE_EXTRA, PERFECT),  # 80 / 100
+        "w1_good_s1b": (MISS, MISS),
+        "w1_base_s1": (MISS, None),  # 0 / -
+        "w1_base_s2": (PERFECT, ONE_EXTRA),  # 100 / 80
+    }
+    as42 = tmp_path / "as42"  # the same records under seed 42's names: what a missing length gives today
+    shutil.copytree(rounds, as42)
+    for name, preds in draw43.items():
+        for length, pred in zip(("nt1000", "nt32000"), preds, strict=True):
+            (as42 / name / f"eval_seed42_{length}.jsonl").unlink()
+            if pred is not None:
+                add_eval(rounds / name, f"eval_seed43_{length}", [pred] * 4)
+                add_eval(as42 / name, f"eval_seed42_{length}", [pred] * 4)
+    mod = load_script("seed_report")
+    reps = {
+        label: mod.main([str(rounds), "--reference", "base", "--out", str(tmp_path / label), *extra])
+        for label, extra in (("default", []), ("42", ["--eval-seed", "42"]), ("43", ["--eval-seed", "43"]))
+    }
+    default = reps["default"]
+    for ext in (".md", ".json"):  # 42 is the default, and the seed-43 files leave its report as it was
+        assert (tmp_path / f"42{ext}").read_bytes() == (tmp_path / f"default{ext}").read_bytes()
+    assert "eval_seed" not in default and default["settings"]["good"]["1K"]["mean"] == pytest.approx(96.67, abs=0.01)
+
+    rep43 = reps["43"]
+    good, base = rep43["settings"]["good"], rep43["settings"]["base"]
+    assert rep43["eval_seed"] == 43
+    assert [good["seeds"][s]["1K"] for s in ("1", "2", "3")] == [80.0, 100.0, 80.0]
+    assert [good["seeds"][s]["32K"] for s in ("1", "2", "3")] == [80.0, 0.0, 100.0]
+    assert base["seeds"]["1"]["32K"] is None and base["32K"]["n"] == 1 and base["32K"]["mean"] == 80.0
+    text = (tmp_path / "43.md").read_text()
+    assert text.startswith("Oracle-stop fact F1 x100 of the best validation checkpoint, eval seed 43 (eval_seed43_*")
+    assert "(3 vs 1 seeds)" in text
+
+    rep_as42 = mod.main([str(as42), "--reference", "base"])
+    assert {k: v for k, v in rep43.items() if k != "eval_seed"} == rep_as42
+    assert text.split("\n", 1)[1] == mod.markdown(rep_as42).split("\n", 1)[1]  # all but the header line
+
+    for name, (short, _) in draw43.items():  # --last: eval_seed43_*_last
+        add_eval(rounds / name, "eval_seed43_nt1000_last", [short] * 4)
+    last = mod.main([str(rounds), "--eval-seed", "43", "--last", "--lengths", "1K"])
+    assert [last["settings"]["good"]["seeds"][s]["1K"] for s in ("1", "2", "3")] == [80.0, 100.0, 80.0]
