@@ -53,8 +53,8 @@ def tree_bytes(repo: Path) -> int:
         capture_output=True,
         check=True,
     ).stdout
-    files = [repo / p for p in out.decode().split("\0") if p and (repo / p).is_file()]
-    return sum(max(f.stat().st_size, f.stat().st_blocks * 512) for f in files)
+    stats = [(repo / p).stat() for p in out.decode().split("\0") if p and (repo / p).is_file()]
+    return sum(max(st.st_size, st.st_blocks * 512) for st in stats)
 
 
 def small_files(model: Path) -> list[Path]:

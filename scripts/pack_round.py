@@ -48,6 +48,7 @@ RECORDS = re.compile(r"^eval_.*\.jsonl(\.gz)?$")
 PART = re.compile(r"\.rank\d+\.jsonl(\.gz)?$")
 ARCHIVE = ".tar.xz"  # what a round's raw records are committed as (experiments/<round>/runs.tar.xz)
 OLD_ARCHIVES = (".tgz", ".tar.gz")  # the rounds packed before it: read, no longer written
+READ_ARCHIVES = (ARCHIVE, *OLD_ARCHIVES)  # what the reports unpack (seed_report.py, stopping_analysis.py)
 XZ_PRESET = 9 | lzma.PRESET_EXTREME
 
 

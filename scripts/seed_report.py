@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pack_round import READ_ARCHIVES  # noqa: E402
 from report_round import ReportError, fact_metrics, oracle_prefix, read_jsonl  # noqa: E402
 
 RUN_NAME = re.compile(r"^(?:w\d+_)?(?P<setting>.+)_s(?P<seed>\d+)(?P<repeat>[a-z]?)$")
@@ -497,7 +498,7 @@ def input_roots(inputs: Sequence[Path], tmp: Path) -> list[Path]:
     """The folders holding run folders: archives unpacked into ``tmp``, wave folders found inside."""
     roots = []
     for i, p in enumerate(inputs):
-        if p.is_file() and p.name.endswith((".tar.xz", ".tgz", ".tar.gz")):
+        if p.is_file() and p.name.endswith(READ_ARCHIVES):
             dest = tmp / str(i)
             with tarfile.open(p) as tar:
                 tar.extractall(dest, filter="data")

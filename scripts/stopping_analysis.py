@@ -49,6 +49,7 @@ from typing import Any, NamedTuple
 REPO = Path(__file__).resolve().parents[1]  # a --cells file names its archives from here
 sys.path.insert(0, str(REPO / "scripts"))
 from get_data import sha256 as sha256_of  # noqa: E402  (the scripts' one file hash)
+from pack_round import READ_ARCHIVES  # noqa: E402
 
 COLUMNS = (
     "threshold",
@@ -512,7 +513,7 @@ def analyse_cells(cells: Sequence[Cell], base: Path, grid: Sequence[float], tmp:
         if c.source not in roots:
             if src.is_dir():
                 roots[c.source] = src
-            elif src.is_file() and src.name.endswith((".tar.xz", ".tgz", ".tar.gz")):
+            elif src.is_file() and src.name.endswith(READ_ARCHIVES):
                 roots[c.source] = tmp / str(len(roots))
                 with tarfile.open(src) as tar:
                     tar.extractall(roots[c.source], filter="data")
