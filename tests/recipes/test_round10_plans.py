@@ -1,10 +1,8 @@
-"""Round 10's lease (experiments/round10/lease.env, then lease_more.env if time is left): every plan they name exists,
-every training line composes and passes the training checks, run names are unique in each folder over both files,
-the GPU column is a card of the 4-GPU machine and no card holds more than 10 runs of a wave; every evaluation (plan
-chains and the beam path scores) names a run the lease trains into that folder, composes over that run's config as
+"""Round 10's lease (experiments/round10/lease.env, a 2-GPU machine): every plan it names exists, every training line
+composes and passes the training checks, run names are unique, the GPU column is a card of the 2-GPU machine and no
+card holds more than 10 runs; every evaluation names a run the lease trains, composes over that run's config as
 eval_retriever.py composes it, and writes a file no other evaluation of the lease writes; the qa3 plans are what
-their headers' commands write, and each setting is the recipe at its step size; the round's other plans are the
-older plans' lines they say they are."""
+their headers' commands write, and each setting is the recipe at its step size."""
 
 from __future__ import annotations
 
@@ -20,16 +18,14 @@ from tests.conftest import ROOT, compose_cfg, read_plan
 
 R10 = ROOT / "experiments" / "round10"
 EXP = ROOT / "experiments"
-ISOA = ["algo.pqn.hyperparams.alpha=0.01", "algo.pqn.hyperparams.target_alpha_scale=5.0"]
 LENGTH = {  # scripts/launch_evals.sh: a chain's length column as overrides, per #@length_unit
     "tokens": lambda n: ["envs.length_unit=tokens", f"envs.num_tokens={n}"],
     "split": lambda n: [f"envs.test_split=test{n}"],
     "none": lambda n: [],
 }
-BEAM_SCRIPT = "$PYTHON experiments/table2/beam_path_scores.py"
-CARDS = {"0", "1", "2", "3"}
-LEASE = ("lease.env", "lease_more.env")  # the order they run in
-WAVE = {"lease.env": 25, "lease_more.env": 16}
+CARDS = {"0", "1"}
+LEASE = ("lease.env",)
+WAVE = 20
 STEP_SIZE = {"ctrl": 20, "d100": 100, "d200": 200}  # the qa3 settings: the preset's step size, and the two finer ones
 QA3_PLANS = ("qa3", "ctrl")  # seed_plan.py's <out> of each
 
@@ -96,50 +92,22 @@ def eval_lines() -> list[tuple[str, str, list[str], str]]:
     return out
 
 
-def beam_lines() -> list[tuple[str, str, list[str]]]:
-    """(gpu, run folder path as written, overrides) of beam_eval.txt's commands."""
-    out = []
-    for line in (R10 / "beam_eval.txt").read_text().splitlines():
-        if not line or line.startswith("#"):
-            continue
-        gpu, rest = line.split(" ", 1)
-        assert rest.startswith(BEAM_SCRIPT + " "), line
-        ov = shlex.split(rest[len(BEAM_SCRIPT) :])
-        path = next(o.split("=", 1)[1] for o in ov if o.startswith("pretrained_path="))
-        out.append((gpu, path, ov))
-    return out
-
-
 def made_by(path: Path) -> str:
     """The command a plan's header says wrote its lines."""
     return next(ln.split("# made by: ", 1)[1] for ln in path.read_text().splitlines() if ln.startswith("# made by: "))
 
 
-@pytest.mark.parametrize("name", LEASE)
-def test_settings_name_files_that_exist(name):
-    s = settings(name)
-    assert s["RUNS"] == [{"lease.env": "runs/round10", "lease_more.env": "runs/table2b"}[name]]
+def test_settings_name_files_that_exist():
+    s = settings("lease.env")
+    assert s["RUNS"] == ["runs/round10"] and not s["JOBS_SETUP"] and not s["JOBS_EVAL"]
     for key in ("TRAIN_PLANS", "EVAL_PLANS"):
-        assert all(plan.is_file() for plan, _ in entries(name, key)), key
-    for line in s["JOBS_SETUP"] + s["JOBS_EVAL"]:
-        for word in shlex.split(line.replace("<(", "( ")):
-            if word.startswith(("scripts/", "experiments/")):
-                assert (ROOT / word.rstrip(")")).is_file(), word
-    beam = [ln for ln in s["JOBS_EVAL"] if "beam_eval.txt" in ln]
-    if name == "lease.env":  # the grid here; the beam lines wait for Table 2b's runs
-        assert not beam and len(s["JOBS_EVAL"]) == 1 and "niah_eval_grid.py" in s["JOBS_EVAL"][0]
-    else:
-        assert len(beam) == 4 and all(
-            f"CUDA_VISIBLE_DEVICES={g} " in ln and f'"s/^{g} //p"' in ln for g, ln in enumerate(beam)
-        )
+        assert all(plan.is_file() for plan, _ in entries("lease.env", key)), key
 
 
-@pytest.mark.parametrize("name", LEASE)
-def test_each_wave_fits_the_machine(name):
-    """GPUs 0-3, at most 10 runs a card (round 8: 10 held 131-135 GB of an H200's 143), 40 in all."""
-    cards = Counter(gpu for runs in trained((name,)).values() for _, _, gpu in runs.values())
-    assert set(cards) <= {0, 1, 2, 3} and max(cards.values()) <= 10 and sum(cards.values()) <= 40
-    assert sum(cards.values()) == WAVE[name]
+def test_the_wave_fits_the_machine():
+    """GPUs 0-1, at most 10 runs a card (round 8: 10 held 131-135 GB of an H200's 143)."""
+    cards = Counter(gpu for runs in trained().values() for _, _, gpu in runs.values())
+    assert set(cards) == {0, 1} and max(cards.values()) <= 10 and sum(cards.values()) == WAVE
 
 
 def test_every_training_line_composes_and_passes_the_checks():
@@ -216,33 +184,6 @@ def test_qa3_evaluations_are_the_proposed_ones():
     assert got == want
 
 
-def test_niah_plan_is_table1_plan_at_the_new_temperatures():
-    """niah_train.txt = experiments/niah/plan_train.txt (lines and steps kept) + isoA's two overrides on #@common."""
-    old = [ln for ln in (EXP / "niah" / "plan_train.txt").read_text().splitlines() if ln and not ln.startswith("# ")]
-    new = [ln for ln in (R10 / "niah_train.txt").read_text().splitlines() if ln and not ln.startswith("# ")]
-    assert new == [f"{old[0]} {' '.join(ISOA)}", *old[1:]]
-    common, runs = read_plan(R10 / "niah_train.txt")
-    assert set(runs) == {"n_s1", "n_s2", "n_s3", "n_noft"}
-    for name, own in runs.items():
-        cfg = OmegaConf.to_container(compose_cfg(common + own), resolve=True)
-        hp = cfg["algo"]["pqn"]["hyperparams"]
-        assert (hp["alpha"], hp["target_alpha_scale"], cfg["envs"]["name"], cfg["envs"]["max_steps"]) == (
-            0.01,
-            5.0,
-            "niah",
-            4,
-        )
-        assert cfg["steps_count"] == (0 if name == "n_noft" else 1000)
-
-
-def test_t_and_stop_lines_are_that_plans_own():
-    """The untrained qa3 encoder and its T = 12 chains, as experiments/t_and_stop/ plans them."""
-    for mine, theirs in (("tstop_train.txt", "plan_train.txt"), ("tstop_qa3_eval.txt", "plan_eval.txt")):
-        lines = [ln for ln in (R10 / mine).read_text().splitlines() if ln and not ln.startswith("# ")]
-        assert lines and set(lines) <= set((EXP / "t_and_stop" / theirs).read_text().splitlines()), mine
-        assert all(ln.startswith(("#@", "t_noft ")) for ln in lines), mine
-
-
 @pytest.fixture(scope="module")
 def lease_runs(tmp_path_factory) -> Path:
     """The lease's run folders as config.yaml alone (what an evaluation merges), under <root>/runs/..."""
@@ -273,7 +214,6 @@ def written(cfg, root: Path, run_path: str) -> str:
 
 
 def test_every_evaluation_composes_and_writes_a_file_of_its_own(lease_runs):
-    from envs.data.registry import build_dataset
 
     runs = trained()
     files: list[str] = []
@@ -285,28 +225,7 @@ def test_every_evaluation_composes_and_writes_a_file_of_its_own(lease_runs):
             setting = run.split("_")[1]
             assert (int(cfg.envs.step_size), int(cfg.envs.max_steps)) == (STEP_SIZE[setting], 6), files[-1]
             assert files[-1] == f"{folder}/{run}/eval_seed{int(cfg.seed)}_nt{int(cfg.envs.num_tokens)}.jsonl"
-        if plan == "niah_t8_eval.txt":  # into the grid's cell folder, beside its T = 4 records
-            task = str(cfg.envs.task)
-            assert (int(cfg.envs.max_steps), int(cfg.num_samples), int(cfg.seed)) == (8, 100, 42)
-            assert files[-1] == f"runs/round10/{run}/niah/{task}/eval_seed42_test4k_T8.jsonl"
-            assert (ROOT / "data" / "niah" / "ruler_gpt2" / task / "test4k.jsonl.gz").is_file()
-        if plan.startswith("tstop_"):
-            assert f"_T{int(cfg.envs.max_steps)}" in files[-1] and int(cfg.envs.max_steps) in (5, 8, 12), files[-1]
-    chosen = set()
-    for gpu, path, ov in beam_lines():
-        folder, run = path.rsplit("/", 1)
-        assert gpu in CARDS and run in runs[folder], path
-        cfg = composed(lease_runs, path, [*ov, "eval.planner=beam", "overwrite=true"])  # as the script composes
-        files.append(written(cfg, lease_runs, path))
-        assert files[-1].startswith(f"{path}/beam_") and files[-1].endswith("_beam4x3.jsonl"), files[-1]
-        data = "musique" if str(cfg.envs.name) == "musique" else "hotpotqa"
-        assert Path(str(cfg.envs.data_path)).resolve() == (ROOT / "data" / data).resolve(), path
-        if str(cfg.envs.test_split) == "validation":  # the data's own validation file: what the score is chosen on
-            assert len(build_dataset(cfg.envs, "validation", 42, 0.0)) == 100
-            chosen.add(run)
     assert len(files) == len(set(files)), [f for f, k in Counter(files).items() if k > 1]
     assert {f"runs/round10/{r}/eval_seed43_nt32000.jsonl" for r in runs["runs/round10"] if r.startswith("w1_")} < set(
         files
     )  # the second draw beside seed 42's file, not over it
-    beam_runs = {p.rsplit("/", 1)[1] for _, p, _ in beam_lines()}
-    assert chosen == beam_runs  # every run scored on test was also scored on validation
