@@ -24,7 +24,7 @@ LENGTH = {  # scripts/launch_evals.sh: a chain's length column as overrides, per
     "none": lambda n: [],
 }
 CARDS = {"0", "1"}
-LEASE = ("lease.env",)
+LEASE = ("lease.env", "lease_1m.env", "lease_draw44.env", "lease_l128.env")  # the order they ran in
 WAVE = 20
 STEP_SIZE = {"ctrl": 20, "d100": 100, "d200": 200}  # the qa3 settings: the preset's step size, and the two finer ones
 QA3_PLANS = ("qa3", "ctrl")  # seed_plan.py's <out> of each
@@ -97,11 +97,13 @@ def made_by(path: Path) -> str:
     return next(ln.split("# made by: ", 1)[1] for ln in path.read_text().splitlines() if ln.startswith("# made by: "))
 
 
-def test_settings_name_files_that_exist():
-    s = settings("lease.env")
+@pytest.mark.parametrize("name", LEASE)
+def test_settings_name_files_that_exist(name):
+    s = settings(name)
     assert s["RUNS"] == ["runs/round10"] and not s["JOBS_SETUP"] and not s["JOBS_EVAL"]
+    assert bool(s["TRAIN_PLANS"]) == (name == "lease.env")  # the later files only evaluate lease.env's runs
     for key in ("TRAIN_PLANS", "EVAL_PLANS"):
-        assert all(plan.is_file() for plan, _ in entries("lease.env", key)), key
+        assert all(plan.is_file() for plan, _ in entries(name, key)), key
 
 
 def test_the_wave_fits_the_machine():
@@ -169,18 +171,22 @@ def test_qa3_settings_are_the_recipe_at_their_step_size():
 
 def test_qa3_evaluations_are_the_proposed_ones():
     """1K and 32K (200 questions) for every qa3 run, a second 32K draw (eval seed 43) for every run, 128K for seeds
-    1-4 of each setting (experiments/qa3_32k/README.md's proposal)."""
+    1-4 of each setting (experiments/qa3_32k/README.md's proposal); then, with the lease's time left, 1M (100
+    questions) for seeds 1-4 of each setting, a third 32K draw (eval seed 44) and 128K for seeds 5-8 of d100 and
+    d200."""
     runs = [n for n in trained(("lease.env",))["runs/round10"] if n.startswith("w1_")]
     got = Counter()
     for folder, run, ov, _plan in eval_lines():
         if run in runs:
             seed = next((o.split("=")[1] for o in ov if o.startswith("seed=")), "42")
             tokens = next(o.split("=")[1] for o in ov if o.startswith("envs.num_tokens="))
-            assert "num_samples=200" in ov and folder == "runs/round10", (run, ov)
+            assert f"num_samples={100 if tokens == '1000000' else 200}" in ov and folder == "runs/round10", (run, ov)
             got[run, tokens, seed] += 1
     want = Counter({(r, n, "42"): 1 for r in runs for n in ("1000", "32000")})
     want.update({(r, "32000", "43"): 1 for r in runs})
-    want.update({(r, "128000", "42"): 1 for r in runs if int(r.rsplit("_s", 1)[1]) <= 4})
+    want.update({(r, "128000", "42"): 1 for r in runs if int(r.rsplit("_s", 1)[1]) <= 4 or "_ctrl_" not in r})
+    want.update({(r, "1000000", "42"): 1 for r in runs if int(r.rsplit("_s", 1)[1]) <= 4})
+    want.update({(r, "32000", "44"): 1 for r in runs})
     assert got == want
 
 
