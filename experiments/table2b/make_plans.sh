@@ -16,7 +16,7 @@ BEAM="eval.planner=beam"
 OOD="eval_env=musique envs.max_steps=4 'output_dir=\${pretrained_path}/ood_musique'"
 REAL_H="'++paths.hotpotqa_dir=\${paths.root_dir}/data/hotpotqa' 'output_dir=\${pretrained_path}/real_test'"
 REAL_M="eval_env=musique envs.max_steps=4 '++paths.musique_dir=\${paths.root_dir}/data/musique' 'output_dir=\${pretrained_path}/ood_musique'"
-"$PYTHON" scripts/seed_plan.py "$OUT/rows" --gpus 4 --seeds 1-3 --samples -1 --common "$COMMON" \
+"$PYTHON" scripts/seed_plan.py "$OUT/rows" --gpus 2 --seeds 1-3 --samples -1 --common "$COMMON" \
   --note "Table 2b: Q-RAG on the real HotpotQA (733) and MuSiQue (573) training questions and on the generated HotpotQA stand-ins, 3 seeds each" \
   --setting hqrag "$H" \
   --setting hgen "$H paths=generated validation_fraction=0.2" \
@@ -24,12 +24,12 @@ REAL_M="eval_env=musique envs.max_steps=4 '++paths.musique_dir=\${paths.root_dir
   --eval hqrag "" --eval hqrag "$BEAM" --eval hqrag "$OOD" --eval hqrag "$OOD $BEAM" \
   --eval hgen "$REAL_H" --eval hgen "$REAL_M" \
   --eval mqrag "" --eval mqrag "$BEAM"
-"$PYTHON" scripts/seed_plan.py "$OUT/curve" --gpus 4 --seeds 1-3 --samples -1 --common "$COMMON" \
+"$PYTHON" scripts/seed_plan.py "$OUT/curve" --gpus 2 --seeds 1-3 --samples -1 --common "$COMMON" \
   --note "Table 2b: the learning curve over training-set size, 100 and 250 of the 733 real HotpotQA training questions (all: rows_train.txt's hqrag), 3 seeds each" \
   --setting hn100 "$H train_samples=100" \
   --setting hn250 "$H train_samples=250" \
   --eval hn100 "" --eval hn250 ""
-"$PYTHON" scripts/seed_plan.py "$OUT/noft" --gpus 4 --seeds 1 --samples -1 --common "$COMMON" \
+"$PYTHON" scripts/seed_plan.py "$OUT/noft" --gpus 2 --seeds 1 --samples -1 --common "$COMMON" \
   --note "Table 2b: the untrained encoder (w/o FT), one run: no weight is drawn, so every seed gives the same records" \
   --setting hnoft "experiment=paper_hotpotqa steps_count=0" \
   --eval hnoft "" --eval hnoft "$BEAM" --eval hnoft "$OOD" --eval hnoft "$OOD $BEAM"

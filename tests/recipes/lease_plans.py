@@ -1,0 +1,127 @@
+"""A lease's settings file and plans as scripts/lease.sh, launch_plan.sh and launch_evals.sh read them, and an
+evaluation line composed as eval_retriever.py composes it: the helpers of the round plan tests
+(tests/recipes/test_round11_plans.py, test_round12_plans.py)."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+
+from tests.conftest import ROOT, compose_cfg, read_plan
+
+LENGTH = {  # scripts/launch_evals.sh: a chain's length column as overrides, per #@length_unit
+    "tokens": lambda n: ["envs.length_unit=tokens", f"envs.num_tokens={n}"],
+    "split": lambda n: [f"envs.test_split=test{n}"],
+    "none": lambda n: [],
+}
+BEAM_SCRIPT = "$PYTHON experiments/table2/beam_path_scores.py"
+KEYS = ("RUNS", "TRAIN_PLANS", "EVAL_PLANS", "JOBS_SETUP", "JOBS_EVAL")
+
+
+def settings(path: Path) -> dict[str, list[str]]:
+    """A settings file as scripts/lease.sh reads it (bash): RUNS, TRAIN_PLANS and EVAL_PLANS word-split, the JOBS
+    arrays."""
+    script = (
+        'set -a; . "$1"; printf "%s\\0" "$RUNS"; printf "\\0"; printf "%s\\0" $TRAIN_PLANS; printf "\\0";'
+        ' printf "%s\\0" $EVAL_PLANS; printf "\\0"; printf "%s\\0" "${JOBS_SETUP[@]}"; printf "\\0";'
+        ' printf "%s\\0" "${JOBS_EVAL[@]}"'
+    )
+    out = subprocess.run(["bash", "-c", script, "-", str(path)], capture_output=True, text=True, check=True).stdout
+    return {k: [x for x in g.split("\0") if x] for k, g in zip(KEYS, out.split("\0\0"))}
+
+
+def entries(path: Path, key: str) -> list[tuple[Path, str]]:
+    """(plan file, run folder) of each TRAIN_PLANS / EVAL_PLANS entry (`<plan>:<folder>`, else RUNS)."""
+    s = settings(path)
+    out = []
+    for e in s[key]:
+        plan, _, folder = e.partition(":")
+        out.append((ROOT / plan, folder or s["RUNS"][0]))
+    return out
+
+
+def trained(path: Path) -> dict[str, dict[str, tuple[list[str], list[str], int]]]:
+    """{folder: {run: (#@common overrides, own overrides, gpu)}} of every training plan of a settings file."""
+    out: dict[str, dict[str, tuple[list[str], list[str], int]]] = {}
+    for plan, folder in entries(path, "TRAIN_PLANS"):
+        common, runs = read_plan(plan)
+        gpus = {ln.split()[0]: int(ln.split()[1]) for ln in plan.read_text().splitlines() if ln and ln[0] != "#"}
+        for run, own in runs.items():
+            assert run not in out.setdefault(folder, {}), f"{run} twice in {folder}"
+            out[folder][run] = (common, own, gpus[run])
+    return out
+
+
+def eval_lines(path: Path) -> list[tuple[str, str, list[str], str, str]]:
+    """(folder, run, overrides as launch_evals.sh hands them to eval_retriever.py, plan, gpu) of every chain's
+    evaluation in a settings file: one per length of the line."""
+    out = []
+    for plan, folder in entries(path, "EVAL_PLANS"):
+        text = plan.read_text()
+        unit = next((ln.split()[1] for ln in text.splitlines() if ln.startswith("#@length_unit")), "tokens")
+        for line in text.splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            run, gpu, samples, lengths, *rest = line.split(maxsplit=4)
+            for n in lengths.split(",") if unit != "none" else ["-"]:
+                ov = [
+                    *LENGTH[unit](n),
+                    f"num_samples={samples}",
+                    "progress_bar=false",
+                    *shlex.split(rest[0] if rest else ""),
+                ]
+                out.append((folder, run, ov, plan.name, gpu))
+    return out
+
+
+def beam_lines(path: Path) -> list[tuple[str, str, list[str]]]:
+    """(gpu, run folder path as written, overrides) of a beam_eval.txt's commands."""
+    out = []
+    for line in path.read_text().splitlines():
+        if not line or line.startswith("#"):
+            continue
+        gpu, rest = line.split(" ", 1)
+        assert rest.startswith(BEAM_SCRIPT + " "), line
+        ov = shlex.split(rest[len(BEAM_SCRIPT) :])
+        run_path = next(o.split("=", 1)[1] for o in ov if o.startswith("pretrained_path="))
+        out.append((gpu, run_path, ov))
+    return out
+
+
+def write_runs(root: Path, runs: dict[str, dict[str, tuple[list[str], list[str], int]]]) -> Path:
+    """The lease's run folders as config.yaml alone (what an evaluation merges), under <root>/<folder>/<run>."""
+    from rl.run.run_folder import write_config
+
+    for folder, by_name in runs.items():
+        for name, (common, own, _) in by_name.items():
+            (root / folder / name).mkdir(parents=True)
+            write_config(root / folder / name, compose_cfg(common + own))
+    return root
+
+
+def composed(root: Path, run_path: str, ov: list[str]):
+    """The evaluation config eval_retriever.py would run: the line's overrides over the run's config.yaml."""
+    from rl.run.eval_config import merge_eval_config
+
+    ov = [o for o in ov if not o.startswith("pretrained_path=")]
+    return merge_eval_config(compose_cfg([f"pretrained_path={root / run_path}", *ov], "testing"))
+
+
+def written(cfg, root: Path, run_path: str) -> str:
+    """The evaluation file a composed config writes, relative to the lease root."""
+    from rl.run.eval_records import eval_stem
+
+    out = str(cfg.output_dir) if cfg.output_dir else str(root / run_path)
+    return str(Path(out.replace(f"{root}/", "")) / f"{eval_stem(cfg)}.jsonl")
+
+
+def readme_calls(path: Path) -> list[str]:
+    """The lines of a README's code blocks that call scripts/lease.sh."""
+    out, inside = [], False
+    for line in path.read_text().splitlines():
+        if line.startswith("```"):
+            inside = not inside
+        elif inside and "scripts/lease.sh" in line:
+            out.append(line)
+    return out
