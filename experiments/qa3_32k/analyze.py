@@ -5,7 +5,7 @@ committed evaluation records of rounds 7-9, with the test haystacks rebuilt on t
     python experiments/qa3_32k/analyze.py --json experiments/qa3_32k/results.json
 
 Reads experiments/round{7,8,9}/runs.tar.xz in memory (qa3 files ``eval_seed42_nt<N>.jsonl`` of the best
-checkpoints). The haystacks of every evaluated question are rebuilt with the project's BabiLong builder
+checkpoints), then round 10 (round10.py: step sizes 20 / 100 / 200, eval seeds 42-44; Tables 10a-10j). The haystacks of every evaluated question are rebuilt with the project's BabiLong builder
 (token mode, seed 42, the settings each file's ``.meta.json`` names) and every record is checked against
 them: the question id, the gold indices, the length and the text of every pick must match, so the
 positions used below are the ones the model saw. The training haystacks (sentence mode, 100 sentences,
@@ -154,13 +154,16 @@ def envs_config(train_cfg: Any, nt: int | None) -> Any:
     return OmegaConf.create(envs)
 
 
-def rebuild_and_check(train_cfg: Any, records: dict[int, dict[int, list[dict]]]) -> dict[int, dict[int, dict]]:
-    """{nt: {question id: compact haystack}} for every question some record holds; every record is
-    compared with its rebuilt haystack (SystemExit on the first difference)."""
+def rebuild_and_check(
+    train_cfg: Any, records: dict[int, dict[int, list[dict]]], seed: int = 42
+) -> dict[int, dict[int, dict]]:
+    """{nt: {question id: compact haystack}} for every question some record holds, built with eval
+    seed ``seed``; every record is compared with its rebuilt haystack (SystemExit on the first
+    difference)."""
     legacy = Legacy.from_cfg(train_cfg.legacy)
     out: dict[int, dict[int, dict]] = {}
     for nt, by_id in sorted(records.items()):
-        ds = build_dataset(envs_config(train_cfg, nt), "test", seed=42, legacy=legacy)
+        ds = build_dataset(envs_config(train_cfg, nt), "test", seed=seed, legacy=legacy)
         pos = {qid: k for k, qid in enumerate(ds.ids)}
         out[nt] = {}
         for qid in sorted(by_id):
@@ -173,7 +176,7 @@ def rebuild_and_check(train_cfg: Any, records: dict[int, dict[int, list[dict]]])
                     and r["pred_texts"] == [sample["chunks"][i] for i in r["pred_idx"]]
                 )
                 if not same:
-                    raise SystemExit(f"nt{nt} id {qid}: the record does not match the rebuilt haystack")
+                    raise SystemExit(f"seed {seed} nt{nt} id {qid}: the record does not match the rebuilt haystack")
             out[nt][qid] = compact(sample)
     return out
 
@@ -698,6 +701,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         ("Table 7. F1 by distance in sentences and in codes", by_distance(runs, hays)),
         ("Table 8. Encoder tokens of a training haystack", encoder_tokens(train_cfg)),
     ):
+        parts.append(f"### {title}\n\n{md}\n")
+        out[title.split(".")[0]] = data
+    import round10  # this folder's; imported here, for it imports this module (as ``analyze``)
+
+    r10, counts = round10.tables(train)
+    out["Round 10"] = counts
+    parts.append(
+        f"## Round 10\n\n{counts['records_checked']} records of {counts['files']} files (eval seeds "
+        f"{', '.join(map(str, round10.EVAL_SEEDS))}) match their rebuilt haystacks; step sizes {counts['step_sizes']}.\n"
+    )
+    for title, (md, data) in r10:
         parts.append(f"### {title}\n\n{md}\n")
         out[title.split(".")[0]] = data
     print("\n".join(parts))
