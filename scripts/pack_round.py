@@ -2,14 +2,20 @@
 
     python scripts/pack_round.py <runs dir> experiments/round9/runs.tar.xz   # the archive, its sha256 in MANIFEST.json
     python scripts/pack_round.py <runs dir> <folder>                         # the run folders, unarchived
+    python scripts/pack_round.py <runs dir> <archive> --report '<script>.py {runs} ... --out {round}'  # another report
 
 For every run folder (one holding config.yaml or metrics.jsonl) copies exactly what the tables are
 made from: ``config.yaml`` and ``config_resolved.yaml`` (the run's settings as written and as
-they resolved on the machine), ``metrics.jsonl``, the training ``summary.json``, the evaluation
-summaries ``*.summary.json`` and settings ``*.meta.json``, and the per-sample records
-``eval_*.jsonl`` as plain JSONL (a gzipped ``eval_*.jsonl.gz`` is unpacked: the archive compresses
-them all at once, far better than one gzip each). Checkpoints, logs, TensorBoard files
-and sharded part files (``*.rank<r>.jsonl``, an interrupted distributed evaluation) are left out.
+they resolved on the machine), ``metrics.jsonl``, the training ``summary.json``, and the evaluation
+files: summaries ``*.summary.json``, settings ``*.meta.json``, the NIAH grid's test-file sidecars
+``*.testset.json``, the beam's ``*.path_scores.json`` (experiments/table2/beam_path_scores.py) and
+the per-sample records ``eval_*.jsonl`` as plain JSONL (a gzipped ``eval_*.jsonl.gz`` is unpacked:
+the archive compresses them all at once, far better than one gzip each). The evaluation files are
+taken from the run folder's sub-folders too, at any depth, under the same relative path (an
+evaluation's ``output_dir``: Table 2's ``ood_musique/`` and ``real_test/``, the beam's ``beam_*/``, the
+NIAH grid's ``niah/<task>/``); the run's own four files only from the run folder itself. Checkpoints,
+logs, TensorBoard files (``tb_logs/``), hidden folders (``.eval_hydra/``, ``.hydra/``, caches) and
+sharded part files (``*.rank<r>.jsonl``, an interrupted distributed evaluation) are left out.
 A half-written last record (a run killed mid-write) is dropped, as the evaluation itself drops it on
 resuming; a malformed record elsewhere stops the packing before anything is written, naming the
 file and line. A packed file that a .gitignore pattern would keep out of git is an error (the raw
@@ -20,9 +26,11 @@ absolute path left after that stops the packing before anything is written. A ``
 destination holds the packed run folders as one deterministic archive (names sorted, time 0, owner
 0 with empty names, fixed modes, xz preset 9 extreme through Python's lzma: the same files give the
 same bytes, so re-packing leaves git nothing to commit), and the round's MANIFEST.json beside it
-records its sha256 and size under ``archives``. The rounds committed before this format as
-``runs.tgz`` (records gzipped inside) are still read by every report; new ``.tgz`` archives are not
-written. Then ``scripts/make_results.sh`` (or scripts/report_round.py) makes the tables.
+records its sha256 and size under ``archives`` and, under ``report``, the command that makes the
+round's tables from it (``--report``; without it a new manifest gets scripts/report_round.py's and an
+existing one keeps its own). The rounds committed before this format as ``runs.tgz`` (records
+gzipped inside) are still read by every report; new ``.tgz`` archives are not written. Then
+``scripts/make_results.sh`` (or the report itself) makes the tables.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ import io
 import json
 import lzma
 import re
+import shlex
 import subprocess
 import sys
 import tarfile
@@ -42,8 +51,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-PLAIN = ("config.yaml", "config_resolved.yaml", "metrics.jsonl", "summary.json")
-SIDECARS = ("*.summary.json", "*.meta.json")
+PLAIN = ("config.yaml", "config_resolved.yaml", "metrics.jsonl", "summary.json")  # the run folder's own
+# an evaluation's files beside its records, in the run folder or any sub-folder: summaries, settings, the NIAH
+# grid's test-file sidecars (experiments/niah/niah_report.py checks them) and beam_path_scores.py's scores
+SIDECARS = ("*.summary.json", "*.meta.json", "*.testset.json", "*.path_scores.json")
+SKIP_DIRS = ("tb_logs", "__pycache__")  # and every hidden folder: .eval_hydra, .hydra, caches
 RECORDS = re.compile(r"^eval_.*\.jsonl(\.gz)?$")
 PART = re.compile(r"\.rank\d+\.jsonl(\.gz)?$")
 ARCHIVE = ".tar.xz"  # what a round's raw records are committed as (experiments/<round>/runs.tar.xz)
@@ -96,21 +108,30 @@ def complete_records(path: Path) -> tuple[bytes, int]:
     return b"".join(x + b"\n" for x in keep), 0
 
 
+def eval_files(folder: Path, prefix: str = "") -> list[tuple[Path, str]]:
+    """[(source, name under the run folder)] of the evaluation files in ``folder`` and, at any depth,
+    its sub-folders (``prefix``: ``folder``'s path under the run folder), sub-folders after files."""
+    files = [(p, prefix + p.name) for pattern in SIDECARS for p in sorted(folder.glob(pattern)) if p.is_file()]
+    names = {p.name for p in folder.iterdir() if p.is_file() and RECORDS.match(p.name) and not PART.search(p.name)}
+    for name in sorted(names):
+        stem = name.removesuffix(".gz")
+        if name.endswith(".gz") and stem in names:
+            continue  # the plain file is the newer one (report_round.py reads it first as well)
+        files.append((folder / name, prefix + stem))
+    for sub in sorted(folder.iterdir()):
+        # a linked folder is not followed: it may point back up, or at records of another run
+        if sub.is_dir() and not sub.is_symlink() and not sub.name.startswith(".") and sub.name not in SKIP_DIRS:
+            files += eval_files(sub, f"{prefix}{sub.name}/")
+    return files
+
+
 def plan(runs: Path) -> dict[str, list[tuple[Path, str]]]:
     """{run: [(source, name in the destination)]} over every run folder of ``runs``."""
     out: dict[str, list[tuple[Path, str]]] = {}
     for run in sorted(p for p in runs.iterdir() if p.is_dir()):
         if not ((run / "config.yaml").is_file() or (run / "metrics.jsonl").is_file()):
             continue
-        files = [(run / n, n) for n in PLAIN if (run / n).is_file()]
-        files += [(p, p.name) for pattern in SIDECARS for p in sorted(run.glob(pattern)) if p.is_file()]
-        names = {p.name for p in run.iterdir() if p.is_file() and RECORDS.match(p.name) and not PART.search(p.name)}
-        for name in sorted(names):
-            stem = name.removesuffix(".gz")
-            if name.endswith(".gz") and stem in names:
-                continue  # the plain file is the newer one (report_round.py reads it first as well)
-            files.append((run / name, stem))
-        out[run.name] = files
+        out[run.name] = [(run / n, n) for n in PLAIN if (run / n).is_file()] + eval_files(run)
     return out
 
 
@@ -193,23 +214,40 @@ def archive(folder: Path, dest: Path) -> dict[str, Any]:
 REPORT = ["scripts/report_round.py", "{runs}", "--out", "{round}"]
 
 
-def record_archive(dest: Path, entry: dict[str, Any], report: list[str] = REPORT) -> Path:
+def record_archive(dest: Path, entry: dict[str, Any], report: list[str] = REPORT, replace: bool = False) -> Path:
     """Write ``entry`` as ``archives[<dest's name>]`` of the MANIFEST.json beside ``dest``, keeping
-    the rest of the manifest (a new one gets ``report``)."""
+    the rest of the manifest (a new one gets ``report``; ``replace``: an existing one too)."""
     manifest = dest.parent / "MANIFEST.json"
     data = json.loads(manifest.read_text()) if manifest.is_file() else {}
     data.setdefault("archives", {}).setdefault(dest.name, {}).update(entry)
+    if replace:
+        data["report"] = report
     data.setdefault("report", report)
     manifest.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     return manifest
 
 
-def pack_archive(runs: Path, dest: Path, rules: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
-    """pack() into a temporary folder, then archive() it as ``dest`` and record it in the manifest."""
+def pack_archive(
+    runs: Path, dest: Path, rules: Sequence[tuple[str, str]] = (), report: list[str] | None = None
+) -> dict[str, Any]:
+    """pack() into a temporary folder, then archive() it as ``dest`` and record it in the manifest
+    (``report``: the round's report command, replacing the manifest's)."""
     with tempfile.TemporaryDirectory() as tmp:
         res = pack(runs, Path(tmp), rules)
         entry = archive(Path(tmp), dest)
-    return {**res, "bytes": entry["bytes"], "written": [dest, record_archive(dest, entry)], "sha256": entry["sha256"]}
+    manifest = record_archive(dest, entry, report or REPORT, replace=report is not None)
+    return {**res, "bytes": entry["bytes"], "written": [dest, manifest], "sha256": entry["sha256"]}
+
+
+def report_command(text: str) -> list[str]:
+    """``--report``'s command as the manifest's list: a script of this repository and its arguments,
+    ``{runs}`` among them."""
+    args = shlex.split(text)
+    if not args or not args[0].endswith(".py") or "{runs}" not in args:
+        raise ValueError(f"--report {text!r}: expected '<script>.py ... {{runs}} ...' (make_results.sh fills {{runs}})")
+    if not (REPO / args[0]).is_file():
+        raise ValueError(f"--report: no script {args[0]} in {REPO} (name it from the repository's root)")
+    return args
 
 
 def ignored_by_git(paths: list[Path]) -> list[str]:
@@ -235,12 +273,27 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("dest", type=Path, help="the round's archive (experiments/round9/runs.tar.xz) or a folder")
     ap.add_argument("--root", default=str(REPO), help="the runs' repository root: its paths become relative")
     ap.add_argument("--rewrite", action="append", default=[], metavar="OLD=NEW", help="a path prefix to replace")
+    ap.add_argument(
+        "--report",
+        metavar="COMMAND",
+        help="the round's report for MANIFEST.json, e.g. 'experiments/table2/report_table2.py {runs} --out "
+        "{round}/table2.md' (default: a new manifest gets scripts/report_round.py's, an existing one keeps its own)",
+    )
     args = ap.parse_args(argv)
     rules = [(args.root, "")] + [tuple(r.split("=", 1)) for r in args.rewrite if "=" in r]
     if len(rules) != len(args.rewrite) + 1 or any(not old.startswith("/") for old, _ in rules):
         ap.error("--rewrite takes OLD=NEW with an absolute OLD, --root an absolute path")
     try:
-        res = (pack_archive if is_archive(args.dest) else pack)(args.runs, args.dest, rules)
+        report = report_command(args.report) if args.report is not None else None
+    except ValueError as e:
+        ap.error(str(e))
+    try:
+        if is_archive(args.dest):
+            res = pack_archive(args.runs, args.dest, rules, report)
+        elif report is not None:
+            ap.error("--report goes into an archive's MANIFEST.json: give a .tar.xz destination")
+        else:
+            res = pack(args.runs, args.dest, rules)
     except PackError as e:
         raise SystemExit(f"error: {e}") from None
     for run, n in res["evals"].items():

@@ -66,7 +66,7 @@ ROUNDS = {
     },
     "table2b": {
         "plans": "experiments/table2b/{rows,curve,noft}_train.txt",
-        "archive": "the plan and its commands: experiments/table2b/README.md",
+        "archive": "committed in experiments/table2b/runs.tar.xz: `scripts/make_results.sh table2b` rebuilds this file",
         "evals": "experiments/table2b/*_eval.txt",
         "train": "733 HotpotQA of the shipped real subset, selected on its 100 validation questions",
     },
