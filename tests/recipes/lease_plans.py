@@ -1,6 +1,6 @@
 """A lease's settings file and plans as scripts/lease.sh, launch_plan.sh and launch_evals.sh read them, and an
 evaluation line composed as eval_retriever.py composes it: the helpers of the round plan tests
-(tests/recipes/test_round11_plans.py, test_round12_plans.py)."""
+(tests/recipes/test_round11_plans.py, test_round12_plans.py, test_mpnet_plan.py, test_niah_plan.py)."""
 
 from __future__ import annotations
 
@@ -16,16 +16,16 @@ LENGTH = {  # scripts/launch_evals.sh: a chain's length column as overrides, per
     "none": lambda n: [],
 }
 BEAM_SCRIPT = "$PYTHON experiments/table2/beam_path_scores.py"
-KEYS = ("RUNS", "TRAIN_PLANS", "EVAL_PLANS", "JOBS_SETUP", "JOBS_EVAL")
+KEYS = ("RUNS", "TRAIN_PLANS", "EVAL_PLANS", "JOBS_SETUP", "JOBS_EVAL", "JOBS_START")
 
 
 def settings(path: Path) -> dict[str, list[str]]:
     """A settings file as scripts/lease.sh reads it (bash): RUNS, TRAIN_PLANS and EVAL_PLANS word-split, the JOBS
-    arrays."""
+    arrays (empty where the file has none)."""
     script = (
         'set -a; . "$1"; printf "%s\\0" "$RUNS"; printf "\\0"; printf "%s\\0" $TRAIN_PLANS; printf "\\0";'
         ' printf "%s\\0" $EVAL_PLANS; printf "\\0"; printf "%s\\0" "${JOBS_SETUP[@]}"; printf "\\0";'
-        ' printf "%s\\0" "${JOBS_EVAL[@]}"'
+        ' printf "%s\\0" "${JOBS_EVAL[@]}"; printf "\\0"; printf "%s\\0" "${JOBS_START[@]}"'
     )
     out = subprocess.run(["bash", "-c", script, "-", str(path)], capture_output=True, text=True, check=True).stdout
     return {k: [x for x in g.split("\0") if x] for k, g in zip(KEYS, out.split("\0\0"))}

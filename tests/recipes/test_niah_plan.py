@@ -1,14 +1,19 @@
 """Table 1's GPU plan (experiments/niah/plan_train.txt): every line composes into the recipe the
-plan states, on the committed training mixture."""
+plan states, on the committed training mixture; the RULER QA lease (qa_lease.env) trains that plan's
+lines, makes its test sets in a setup job, and its evaluations compose over the runs' configs, each
+writing a file of its own, on the card of a one-GPU machine."""
 
 from __future__ import annotations
 
+import shlex
+import tempfile
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from envs.data.niah import load_niah
 from tests.conftest import ROOT, compose_cfg, read_plan
+from tests.recipes.lease_plans import composed, eval_lines, readme_calls, settings, trained, write_runs, written
 
 PLAN = ROOT / "experiments" / "niah" / "plan_train.txt"
 
@@ -39,12 +44,10 @@ def test_the_qa_lease_trains_plan_train_s_own_lines():
     assert [x for x in qa if not x.startswith("# ")] == [
         x for x in lines if x.startswith("#@common ") or x.split()[:1] in (["n_s1"], ["n_noft"])
     ]
-    env = dict(x.split("=", 1) for x in (QA / "qa_lease.env").read_text().splitlines() if x and not x.startswith("#"))
-    assert (
-        env["TRAIN_PLANS"] == '"experiments/niah/qa_train.txt"'
-        and env["EVAL_PLANS"] == '"experiments/niah/qa_eval.txt"'
-    )
-    assert env["RUNS"] == "runs/niah_qa"
+    env = settings(QA / "qa_lease.env")
+    assert env["TRAIN_PLANS"] == ["experiments/niah/qa_train.txt"]
+    assert env["EVAL_PLANS"] == ["experiments/niah/qa_eval.txt"]
+    assert env["RUNS"] == ["runs/niah_qa"]
 
 
 def test_the_qa_eval_plan_reads_every_length_of_both_tasks_for_both_runs():
@@ -67,3 +70,45 @@ def test_the_qa_eval_plan_reads_every_length_of_both_tasks_for_both_runs():
         assert (ROOT / opts["++envs.data_path"] / "test4k.jsonl.gz").is_file()
         chains.add((run, task))
     assert chains == {(r, t) for r in ("n_s1", "n_noft") for t in ("qa_hotpot", "qa_squad")}
+
+
+def test_the_qa_setup_job_makes_checks_and_records_the_test_sets():
+    """One JOBS_SETUP line: the QA sets 16K first, then the rest, data/squad checked, the 1M sha256 recorded, the
+    manifest copied into the run folder (the eval call waits for that copy), on 12 of the 16 cores."""
+    s = settings(QA / "qa_lease.env")
+    assert not s["JOBS_START"] and not s["JOBS_EVAL"]
+    (setup,) = s["JOBS_SETUP"]
+    steps = [shlex.split(part) for part in setup.split("&&")]
+    assert [st[:2] for st in steps[:4]] == [["$PYTHON", "scripts/niah_testsets.py"]] * 4
+    assert steps[0][2:] == ["--tasks", "qa", "--jobs", "12", "--lengths", "16k"] and steps[1][2:] == steps[0][2:6]
+    assert steps[2][2:] == ["--tasks", "qa", "--verify"] and steps[3][2:] == ["--write-manifest"]
+    assert steps[4] == ["cp", "data/niah/ruler_gpt2/MANIFEST.json", "runs/niah_qa/qa_manifest.json"]
+    calls = readme_calls(QA / "README.md")
+    (ev,) = [c for c in calls if "qa_lease.env eval" in c]
+    assert ev.startswith("if test -f /tmp/qrag/runs/niah_qa/qa_manifest.json; then ")
+
+
+def test_every_qa_evaluation_composes_and_writes_its_own_file():
+    runs = trained(QA / "qa_lease.env")
+    assert {gpu for by in runs.values() for *_, gpu in by.values()} == {0, 3}  # GPUS maps 3 to the one card
+    files = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = write_runs(Path(tmp), runs)
+        for folder, run, ov, _plan, gpu in eval_lines(QA / "qa_lease.env"):
+            cfg = composed(root, f"{folder}/{run}", ov)
+            assert gpu == "0" and cfg.envs.name == "ruler_qa" and int(cfg.envs.max_steps) == 4
+            assert cfg.algo.model.name == "offline:minilm"  # lease.sh's start points it at the carried parts
+            files.append(written(cfg, root, f"{folder}/{run}"))
+    assert len(files) == 4 * 5 and len(set(files)) == len(files)
+
+
+def test_the_qa_readme_calls_name_this_lease():
+    """The README's calls run qa_lease.env on one GPU, every verb once, the three MiniLM parts carried in turn."""
+    text = (QA / "README.md").read_text()
+    calls = readme_calls(QA / "README.md")
+    assert "kind=nvidia-h200`" in text
+    assert all("scripts/lease.sh experiments/niah/qa_lease.env " in c for c in calls)
+    verbs = [c.split("experiments/niah/qa_lease.env ", 1)[1].split()[0] for c in calls]
+    assert verbs == ["setup", "parts", "start", "watch", "eval", "pack"]
+    carried = [c.split("# carry ", 1)[1].split(":")[0].split(";")[0] for c in calls if "# carry " in c]
+    assert carried == [".device/whl .device/part-minilm-1", ".device/part-minilm-2", ".device/part-minilm-3"]
