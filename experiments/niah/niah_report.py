@@ -2,9 +2,10 @@
 
     python experiments/niah/niah_report.py <experiments/niah/runs.tar.xz unpacked> --seeds n_s1,n_s2,n_s3 --untrained n_noft \
         --out experiments/niah                       # or: scripts/make_results.sh niah
-    # a GPU round's run folders without checkpoints, as the round's archive (what the repository
-    # commits; its sha256 in MANIFEST.json beside it; a folder instead of a .tar.xz: unarchived):
-    python experiments/niah/niah_report.py runs/niah --collect experiments/niah/runs.tar.xz
+
+The round's archive is scripts/pack_round.py's (``python scripts/pack_round.py runs/niah
+experiments/niah/runs.tar.xz``: it keeps the grid's ``niah/<task>/`` records and sidecars, and the
+manifest keeps this report as the round's command).
 
 Per sample, from the greedy fixed-budget record (``pred_idx``, ``pred_texts``, ``q_values``,
 ``sf_idx``, ``answer``; the scores and RULER's effective-length rule are those of the user's tool,
@@ -58,10 +59,8 @@ import csv
 import gzip
 import json
 import math
-import shutil
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +71,6 @@ from prompts_and_metrics.metrics import fact_metrics, string_match_part  # noqa:
 
 sys.path.insert(0, str(REPO / "scripts"))
 import niah_testsets as testsets  # noqa: E402
-import pack_round  # noqa: E402
 from ruler_effective_length import (  # noqa: E402  RULER's rule and per-sample scores, the tool's own
     COLUMNS,
     METRICS,
@@ -517,61 +515,15 @@ def plot(cells: dict[tuple, dict[str, Any]], seeds: list[str], untrained: list[s
     fig.savefig(path, dpi=120)
 
 
-# scripts/make_results.sh's command for a round of this report (its manifest's "report")
-REPORT = [
-    "experiments/niah/niah_report.py",
-    "{runs}",
-    "--seeds",
-    "n_s1,n_s2,n_s3",
-    "--untrained",
-    "n_noft",
-    "--out",
-    "{round}",
-]
-
-
-def collect(src: Path, dest: Path) -> None:
-    """Run folders without checkpoints: configs, metrics.jsonl, summaries, meta and testset
-    sidecars and record files as they are; a ``.tar.xz`` ``dest``: as one archive, recorded in the
-    MANIFEST.json beside it (scripts/pack_round.py's)."""
-    if pack_round.is_archive(dest):
-        with tempfile.TemporaryDirectory() as tmp:
-            collect(src, Path(tmp))
-            pack_round.record_archive(dest, pack_round.archive(Path(tmp), dest), REPORT)
-        return
-    keep = ("config.yaml", "config_resolved.yaml", "metrics.jsonl", "summary.json")
-    for run in sorted(p for p in src.iterdir() if (p / "config.yaml").is_file()):
-        for name in keep:
-            if (run / name).is_file():
-                (dest / run.name).mkdir(parents=True, exist_ok=True)
-                shutil.copy2(run / name, dest / run.name / name)
-        for f in sorted(p for sub in ("niah", QA_DIR) for p in (run / sub).glob("*/eval_seed*")):
-            out = dest / run.name / f.relative_to(run)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            if f.name.endswith((".jsonl", ".json")):
-                shutil.copy2(f, out)
-    print(f"collected {src} -> {dest}")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs_dir", type=Path)
     ap.add_argument("--seeds", default="n_s1,n_s2,n_s3", help="trained runs (one per seed)")
     ap.add_argument("--untrained", default="n_noft", help="the steps_count=0 run(s)")
     ap.add_argument("--theta", type=float, default=0.5, help="Q-value stopping threshold")
-    ap.add_argument("--out", type=Path, help="folder for table1.md / .csv / .png (table1_qa.md / .csv with --qa)")
+    ap.add_argument("--out", type=Path, required=True, help="folder for table1.md/.csv/.png (--qa: table1_qa.md/.csv)")
     ap.add_argument("--qa", action="store_true", help="the RULER QA columns (table1_qa.md / .csv) instead")
-    ap.add_argument(
-        "--collect",
-        type=Path,
-        help="copy runs_dir's run files here (a folder or a .tar.xz archive; no checkpoints) and stop",
-    )
     args = ap.parse_args(argv)
-    if args.collect:
-        collect(args.runs_dir, args.collect)
-        return 0
-    if args.out is None:
-        ap.error("--out is required (or --collect)")
     if args.qa:
         return qa_report(
             args.runs_dir,

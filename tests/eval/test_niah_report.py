@@ -1,6 +1,6 @@
 """Per-sample scores from eval_retriever.py records (fixed budget and Q-value stopping) and RULER's
 effective length (scripts/ruler_effective_length.py, the rule experiments/niah/niah_report.py applies),
-and Table 1's seed table, targets, recipe table and archive (niah_report.py)."""
+and Table 1's seed table, targets and recipe table (niah_report.py), read from packed run folders."""
 
 import json
 from pathlib import Path
@@ -60,9 +60,10 @@ def test_table_and_effective_length():
     assert ruler.effective_length(cells, ["a"], None, "fixed_all") == "16K"
 
 
-def test_collect_keeps_no_checkpoint_and_the_report_reads_its_records(tmp_path):
-    import tarfile
-
+def test_the_report_reads_packed_records_and_refuses_another_test_file(tmp_path):
+    """The round's run folders as scripts/pack_round.py packs them (no checkpoints; the grid's
+    niah/<task>/ records and their test-file sidecars, the QA reader's files with its paths made
+    relative) are what the report reads."""
     run = tmp_path / "runs" / "n_s1"
     cell = run / "niah" / "niah_multiquery"
     cell.mkdir(parents=True)
@@ -74,20 +75,24 @@ def test_collect_keeps_no_checkpoint_and_the_report_reads_its_records(tmp_path):
     (cell / "eval_seed42_test4k.testset.json").write_text(
         json.dumps({"file": "niah_multiquery/test4k.jsonl.gz", "sha256": sha})
     )
-    report.collect(tmp_path / "runs", tmp_path / "kept")
+    # a reader's files on the QA records (experiments/niah/README.md): its summary names the records' path
+    qa = run / "ruler_qa" / "qa_hotpot"
+    qa.mkdir(parents=True)
+    (qa / "eval_seed42_test4k_reader_k3.jsonl").write_text("{}\n")
+    logfile = str(qa / "eval_seed42_test4k.jsonl")
+    (qa / "eval_seed42_test4k_reader_k3.summary.json").write_text(json.dumps({"retriever_logfile": logfile}))
+    load_script("pack_round").pack(tmp_path / "runs", tmp_path / "kept", [(str(tmp_path / "runs"), "runs/niah_qa")])
     kept = sorted(str(p.relative_to(tmp_path / "kept")) for p in (tmp_path / "kept").rglob("*") if p.is_file())
     assert not [k for k in kept if k.endswith(".pt")] and "n_s1/niah/niah_multiquery/eval_seed42_test4k.jsonl" in kept
+    reader = json.loads(
+        (tmp_path / "kept" / "n_s1/ruler_qa/qa_hotpot/eval_seed42_test4k_reader_k3.summary.json").read_text()
+    )
+    assert reader["retriever_logfile"] == "runs/niah_qa/n_s1/ruler_qa/qa_hotpot/eval_seed42_test4k.jsonl"
     entry = {"file": "niah_multiquery/test4k.jsonl.gz", "samples": 1, "sha256": sha}  # a one-sample file
     cells = report.grid(tmp_path / "kept", ["n_s1"], 0.5, {entry["file"]: entry})
     assert cells[("n_s1", "niah_multiquery", "4k")]["fixed_smatch"] == 75.0
     with pytest.raises(SystemExit, match="manifest"):  # scored on another file than the manifest's
         report.grid(tmp_path / "kept", ["n_s1"], 0.5, {entry["file"]: {**entry, "sha256": "0" * 64}})
-    # as the round's archive: the same files, its sha256 and this report in the manifest beside it
-    report.collect(tmp_path / "runs", tmp_path / "round" / "runs.tar.xz")
-    with tarfile.open(tmp_path / "round" / "runs.tar.xz") as tar:
-        assert sorted(m.name for m in tar.getmembers() if m.isfile()) == kept
-    entry = json.loads((tmp_path / "round" / "MANIFEST.json").read_text())
-    assert entry["report"] == report.REPORT and len(entry["archives"]["runs.tar.xz"]["sha256"]) == 64
 
 
 def test_a_record_of_n_samples_must_be_of_the_files_first_n(tmp_path):

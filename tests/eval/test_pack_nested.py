@@ -230,10 +230,14 @@ def test_report_option(raw, tmp_path):
 
 
 def test_repacking_the_committed_niah_round_gives_its_bytes(tmp_path):
-    """experiments/niah/runs.tar.xz (niah/<task>/ cells, made by niah_report.py --collect) comes out of
-    pack_round.py byte for byte: the nested files are the same, in the same deterministic archive."""
+    """experiments/niah/runs.tar.xz (niah/<task>/ cells; made by niah_report.py's former --collect) comes
+    out of pack_round.py byte for byte, its manifest unchanged: the nested files are the same, in the
+    same deterministic archive, and the manifest keeps niah_report.py as the round's report."""
     with tarfile.open(EXPERIMENTS / "niah" / "runs.tar.xz") as tar:
         tar.extractall(tmp_path / "in", filter="data")
+    committed = (EXPERIMENTS / "niah" / "MANIFEST.json").read_text()
+    (tmp_path / "niah").mkdir()
+    (tmp_path / "niah" / "MANIFEST.json").write_text(committed)
     res = load_script("pack_round").main([str(tmp_path / "in"), str(tmp_path / "niah" / "runs.tar.xz")])
-    want = json.loads((EXPERIMENTS / "niah" / "MANIFEST.json").read_text())["archives"]["runs.tar.xz"]["sha256"]
-    assert res["sha256"] == want
+    assert res["sha256"] == json.loads(committed)["archives"]["runs.tar.xz"]["sha256"]
+    assert (tmp_path / "niah" / "MANIFEST.json").read_text() == committed
