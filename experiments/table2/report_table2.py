@@ -6,6 +6,7 @@ evaluated by experiments/table2/table2_evals.sh, or of experiments/table2b's pla
     python experiments/table2/report_table2.py runs/table2 [--out experiments/table2/table2.md] [--seed 42]
     python experiments/table2/report_table2.py runs/table2b --round table2b    # experiments/table2b's plans
     scripts/make_results.sh table2      # the same from the committed records, experiments/table2/runs.tar.xz
+    python experiments/table2/report_table2.py runs/table2b --round table2b --beam beam.md  # and round 12's beam table
 
 Every cell is recomputed from the evaluation records (``pred_idx`` against ``sf_idx``) under both
 protocols, each table beside the paper's numbers and the difference: the fixed budget T, and oracle
@@ -319,6 +320,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="write the markdown here (default: print it)")
     ap.add_argument("--seed", type=int, default=42, help="evaluation seed (default 42)")
     ap.add_argument("--round", choices=sorted(ROUNDS), default="table2", help="whose plans made the runs (the text)")
+    ap.add_argument(
+        "--beam",
+        type=Path,
+        help="also write experiments/table2/beam_report.py's table here: the beam's path score chosen on the runs' "
+        "beam_val/, against greedy on beam_test/ and beam_ood_musique/ (round 12)",
+    )
     args = ap.parse_args(argv)
     if not args.runs.is_dir():
         ap.error(f"no folder {args.runs}")
@@ -328,6 +335,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {args.out}")
     else:
         print(text, end="")
+    if args.beam:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import beam_report  # here: it imports this module
+
+        try:
+            rnd = ROUNDS[args.round]  # not args.runs: make_results.sh unpacks the archive into a temporary folder
+            rep, beam = beam_report.build(args.runs, source=f"the run folders of {rnd['plans']} ({rnd['archive']})")
+        except beam_report.BeamReportError as e:
+            sys.exit(f"error: --beam: {e}")
+        args.beam.write_text(beam, encoding="utf-8")
+        print(f"wrote {args.beam}: path score `{rep['chosen']}` chosen on validation")
     return 0
 
 
