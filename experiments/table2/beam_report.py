@@ -13,7 +13,9 @@ beam_eval.txt; ``--dirs`` names other folders). The input is a folder of run fol
 them (scripts/pack_round.py's ``.tar.xz``, or an older ``.tgz``), unpacked into a temporary folder.
 
 **The choice.** The score with the best mean fact EM over every validation run (each run counts once,
-whatever its setting or question count). Ties go to ``last``, the reference's rule and the default
+whatever its setting or question count), or over the runs of the settings ``--choose-on`` names (the
+trained ones: an untrained encoder's paths should not pick the trained planner's score; the other runs'
+validation scores are still listed). Ties go to ``last``, the reference's rule and the default
 (rl/eval/beam.py: the path's most recent Q); between other scores, to the earlier in
 rl/eval/beam.py's PATH_SCORES order (``sum`` and ``mean`` always tie: every path of a step has the same
 length). Means are compared exactly (fractions of questions), so a tie is a tie.
@@ -253,8 +255,13 @@ def pooled(runs: list[Run], split: str, score: str) -> dict[str, Any] | None:
     return cell
 
 
-def report(runs: dict[str, Run], greedy_root: Path | None = None) -> dict[str, Any]:
-    val = {name: r.evals["val"] for name, r in sorted(runs.items()) if "val" in r.evals}
+def report(
+    runs: dict[str, Run], greedy_root: Path | None = None, choose_on: Sequence[str] | None = None
+) -> dict[str, Any]:
+    every = {name: r.evals["val"] for name, r in sorted(runs.items()) if "val" in r.evals}
+    val = {n: e for n, e in every.items() if choose_on is None or runs[n].setting in choose_on}
+    if choose_on is not None and not val:
+        raise BeamReportError(f"--choose-on {','.join(choose_on)}: no validation run of these settings")
     chosen = choose(val)
     for r in runs.values():
         for split in ("test", "ood"):
@@ -264,13 +271,15 @@ def report(runs: dict[str, Run], greedy_root: Path | None = None) -> dict[str, A
     for r in sorted(runs.values(), key=lambda r: (r.setting, r.seed, r.name)):
         settings.setdefault(r.setting, []).append(r)
     out: dict[str, Any] = {"chosen": chosen, "tied": tied(val), "validation": {}, "splits": {}}
-    for name, e in val.items():
+    out["choose_on"] = sorted(set(choose_on)) if choose_on is not None else None
+    out["not_choosing"] = [n for n in every if n not in val]
+    for name, e in every.items():
         out["validation"][name] = {"n": e.n, **{s: float(e.em(s)) for s in SCORES}}
     out["validation_mean"] = {s: float(sum(e.em(s) for e in val.values()) / len(val)) for s in SCORES}
     out["validation_settings"] = {
-        k: {s: float(sum(val[r.name].em(s) for r in rs if r.name in val) / n) for s in SCORES}
+        k: {s: float(sum(every[r.name].em(s) for r in rs if r.name in every) / n) for s in SCORES}
         for k, rs in settings.items()
-        if (n := sum(r.name in val for r in rs)) > 1
+        if (n := sum(r.name in every for r in rs)) > 1
     }
     scores = [chosen] if chosen == DEFAULT else [chosen, DEFAULT]
     for split in ("test", "ood"):
@@ -335,7 +344,7 @@ def split_table(rows: list[dict[str, Any]], chosen: str) -> list[str]:
 
 def markdown(rep: dict[str, Any], source: str, greedy: str = "the run's own evaluation of them") -> str:
     chosen = rep["chosen"]
-    nval = len(rep["validation"])
+    nval = len(rep["validation"]) - len(rep["not_choosing"])
     lines = [
         "# Plan Q-RAG (beam 4 × 3): the path score chosen on validation, against greedy",
         "",
@@ -354,12 +363,15 @@ def markdown(rep: dict[str, Any], source: str, greedy: str = "the run's own eval
         "|---" * (2 + len(SCORES)) + "|",
     ]
     for name, v in rep["validation"].items():
-        lines.append(f"| {name} | {v['n']} | " + " | ".join(_f(v[s]) for s in SCORES) + " |")
+        mark = " (not choosing)" if name in rep["not_choosing"] else ""
+        lines.append(f"| {name}{mark} | {v['n']} | " + " | ".join(_f(v[s]) for s in SCORES) + " |")
     for setting, v in rep["validation_settings"].items():
         lines.append(f"| mean of {setting} | | " + " | ".join(_f(v[s]) for s in SCORES) + " |")
     best = rep["validation_mean"]
     mean_cells = " | ".join(f"**{_f(best[s])}**" if s == chosen else _f(best[s]) for s in SCORES)
     lines += [f"| **mean over {nval} run{'s' if nval != 1 else ''}** | | {mean_cells} |", ""]
+    if rep["choose_on"] is not None:
+        lines += [f"Chosen on the runs of {', '.join(f'`{k}`' for k in rep['choose_on'])} (`--choose-on`).", ""]
     if nval == 1:
         lines += ["The choice rests on **one run**.", ""]
     others = [f"`{s}`" for s in rep["tied"] if s != chosen]
@@ -393,12 +405,17 @@ def unpack(path: Path, tmp: Path) -> Path:
 
 
 def build(
-    runs: Path, greedy: Path | None = None, dirs: str = DEFAULT_DIRS, source: str | None = None
+    runs: Path,
+    greedy: Path | None = None,
+    dirs: str = DEFAULT_DIRS,
+    source: str | None = None,
+    choose_on: Sequence[str] | None = None,
 ) -> tuple[dict[str, Any], str]:
     """The report of ``runs`` (a folder of run folders or an archive), greedy's records from ``greedy``
     (default: the runs themselves); ``dirs``: the validation, test and out-of-domain folders; ``source``:
     what the text says it was made from (default: ``runs`` as given; scripts/make_results.sh gives a
-    temporary folder, which must not reach a committed file)."""
+    temporary folder, which must not reach a committed file); ``choose_on``: the settings whose validation
+    runs choose the score (default: every run)."""
     names = [d.strip() for d in dirs.split(",")]
     if len(names) != len(SPLITS) or not all(names) or len(set(names)) != len(names):
         raise BeamReportError(f"--dirs {dirs!r}: three different folder names, validation, test, out of domain")
@@ -408,7 +425,7 @@ def build(
         found = find_runs(root, dict(zip(SPLITS, names)))
         if not found:
             raise BeamReportError(f"{runs}: no *.path_scores.json in a run's {', '.join(names)}")
-        rep = report(found, greedy_root)
+        rep = report(found, greedy_root, choose_on)
     source = source or f"`{runs}`"
     if greedy is None:
         return rep, markdown(rep, source)
@@ -423,9 +440,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "--dirs", default=DEFAULT_DIRS, help="the run folders' sub-folders of validation, test and out-of-domain "
         "path scores, comma-separated (default: %(default)s)"
     )  # fmt: skip
+    ap.add_argument(
+        "--choose-on",
+        help="settings whose validation runs choose the score, comma-separated (default: every run; round 12: "
+        "the trained hqrag,hgen,mqrag)",
+    )
     ap.add_argument("--out", type=Path, help="write the markdown here too")
     args = ap.parse_args(argv)
-    rep, text = build(args.runs, args.greedy, args.dirs)
+    choose_on = [k.strip() for k in args.choose_on.split(",") if k.strip()] if args.choose_on else None
+    rep, text = build(args.runs, args.greedy, args.dirs, choose_on=choose_on)
     print(text, end="")
     if args.out:
         args.out.write_text(text, encoding="utf-8")

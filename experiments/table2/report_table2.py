@@ -52,6 +52,7 @@ ROWS = [
     ("Q-RAG trained on the GENERATED stand-ins", "hgen", ("real_test/" + GREEDY[0],), MSQ_GREEDY, None),
     ("Plan Q-RAG w/o FT (beam 4 × 3)", "hnoft", BEAM, MSQ_BEAM, None),
 ]  # fmt: skip
+TRAINED = ("hqrag", "hgen", "mqrag")  # the settings whose beam validation runs choose the path score (--beam)
 IN_DOMAIN = ("Q-RAG trained on MuSiQue (in domain; paper Table 7: 0.81 / 0.72, Plan 0.84 / 0.76)", "mqrag")
 CURVE = [("hn100", "100"), ("hn250", "250"), ("hqrag", "all")]  # settings, training questions (train_samples)
 RUN = re.compile(r"^(?:w\d+_)?(?P<setting>.+?)(?:_s(?P<seed>\d+))?$")  # [w<wave>_]<setting>[_s<seed>]
@@ -341,7 +342,9 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             rnd = ROUNDS[args.round]  # not args.runs: make_results.sh unpacks the archive into a temporary folder
-            rep, beam = beam_report.build(args.runs, source=f"the run folders of {rnd['plans']} ({rnd['archive']})")
+            rep, beam = beam_report.build(
+                args.runs, source=f"the run folders of {rnd['plans']} ({rnd['archive']})", choose_on=TRAINED
+            )
         except beam_report.BeamReportError as e:
             sys.exit(f"error: --beam: {e}")
         args.beam.write_text(beam, encoding="utf-8")

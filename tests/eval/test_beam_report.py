@@ -246,13 +246,42 @@ def test_mismatched_greedy_records_are_refused(br, fixture, tmp_path):
         _report(br, runs)
 
 
+def _renamed(fixture: Path, dest: Path, names: dict[str, str]) -> Path:
+    """A copy of the fixture with some run folders renamed (another setting, the same records)."""
+    shutil.copytree(fixture, dest)
+    for old, new in names.items():
+        (dest / old).rename(dest / new)
+    return dest
+
+
+def test_choose_on_leaves_other_settings_out_of_the_choice(br, fixture, tmp_path):
+    """Chosen on s1's validation alone (`first` beats `last` there: .301 against .208), whereas both runs
+    tie `last` with `first`; the other run is still listed, marked, and a setting with no run is refused."""
+    root = _renamed(fixture, tmp_path / "runs", {"w1_hnoft_s1": "w1_hqrag_s1"})
+    runs = br.find_runs(root, dict(zip(br.SPLITS, br.DEFAULT_DIRS.split(","))))
+    assert br.report(runs)["chosen"] == "last"
+    rep = br.report(runs, choose_on=["hqrag"])
+    assert rep["chosen"] == "first" and rep["not_choosing"] == ["w1_hnoft_s2"]
+    assert set(rep["validation"]) == {"w1_hqrag_s1", "w1_hnoft_s2"}
+    assert rep["validation_mean"]["first"] == rep["validation"]["w1_hqrag_s1"]["first"]
+    text = br.markdown(rep, "fixture")
+    assert "| w1_hnoft_s2 (not choosing) |" in text and "The choice rests on **one run**." in text
+    with pytest.raises(br.BeamReportError, match="no validation run"):
+        br.report(runs, choose_on=["mqrag"])
+
+
 def test_report_table2_writes_it_beside_table2(br, fixture, tmp_path, capsys):
-    """What scripts/make_results.sh runs for table2b when pack_round.py's --report adds --beam."""
+    """What scripts/make_results.sh runs for table2b when pack_round.py's --report adds --beam: the score is
+    chosen on the trained settings' runs only."""
     table2 = load_script("report_table2", "experiments/table2")
+    root = _renamed(fixture, tmp_path / "runs", {"w1_hnoft_s1": "w1_hqrag_s1", "w1_hnoft_s2": "w1_hqrag_s2"})
     beam = tmp_path / "beam.md"
-    assert table2.main([str(fixture), "--round", "table2b", "--out", str(tmp_path / "t.md"), "--beam", str(beam)]) == 0
+    assert table2.main([str(root), "--round", "table2b", "--out", str(tmp_path / "t.md"), "--beam", str(beam)]) == 0
     assert "path score `last` chosen on validation" in capsys.readouterr().out
     made = beam.read_text()
     assert "the run folders of experiments/table2b/{rows,curve,noft}_train.txt (committed in" in made
-    assert str(fixture) not in made  # make_results.sh's temporary folder would change the file at every rebuild
-    assert made == br.build(fixture, source=made.split(" from ", 1)[1].split(".\n", 1)[0])[1]
+    assert str(root) not in made  # make_results.sh's temporary folder would change the file at every rebuild
+    source = made.split(" from ", 1)[1].split(".\n", 1)[0]
+    assert made == br.build(root, source=source, choose_on=table2.TRAINED)[1]
+    with pytest.raises(SystemExit, match="no validation run"):  # the untrained encoder alone chooses nothing
+        table2.main([str(fixture), "--round", "table2b", "--out", str(tmp_path / "u.md"), "--beam", str(beam)])
