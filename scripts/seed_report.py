@@ -7,6 +7,7 @@
     python scripts/seed_report.py experiments/round9/runs.tar.xz --reference isoA --lengths 1K,32K,1M
     python scripts/seed_report.py experiments/round9/runs.tar.xz --settings isoA,a01 --same-questions
     python scripts/seed_report.py experiments/round10/runs.tar.xz --settings ctrl,d100,d200 --eval-seed 43 --lengths 32K
+    python scripts/seed_report.py experiments/qa3_sparse/runs.tar.xz --settings ctrl,sp25 --lengths 1K,32K,S100
 
 Inputs are run folders' parents or archives of them (``.tar.xz`` as scripts/pack_round.py writes them,
 or the older rounds' ``.tgz``; unpacked into a temporary folder). A run named
@@ -16,11 +17,12 @@ repeat of that seed, listed beside its original and left out of the statistics. 
 reads only the runs of those settings (before two runs of one setting and seed are refused, so inputs
 that share another setting's name still compare; a named setting no input holds is an error). Each run
 contributes its evaluations of the best validation checkpoint at the BabiLong token budgets of
-``--lengths`` (default ``1K,32K``; of 1K, 4K, 32K, 128K, 1M: ``eval_seed42_nt1000`` ... ``nt1000000``;
+``--lengths`` (default ``1K,32K``; of 1K, 4K, 32K, 128K, 1M: ``eval_seed42_nt1000`` ... ``nt1000000``; and S100,
+sentence mode at 100 sentences as the recipe trains, ``eval_seed42_ns100``: experiments/qa3_sparse/;
 with ``--last``, those of ``model_last.pt``, ``..._last``): oracle-stop fact F1 x100 (the paper's
 Table 3 protocol, computed from the fixed-budget records as scripts/report_round.py does) and fact EM,
 over the test questions every file of the round at that length holds. ``--eval-seed N`` (default 42)
-scores another haystack draw, the files ``eval_seed<N>_nt<tokens>`` at every length (round 10's second
+scores another haystack draw, the files ``eval_seed<N>_*`` at every length (round 10's second
 32K draw is seed 43); a run without that draw's file at a length is a run not evaluated there, and the
 header names the seed. The checkpoint column still comes from seed 42's 1K summary (one checkpoint,
 every draw).
@@ -65,8 +67,17 @@ from pack_round import READ_ARCHIVES  # noqa: E402
 from report_round import ReportError, fact_metrics, oracle_prefix, read_jsonl  # noqa: E402
 
 RUN_NAME = re.compile(r"^(?:w\d+_)?(?P<setting>.+)_s(?P<seed>\d+)(?P<repeat>[a-z]?)$")
-# BabiLong's token budgets, by name: the evaluation files at each are eval_seed<eval seed>_nt<tokens>
-LENGTHS = {"1K": 1000, "4K": 4000, "32K": 32000, "128K": 128000, "1M": 1000000}
+# The lengths by name, each with its evaluation files' suffix (eval_seed<eval seed>_<suffix>): BabiLong's token
+# budgets (nt<tokens>), and S100, the recipe's own training haystacks in sentence mode (100 sentences, ns100:
+# experiments/qa3_sparse/'s diagnostic)
+LENGTHS = {
+    "1K": "nt1000",
+    "4K": "nt4000",
+    "32K": "nt32000",
+    "128K": "nt128000",
+    "1M": "nt1000000",
+    "S100": "ns100",
+}
 DEFAULT_LENGTHS = ("1K", "32K")
 DEFAULT_EVAL_SEED = 42  # the draw every round evaluates; round 10 adds seed 43 at 32K
 JUMP_EM = 0.8
@@ -75,7 +86,7 @@ BOOT = 4000
 
 def eval_stem(length: str, eval_seed: int = DEFAULT_EVAL_SEED) -> str:
     """The evaluation files' name at one length and haystack draw (eval_retriever.py's ``seed=``)."""
-    return f"eval_seed{eval_seed}_nt{LENGTHS[length]}"
+    return f"eval_seed{eval_seed}_{LENGTHS[length]}"
 
 
 def eval_path(run: Path, stem: str) -> Path | None:
@@ -459,13 +470,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--lengths",
         default=",".join(DEFAULT_LENGTHS),
-        help=f"comma-separated token budgets reported, of {', '.join(LENGTHS)} (default: %(default)s)",
+        help=f"comma-separated lengths reported, of {', '.join(LENGTHS)} (S100: 100 sentences, sentence mode; "
+        "default: %(default)s)",
     )
     ap.add_argument(
         "--eval-seed",
         type=int,
         default=DEFAULT_EVAL_SEED,
-        help="the haystack draw scored: the files eval_seed<N>_nt<tokens> at every length (default: %(default)s)",
+        help="the haystack draw scored: the files eval_seed<N>_* at every length (default: %(default)s)",
     )
     ap.add_argument(
         "--same-questions",

@@ -336,3 +336,41 @@ def test_eval_seed_reads_its_own_draw(rounds: Path, tmp_path: Path) -> None:
         add_eval(rounds / name, "eval_seed43_nt1000_last", [short] * 4)
     last = mod.main([str(rounds), "--eval-seed", "43", "--last", "--lengths", "1K"])
     assert [last["settings"]["good"]["seeds"][s]["1K"] for s in ("1", "2", "3")] == [80.0, 100.0, 80.0]
+
+
+def test_sentence_mode_length_reads_ns100(rounds: Path, tmp_path: Path) -> None:
+    """S100 is the recipe's training haystacks in sentence mode (experiments/qa3_sparse/): the files
+    eval_seed42_ns100 (eval_retriever.py with envs.num_sentences=100), reported after the token budgets, and
+    matched with 32K by test question id under --same-questions (sentence mode drops no story)."""
+    s100 = {  # run: its S100 predictions; base seed 2 has no S100 file (that length not evaluated there)
+        "w1_good_s1": [PERFECT, PERFECT, ONE_EXTRA, ONE_EXTRA],  # 90
+        "w2_good_s2": [PERFECT] * 4,  # 100
+        "w1_good_s3": [MISS, PERFECT, PERFECT, PERFECT],  # 75
+        "w1_good_s1b": [MISS] * 4,
+        "w1_base_s1": [ONE_EXTRA] * 4,  # 80
+    }
+    for name, preds in s100.items():
+        add_eval(rounds / name, "eval_seed42_ns100", preds)
+    mod = load_script("seed_report")
+    assert mod.eval_stem("S100") == "eval_seed42_ns100" and mod.eval_stem("32K", 43) == "eval_seed43_nt32000"
+    rep = mod.main([str(rounds), "--reference", "base", "--lengths", "S100,1K", "--out", str(tmp_path / "s100")])
+    assert list(rep["lengths"]) == ["1K", "S100"]
+    good, base = rep["settings"]["good"], rep["settings"]["base"]
+    assert [good["seeds"][s]["S100"] for s in ("1", "2", "3")] == [90.0, 100.0, 75.0]
+    assert good["S100"]["mean"] == pytest.approx(265 / 3, abs=0.01) and "converged" not in good["S100"]
+    assert base["S100"]["n"] == 1 and base["S100"]["mean"] == 80.0 and base["seeds"]["2"]["S100"] is None
+    assert good["vs_reference"]["S100"]["diff"] == pytest.approx(265 / 3 - 80, abs=0.01)
+    assert "| S100 mean ± std [95 % CI] |" in (tmp_path / "s100.md").read_text()
+
+    import shutil
+
+    with_ids = tmp_path / "ids"  # a copy: report_round.read_jsonl keeps what it read per path
+    shutil.copytree(rounds, with_ids)
+    for name in s100:
+        for stem in ("eval_seed42_ns100", "eval_seed42_nt32000"):
+            recs = (rounds / name / f"{stem}.jsonl").read_text().splitlines()
+            add_eval(with_ids / name, stem, [json.loads(r)["pred_idx"] for r in recs], [0, 1, 2, 3])
+    same = mod.main([str(with_ids), "--settings", "good", "--lengths", "32K,S100", "--same-questions"])
+    assert same["lengths"] == {"32K": 4, "S100": 4} and same["settings"]["good"]["S100"]["mean"] == pytest.approx(
+        265 / 3, abs=0.01
+    )

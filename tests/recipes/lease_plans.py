@@ -1,6 +1,7 @@
 """A lease's settings file and plans as scripts/lease.sh, launch_plan.sh and launch_evals.sh read them, and an
 evaluation line composed as eval_retriever.py composes it: the helpers of the round plan tests
-(tests/recipes/test_round11_plans.py, test_round12_plans.py, test_mpnet_plan.py, test_niah_plan.py)."""
+(tests/recipes/test_round11_plans.py, test_round12_plans.py, test_mpnet_plan.py, test_niah_plan.py,
+test_qa3_sparse_plans.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from tests.conftest import ROOT, compose_cfg, read_plan
 
 LENGTH = {  # scripts/launch_evals.sh: a chain's length column as overrides, per #@length_unit
     "tokens": lambda n: ["envs.length_unit=tokens", f"envs.num_tokens={n}"],
+    "sentences": lambda n: [f"envs.num_sentences={n}"],
     "split": lambda n: [f"envs.test_split=test{n}"],
     "none": lambda n: [],
 }
