@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 from tests.conftest import ROOT, compose_cfg, read_plan
@@ -89,6 +90,24 @@ def beam_lines(path: Path) -> list[tuple[str, str, list[str]]]:
         run_path = next(o.split("=", 1)[1] for o in ov if o.startswith("pretrained_path="))
         out.append((gpu, run_path, ov))
     return out
+
+
+def assert_wave_fits(path: Path, wave: int, cards: set[int] = frozenset({0, 1})) -> None:
+    """The training plans of a settings file hold ``wave`` runs on exactly ``cards``, at most 10 a card (round 8: 10
+    qa3 runs held 131-135 GB of an H200's 143)."""
+    load = Counter(gpu for runs in trained(path).values() for _, _, gpu in runs.values())
+    assert set(load) == set(cards) and max(load.values()) <= 10 and sum(load.values()) == wave, load
+
+
+def assert_training_lines_pass(path: Path) -> None:
+    """Every training line of a settings file composes (Hydra) and passes rl/run/validate.check_training, and names
+    its seed."""
+    from rl.run.validate import check_training
+
+    for folder, runs in trained(path).items():
+        for name, (common, own, _) in runs.items():
+            check_training(compose_cfg(common + own))
+            assert any(o.startswith("seed=") for o in own), (folder, name)
 
 
 def write_runs(root: Path, runs: dict[str, dict[str, tuple[list[str], list[str], int]]]) -> Path:

@@ -15,14 +15,20 @@ import pytest
 from omegaconf import OmegaConf
 
 from tests.conftest import ROOT, compose_cfg, read_plan
+from tests.recipes.lease_plans import (
+    assert_training_lines_pass,
+    assert_wave_fits,
+    composed,
+    entries,
+    eval_lines,
+    settings,
+    trained,
+    write_runs,
+    written,
+)
 
 R10 = ROOT / "experiments" / "round10"
 EXP = ROOT / "experiments"
-LENGTH = {  # scripts/launch_evals.sh: a chain's length column as overrides, per #@length_unit
-    "tokens": lambda n: ["envs.length_unit=tokens", f"envs.num_tokens={n}"],
-    "split": lambda n: [f"envs.test_split=test{n}"],
-    "none": lambda n: [],
-}
 CARDS = {"0", "1"}
 LEASE = ("lease.env", "lease_1m.env", "lease_draw44.env", "lease_l128.env")  # the order they ran in
 WAVE = 20
@@ -30,66 +36,22 @@ STEP_SIZE = {"ctrl": 20, "d100": 100, "d200": 200}  # the qa3 settings: the pres
 QA3_PLANS = ("qa3", "ctrl")  # seed_plan.py's <out> of each
 
 
-def settings(name: str) -> dict[str, list[str]]:
-    """A settings file as scripts/lease.sh reads it (bash): RUNS, TRAIN_PLANS and EVAL_PLANS word-split, the JOBS
-    arrays."""
-    script = (
-        'set -a; . "$1"; printf "%s\\0" "$RUNS"; printf "\\0"; printf "%s\\0" $TRAIN_PLANS; printf "\\0";'
-        ' printf "%s\\0" $EVAL_PLANS; printf "\\0"; printf "%s\\0" "${JOBS_SETUP[@]}"; printf "\\0";'
-        ' printf "%s\\0" "${JOBS_EVAL[@]}"'
-    )
-    out = subprocess.run(
-        ["bash", "-c", script, "-", str(R10 / name)], capture_output=True, text=True, check=True
-    ).stdout
-    groups = out.split("\0\0")
-    keys = ("RUNS", "TRAIN_PLANS", "EVAL_PLANS", "JOBS_SETUP", "JOBS_EVAL")
-    return {k: [x for x in g.split("\0") if x] for k, g in zip(keys, groups)}
-
-
-def entries(name: str, key: str) -> list[tuple[Path, str]]:
-    """(plan file, run folder) of each TRAIN_PLANS / EVAL_PLANS entry (`<plan>:<folder>`, else RUNS)."""
-    s = settings(name)
-    out = []
-    for e in s[key]:
-        plan, _, folder = e.partition(":")
-        out.append((ROOT / plan, folder or s["RUNS"][0]))
-    return out
-
-
-def trained(names: tuple[str, ...] = LEASE) -> dict[str, dict[str, tuple[list[str], list[str], int]]]:
-    """{folder: {run: (#@common overrides, own overrides, gpu)}} of every training plan of these settings files."""
+def trained_all() -> dict[str, dict[str, tuple[list[str], list[str], int]]]:
+    """{folder: {run: (#@common, own overrides, gpu)}} over every settings file (only lease.env trains)."""
     out: dict[str, dict[str, tuple[list[str], list[str], int]]] = {}
-    for name in names:
-        for plan, folder in entries(name, "TRAIN_PLANS"):
-            common, runs = read_plan(plan)
-            gpus = {ln.split()[0]: int(ln.split()[1]) for ln in plan.read_text().splitlines() if ln and ln[0] != "#"}
-            for run, own in runs.items():
-                assert run not in out.setdefault(folder, {}), f"{run} twice in {folder}"
-                out[folder][run] = (common, own, gpus[run])
+    for name in LEASE:
+        for folder, runs in trained(R10 / name).items():
+            assert not set(runs) & set(out.setdefault(folder, {})), folder
+            out[folder].update(runs)
     return out
 
 
-def eval_lines() -> list[tuple[str, str, list[str], str]]:
-    """(folder, run, overrides as launch_evals.sh hands them to eval_retriever.py, plan) of every chain's
-    evaluation in both settings files: one per length of the line."""
-    out = []
-    for plan, folder in (e for name in LEASE for e in entries(name, "EVAL_PLANS")):
-        text = plan.read_text()
-        unit = next((ln.split()[1] for ln in text.splitlines() if ln.startswith("#@length_unit")), "tokens")
-        for line in text.splitlines():
-            if not line.strip() or line.startswith("#"):
-                continue
-            run, gpu, samples, lengths, *rest = line.split(maxsplit=4)
-            assert gpu in CARDS, line
-            for n in lengths.split(",") if unit != "none" else ["-"]:
-                ov = [
-                    *LENGTH[unit](n),
-                    f"num_samples={samples}",
-                    "progress_bar=false",
-                    *shlex.split(rest[0] if rest else ""),
-                ]
-                out.append((folder, run, ov, plan.name))
-    return out
+def all_eval_lines() -> list[tuple[str, str, list[str], str]]:
+    """(folder, run, overrides, plan) of every chain's evaluation in the four settings files, each on a card of
+    the machine."""
+    lines = [e for name in LEASE for e in eval_lines(R10 / name)]
+    assert all(gpu in CARDS for *_, gpu in lines)
+    return [(folder, run, ov, plan) for folder, run, ov, plan, _ in lines]
 
 
 def made_by(path: Path) -> str:
@@ -99,27 +61,19 @@ def made_by(path: Path) -> str:
 
 @pytest.mark.parametrize("name", LEASE)
 def test_settings_name_files_that_exist(name):
-    s = settings(name)
+    s = settings(R10 / name)
     assert s["RUNS"] == ["runs/round10"] and not s["JOBS_SETUP"] and not s["JOBS_EVAL"]
     assert bool(s["TRAIN_PLANS"]) == (name == "lease.env")  # the later files only evaluate lease.env's runs
     for key in ("TRAIN_PLANS", "EVAL_PLANS"):
-        assert all(plan.is_file() for plan, _ in entries(name, key)), key
+        assert all(plan.is_file() for plan, _ in entries(R10 / name, key)), key
 
 
 def test_the_wave_fits_the_machine():
-    """GPUs 0-1, at most 10 runs a card (round 8: 10 held 131-135 GB of an H200's 143)."""
-    cards = Counter(gpu for runs in trained().values() for _, _, gpu in runs.values())
-    assert set(cards) == {0, 1} and max(cards.values()) <= 10 and sum(cards.values()) == WAVE
+    assert_wave_fits(R10 / "lease.env", WAVE)
 
 
 def test_every_training_line_composes_and_passes_the_checks():
-    from rl.run.validate import check_training
-
-    for folder, runs in trained().items():
-        for name, (common, own, _) in runs.items():
-            cfg = compose_cfg(common + own)
-            check_training(cfg)
-            assert any(o.startswith("seed=") for o in own), (folder, name)
+    assert_training_lines_pass(R10 / "lease.env")
 
 
 @pytest.mark.parametrize("out", QA3_PLANS)
@@ -149,7 +103,7 @@ def test_qa3_settings_are_the_recipe_at_their_step_size():
     """Every qa3 run is the preset (round 9's isoA: alpha0 0.01, the soft target at 5x, 2 000 steps, E 16) with only
     envs.step_size changed; the control composes exactly what round 9 ran as w1_isoA_s<k>."""
     common9, runs9 = read_plan(EXP / "round9" / "qa3_train.txt")
-    runs = {n: v for n, v in trained(("lease.env",))["runs/round10"].items() if n.startswith("w1_")}
+    runs = {n: v for n, v in trained(R10 / "lease.env")["runs/round10"].items() if n.startswith("w1_")}
     assert Counter(n.split("_")[1] for n in runs) == {"ctrl": 4, "d100": 8, "d200": 8}
     for name, (common, own, _) in runs.items():
         cfg = OmegaConf.to_container(compose_cfg(common + own), resolve=True)
@@ -174,9 +128,9 @@ def test_qa3_evaluations_are_the_proposed_ones():
     1-4 of each setting (experiments/qa3_32k/README.md's proposal); then, with the lease's time left, 1M (100
     questions) for seeds 1-4 of each setting, a third 32K draw (eval seed 44) and 128K for seeds 5-8 of d100 and
     d200."""
-    runs = [n for n in trained(("lease.env",))["runs/round10"] if n.startswith("w1_")]
+    runs = [n for n in trained(R10 / "lease.env")["runs/round10"] if n.startswith("w1_")]
     got = Counter()
-    for folder, run, ov, _plan in eval_lines():
+    for folder, run, ov, _plan in all_eval_lines():
         if run in runs:
             seed = next((o.split("=")[1] for o in ov if o.startswith("seed=")), "42")
             tokens = next(o.split("=")[1] for o in ov if o.startswith("envs.num_tokens="))
@@ -192,38 +146,13 @@ def test_qa3_evaluations_are_the_proposed_ones():
 
 @pytest.fixture(scope="module")
 def lease_runs(tmp_path_factory) -> Path:
-    """The lease's run folders as config.yaml alone (what an evaluation merges), under <root>/runs/..."""
-    from rl.run.run_folder import write_config
-
-    root = tmp_path_factory.mktemp("lease")
-    for folder, runs in trained().items():
-        for name, (common, own, _) in runs.items():
-            (root / folder / name).mkdir(parents=True)
-            write_config(root / folder / name, compose_cfg(common + own))
-    return root
-
-
-def composed(root: Path, run_path: str, ov: list[str]):
-    """The evaluation config eval_retriever.py would run: the line's overrides over the run's config.yaml."""
-    from rl.run.eval_config import merge_eval_config
-
-    ov = [o for o in ov if not o.startswith("pretrained_path=")]
-    return merge_eval_config(compose_cfg([f"pretrained_path={root / run_path}", *ov], "testing"))
-
-
-def written(cfg, root: Path, run_path: str) -> str:
-    """The evaluation file a composed config writes, relative to the lease root."""
-    from rl.run.eval_records import eval_stem
-
-    out = str(cfg.output_dir) if cfg.output_dir else str(root / run_path)
-    return str(Path(out.replace(f"{root}/", "")) / f"{eval_stem(cfg)}.jsonl")
+    return write_runs(tmp_path_factory.mktemp("lease"), trained_all())
 
 
 def test_every_evaluation_composes_and_writes_a_file_of_its_own(lease_runs):
-
-    runs = trained()
+    runs = trained_all()
     files: list[str] = []
-    for folder, run, ov, plan in eval_lines():
+    for folder, run, ov, plan in all_eval_lines():
         assert run in runs[folder], (plan, run, folder)
         cfg = composed(lease_runs, f"{folder}/{run}", ov)
         files.append(written(cfg, lease_runs, f"{folder}/{run}"))

@@ -16,6 +16,8 @@ from omegaconf import OmegaConf
 
 from tests.conftest import ROOT, compose_cfg, load_script, read_plan
 from tests.recipes.lease_plans import (
+    assert_training_lines_pass,
+    assert_wave_fits,
     composed,
     entries,
     eval_lines,
@@ -70,19 +72,11 @@ def test_the_grid_runs_every_niah_run_at_every_length():
 
 
 def test_the_wave_fits_the_machine():
-    """GPUs 0-1, at most 10 runs a card (round 8: 10 held 131-135 GB of an H200's 143)."""
-    cards = Counter(gpu for runs in trained(LEASE).values() for _, _, gpu in runs.values())
-    assert set(cards) == {0, 1} and max(cards.values()) <= 10 and sum(cards.values()) == WAVE
+    assert_wave_fits(LEASE, WAVE)
 
 
 def test_every_training_line_composes_and_passes_the_checks():
-    from rl.run.validate import check_training
-
-    for folder, runs in trained(LEASE).items():
-        for name, (common, own, _) in runs.items():
-            cfg = compose_cfg(common + own)
-            check_training(cfg)
-            assert any(o.startswith("seed=") for o in own), (folder, name)
+    assert_training_lines_pass(LEASE)
 
 
 def test_niah_plan_is_table1_plan_at_the_new_temperatures():
