@@ -1,4 +1,4 @@
-"""experiments/qa3_sparse/'s lease (lease.env, then lease_l128.env with the time left; a 2-GPU machine): every plan
+"""experiments/qa3_sparse/'s lease (lease.env, then lease_l128.env and lease_1m.env with the time left; a 2-GPU machine): every plan
 it names exists, every training line composes and passes the training checks, the GPU column is a card of the 2-GPU
 machine and the cards hold what the README's memory and time rule allows; the plans are what their headers' commands
 write; every run is the qa3 recipe with only envs.num_sentences changed (the control is round 10's); every run gets
@@ -28,7 +28,7 @@ from tests.recipes.lease_plans import (
 )
 
 HERE = ROOT / "experiments" / "qa3_sparse"
-LEASE = (HERE / "lease.env", HERE / "lease_l128.env")  # the order they run in
+LEASE = (HERE / "lease.env", HERE / "lease_l128.env", HERE / "lease_1m.env")  # the order they ran in
 RECIPE = "experiment=offline_babilong_qa3"
 SIZES = {"ctrl": 100, "sp25": [100, 100, 100, 1000]}  # each setting's envs.num_sentences
 SEEDS = {"ctrl": 4, "sp25": 6}
@@ -96,7 +96,7 @@ def test_seed_plans_are_what_their_commands_write(out, tmp_path):
         assert [ln for ln in mine if "# made by: " not in ln] == [ln for ln in theirs if "# made by: " not in ln]
 
 
-@pytest.mark.parametrize("name", ("draw_eval.txt", "s100_eval.txt", "l128_eval.txt"))
+@pytest.mark.parametrize("name", ("draw_eval.txt", "s100_eval.txt", "l128_eval.txt", "m1_eval.txt"))
 def test_awk_plans_are_what_their_commands_write(name):
     path = HERE / name
     made = subprocess.run(["bash", "-c", made_by(path)], cwd=ROOT, capture_output=True, text=True, check=True).stdout
@@ -126,11 +126,13 @@ def test_every_run_is_the_recipe_with_only_its_haystack_size_changed():
 
 def test_evaluations_are_the_planned_ones():
     """Every run: 1K and 32K at eval seed 42, 32K at 43 and 44, S100 (sentence mode, 100 sentences); lease_l128.env:
-    128K for seeds 1-4 of each setting. 200 questions each."""
+    128K for seeds 1-4 of each setting; lease_1m.env (added in the lease): 1M for the same runs. 200 questions each,
+    100 at 1M."""
     got = Counter()
     for lease in LEASE:
         for folder, run, ov, _plan, _gpu in eval_lines(lease):
-            assert folder == "runs/qa3_sparse" and "num_samples=200" in ov, (run, ov)
+            n_q = "num_samples=100" if lease.name == "lease_1m.env" else "num_samples=200"
+            assert folder == "runs/qa3_sparse" and n_q in ov, (run, ov)
             es = next((o.split("=")[1] for o in ov if o.startswith("seed=")), "42")
             size = next(o.split("=")[1] for o in ov if o.startswith(("envs.num_tokens=", "envs.num_sentences=")))
             got[lease.name, run, size if "envs.length_unit=tokens" in ov else f"S{size}", es] += 1
@@ -138,6 +140,7 @@ def test_evaluations_are_the_planned_ones():
     want = Counter({("lease.env", r, n, "42"): 1 for r in names for n in ("1000", "32000", "S100")})
     want.update({("lease.env", r, "32000", es): 1 for r in names for es in ("43", "44")})
     want.update({("lease_l128.env", r, "128000", "42"): 1 for r in names if seed(r) <= 4})
+    want.update({("lease_1m.env", r, "1000000", "42"): 1 for r in names if seed(r) <= 4})
     assert got == want
 
 
@@ -166,7 +169,7 @@ def test_every_evaluation_composes_and_writes_a_file_of_its_own(lease_runs):
             else:
                 n, es = int(cfg.envs.num_tokens), int(cfg.seed)
                 assert cfg.envs.length_unit == "tokens" and files[-1] == f"{folder}/{run}/eval_seed{es}_nt{n}.jsonl"
-    assert len(files) == len(set(files)) == 10 * 5 + 8, [f for f, k in Counter(files).items() if k > 1]
+    assert len(files) == len(set(files)) == 10 * 5 + 8 + 8, [f for f, k in Counter(files).items() if k > 1]
 
 
 def test_seed_report_names_every_length_evaluated():
@@ -189,6 +192,7 @@ def test_the_readme_calls_name_this_lease():
         ["lease.env", "watch"],
         ["lease.env", "eval"],
         ["lease_l128.env", "eval"],
+        ["lease_1m.env", "eval"],
         ["lease.env", "pack"],
     ]
 
