@@ -138,8 +138,12 @@ def envs(**change) -> dict:
     return {"step_size": 20, "num_sentences": 100, "subsample_size": 100, "length_unit": "sentences"} | change
 
 
+TOKEN_FILES = {f"eval_seed{es}_nt{nt}.jsonl": meta(seed=es, size=nt) for es, nt in (R.K1, *R.DRAWS)}
+
+
 def archive(path, runs: dict[str, dict], files: dict[str, dict] | None = None):
-    """A runs.tar.xz of ``runs`` {run: envs}, each run with a 1K file (or ``files`` {name: meta}) of one record."""
+    """A runs.tar.xz of ``runs`` {run: envs}, each run with the files a round needs, 1K and the three 32K
+    draws (or ``files`` {name: meta}), of one record each."""
     with tarfile.open(path, "w:xz") as tar:
 
         def add(name: str, text: str) -> None:
@@ -149,7 +153,7 @@ def archive(path, runs: dict[str, dict], files: dict[str, dict] | None = None):
 
         for run, e in runs.items():
             add(f"{run}/config_resolved.yaml", yaml.safe_dump({"envs": e}))
-            for name, m in (files or {"eval_seed42_nt1000.jsonl": meta()}).items():
+            for name, m in (files or TOKEN_FILES).items():
                 add(f"{run}/{name}", json.dumps({"id": 0, "pred_idx": [1], "sf_idx": [1]}) + "\n")
                 add(f"{run}/{name}.meta.json", json.dumps(m))
     return path
@@ -200,11 +204,11 @@ def test_check_meta_refuses_a_meta_that_is_not_an_object():
 
 
 def test_read_round_with_a_varied_key_and_sentence_mode(tmp_path):
-    files = {"eval_seed42_nt1000.jsonl": meta(), "eval_seed42_ns100.jsonl": meta("ns", 100)}
+    files = TOKEN_FILES | {"eval_seed42_ns100.jsonl": meta("ns", 100)}
     runs = {"w1_ctrl_s1": envs(), "w1_sp25_s1": envs(num_sentences=[100, 100, 100, 1000]), "w1_sp25_s2": envs()}
     runs["w1_sp25_s2"]["num_sentences"] = [100, 100, 100, 1000]
     rec = R.read_round(SPARSE, archive(tmp_path / "a.tar.xz", runs, files))
-    assert rec.files == 6
+    assert rec.files == 15
     assert rec.varied == {"ctrl": {"num_sentences": 100}, "sp25": {"num_sentences": [100, 100, 100, 1000]}}
     assert sorted(rec.runs["sp25"][(42, 1000)]) == [1, 2]
     assert sorted(rec.sentences["sp25"][R.S100]) == [1, 2] and R.S100 not in rec.runs["sp25"]
@@ -230,15 +234,22 @@ def test_read_round_reads_only_its_settings(tmp_path):
     runs = {"w1_ctrl_s1": envs(), "w1_d100_s1": envs(step_size=100, subsample_size=7)}
     a = archive(tmp_path / "a.tar.xz", runs)
     rec = R.read_round(R.Round("x", ("ctrl",), ("ctrl", "ctrl")), a)  # d100 is neither read nor compared
-    assert list(rec.runs) == ["ctrl"] and rec.files == 1
+    assert list(rec.runs) == ["ctrl"] and rec.files == 4
     with pytest.raises(SystemExit, match=r"no token-mode files of the setting\(s\) \['sp25'\]"):
         R.read_round(SPARSE, a)
 
 
 def test_read_round_refuses_a_wrong_meta_in_the_archive(tmp_path):
-    files = {"eval_seed42_ns100.jsonl": meta("nt", 100), "eval_seed42_nt1000.jsonl": meta()}
+    files = TOKEN_FILES | {"eval_seed42_ns100.jsonl": meta("nt", 100)}
     with pytest.raises(SystemExit, match=r"eval_seed42_ns100.jsonl: .*length.unit 'tokens' \(expected 'sentences'\)"):
         R.read_round(SPARSE, archive(tmp_path / "a.tar.xz", {"w1_ctrl_s1": envs()}, files))
+
+
+def test_read_round_refuses_a_run_without_a_draw(tmp_path):
+    files = {k: v for k, v in TOKEN_FILES.items() if "seed43" not in k}
+    a = archive(tmp_path / "a.tar.xz", {"w1_ctrl_s1": envs()}, files)
+    with pytest.raises(SystemExit, match=r"setting ctrl lacks files, .*\[\(1, \(43, 32000\)\)\]"):
+        R.read_round(R.Round("x", ("ctrl",), ("ctrl", "ctrl")), a)
 
 
 @pytest.mark.parametrize(

@@ -165,6 +165,11 @@ def read_round(rnd: Round, archive: Path | None = None) -> Records:
     missing = [s for s in rnd.settings if not runs[s]]
     if missing:
         raise SystemExit(f"{archive}: no token-mode files of the setting(s) {missing}")
+    for s, per in runs.items():  # every table reads each run at 1K and at the three 32K draws
+        seeds = {x for by_seed in per.values() for x in by_seed}
+        lacking = sorted((x, k) for x in seeds for k in (K1, *DRAWS) if x not in per.get(k, {}))
+        if lacking:
+            raise SystemExit(f"{archive}: setting {s} lacks files, as (run seed, (eval seed, nt)): {lacking}")
     return Records(
         {s: dict(v) for s, v in runs.items()},
         {s: dict(v) for s, v in sentences.items() if v},
