@@ -147,23 +147,26 @@ def compact(sample: dict) -> dict:
     return hay
 
 
-def envs_config(train_cfg: Any, nt: int | None) -> Any:
+def envs_config(train_cfg: Any, size: int | None, unit: str = "tokens") -> Any:
+    """The run's envs; with ``size``, sized as its evaluation sizes a test haystack: ``num_tokens``
+    (token mode, eval_retriever.py's default) or ``num_sentences`` (sentence mode, ``_ns<N>`` files)."""
     envs = OmegaConf.to_container(train_cfg.envs, resolve=True)
-    if nt is not None:
-        envs.update(length_unit="tokens", num_tokens=nt)
+    if size is not None:
+        envs.update(length_unit=unit, **{"num_tokens" if unit == "tokens" else "num_sentences": size})
     return OmegaConf.create(envs)
 
 
 def rebuild_and_check(
-    train_cfg: Any, records: dict[int, dict[int, list[dict]]], seed: int = 42
+    train_cfg: Any, records: dict[int, dict[int, list[dict]]], seed: int = 42, unit: str = "tokens"
 ) -> dict[int, dict[int, dict]]:
-    """{nt: {question id: compact haystack}} for every question some record holds, built with eval
-    seed ``seed``; every record is compared with its rebuilt haystack (SystemExit on the first
-    difference)."""
+    """{size: {question id: compact haystack}} for every question some record holds, built with eval
+    seed ``seed`` at each size (``unit``: tokens or sentences); every record is compared with its
+    rebuilt haystack (SystemExit on the first difference)."""
     legacy = Legacy.from_cfg(train_cfg.legacy)
+    tag = "nt" if unit == "tokens" else "ns"
     out: dict[int, dict[int, dict]] = {}
     for nt, by_id in sorted(records.items()):
-        ds = build_dataset(envs_config(train_cfg, nt), "test", seed=seed, legacy=legacy)
+        ds = build_dataset(envs_config(train_cfg, nt, unit), "test", seed=seed, legacy=legacy)
         pos = {qid: k for k, qid in enumerate(ds.ids)}
         out[nt] = {}
         for qid in sorted(by_id):
@@ -176,7 +179,7 @@ def rebuild_and_check(
                     and r["pred_texts"] == [sample["chunks"][i] for i in r["pred_idx"]]
                 )
                 if not same:
-                    raise SystemExit(f"seed {seed} nt{nt} id {qid}: the record does not match the rebuilt haystack")
+                    raise SystemExit(f"seed {seed} {tag}{nt} id {qid}: the record does not match the rebuilt haystack")
             out[nt][qid] = compact(sample)
     return out
 
@@ -705,12 +708,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         out[title.split(".")[0]] = data
     import round10  # this folder's; imported here, for it imports this module (as ``analyze``)
 
-    r10, counts = round10.tables(train)
+    r10, counts = round10.tables(round10.Round())
     out["Round 10"] = counts
-    parts.append(
-        f"## Round 10\n\n{counts['records_checked']} records of {counts['files']} files (eval seeds "
-        f"{', '.join(map(str, round10.EVAL_SEEDS))}) match their rebuilt haystacks; step sizes {counts['step_sizes']}.\n"
-    )
+    parts.append(round10.header(round10.Round(), counts))
     for title, (md, data) in r10:
         parts.append(f"### {title}\n\n{md}\n")
         out[title.split(".")[0]] = data

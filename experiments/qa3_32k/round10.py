@@ -1,11 +1,22 @@
-"""Round 10 of the qa3 32K analysis (issue 43): the step-size runs read the way analyze.py reads rounds 7-9.
+"""Round 10 of the qa3 32K analysis (issue 43): the step-size runs read the way analyze.py reads rounds 7-9,
+and any later round of the recipe read the same way.
 
-Called by analyze.py's main (its tables "10a"-"10j" and results.json's keys of the same names). Reads
-experiments/round10/runs.tar.xz: settings ctrl (δ = 20), d100 and d200, every qa3 file
+Called by analyze.py's main for round 10 (its tables "10a"-"10j" and results.json's keys of the same
+names). Reads experiments/round10/runs.tar.xz: settings ctrl (δ = 20), d100 and d200, every qa3 file
 ``eval_seed<S>_nt<N>.jsonl`` of the best checkpoint (1K, 32K, 128K and 1M at eval seed 42; 32K also at
 eval seeds 43 and 44, the second and third haystack draws). Each run's δ comes from its
 config_resolved.yaml and must equal the ``positions`` its evaluation files name. The haystacks are rebuilt
 per eval seed and length, and every record is checked against them (analyze.rebuild_and_check).
+
+Another round, from the command line (README.md, "Round 10: finer codes"; Table 10k added)::
+
+    python experiments/qa3_32k/round10.py --round qa3_sparse --settings ctrl,sp25 --compare ctrl,sp25 \
+        --varied num_sentences --json experiments/qa3_sparse/analysis.json
+
+Its runs may differ only in the envs keys it names as varied. Sentence-mode files
+``eval_seed<S>_ns<N>.jsonl`` (S100: ``_ns100`` at eval seed 42) are read and checked too, their haystacks
+rebuilt in sentence mode. The training haystacks (run seed 1) are built per distinct
+``envs.num_sentences`` of the settings.
 
 Layout features (README.md, "Round 10"): in a role's canonical state each chunk sits in a gap at a
 *fraction* r / (n − 1) of it, the position the code floors (δ-free). ``obj``'s gold is always the last
@@ -15,14 +26,16 @@ earlier such fact: Δ_obj is their difference in fractions at the first pick. Δ
 1 − the gold's fraction: how far from the end of its gap it sits.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: tests load this file with importlib, outside sys.modules, and
+# dataclasses then cannot resolve string annotations.
+import argparse
 import json
 import re
 import sys
 import tarfile
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +45,18 @@ from omegaconf import OmegaConf
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import analyze as A  # noqa: E402
 
-ROUND = "round10"
-SETTINGS = ("ctrl", "d100", "d200")
 EVAL_SEEDS = (42, 43, 44)
 DRAWS = tuple((s, 32000) for s in EVAL_SEEDS)  # the three 32K haystack draws
 K1 = (42, 1000)
+S100 = (42, 100)  # sentence mode, 100 sentences, eval seed 42: the test questions in training-like haystacks
 MEMBER = re.compile(
-    r"^(?P<run>w\d+_(?P<setting>[A-Za-z0-9]+)_s(?P<seed>\d+))/eval_seed(?P<es>\d+)_nt(?P<nt>\d+)\.jsonl$"
+    r"^(?P<run>w\d+_(?P<setting>[A-Za-z0-9]+)_s(?P<seed>\d+))/"
+    r"eval_seed(?P<es>\d+)_(?P<unit>nt|ns)(?P<size>\d+)\.jsonl$"  # nt: token mode, ns: sentence mode
 )
+# envs keys a round may vary between its settings. Neither changes a test haystack: step_size only
+# positions its chunks, and each file's haystacks are rebuilt at the file's own size (num_tokens or
+# num_sentences), never the run's. Any other difference could change what a run saw, so it is refused.
+SAFE_VARIED = ("step_size", "num_sentences")
 KINDS = ("tie", "1", "2-4", "≥ 5", "other story", "noise")
 FACT_BINS = ((1, 20), (21, 43), (44, 86), (87, 99), (100, 149), (150, 228))
 COMP_BINS = ((0, 9), (10, 19), (20, 39), (40, 999))
@@ -49,65 +66,188 @@ BOOT = 200  # cluster-bootstrap resamples (over questions) of the logistic fits
 NO_RIVAL = 1.0  # Δ of a gold fact with no earlier rival: as far as a gap allows
 
 
+@dataclass(frozen=True)
+class Round:
+    """Which archive to read (experiments/<name>/runs.tar.xz), which of its settings, the two that
+    Tables 10f-10h set side by side, and the envs keys its settings differ in."""
+
+    name: str = "round10"
+    settings: tuple[str, ...] = ("ctrl", "d100", "d200")
+    compare: tuple[str, str] = ("ctrl", "d100")
+    varied: tuple[str, ...] = ("step_size",)
+
+    def __post_init__(self) -> None:
+        if not self.settings or len(set(self.settings)) != len(self.settings):
+            raise SystemExit(f"settings {self.settings}: expected distinct names")
+        if len(self.compare) != 2 or not set(self.compare) <= set(self.settings):
+            raise SystemExit(f"compare {self.compare}: expected two of the settings {self.settings}")
+        if not set(self.varied) <= set(SAFE_VARIED):
+            raise SystemExit(f"varied {self.varied}: only {SAFE_VARIED} leave the test haystacks alone")
+
+    @property
+    def archive(self) -> Path:
+        return A.ROOT / "experiments" / self.name / "runs.tar.xz"
+
+    @property
+    def title(self) -> str:
+        m = re.fullmatch(r"round(\d+)", self.name)
+        return f"Round {m[1]}" if m else self.name
+
+
+@dataclass
+class Records:
+    """A round's records: ``runs`` {setting: {(eval seed, nt): {run seed: records}}} of the token-mode
+    files, ``sentences`` the same keyed (eval seed, num_sentences) of the sentence-mode ones; each
+    setting's δ, values of the varied keys and one run config; the number of files."""
+
+    runs: dict[str, dict]
+    sentences: dict[str, dict]
+    deltas: dict[str, int]
+    varied: dict[str, dict[str, Any]]
+    cfgs: dict[str, Any]
+    files: int
+
+
+@dataclass(frozen=True)
+class Training:
+    """The training haystacks (run seed 1) of the settings sharing one ``envs.num_sentences``. A list
+    is drawn from per question, by the question's own generator, whose key the list is part of."""
+
+    sizes: Any
+    settings: tuple[str, ...]
+    haystacks: list[dict]
+
+
 # ---------------------------------------------------------------- records
 
 
-def read_round() -> tuple[dict, dict[str, int], Any, int]:
-    """{setting: {(eval seed, nt): {run seed: records}}}, {setting: δ}, a run config (for the haystack
-    builder: every run's envs must be the same but for δ) and the number of files."""
-    runs: dict[str, dict] = defaultdict(lambda: defaultdict(dict))
+def read_round(rnd: Round, archive: Path | None = None) -> Records:
+    """Every evaluation file of the round's settings in ``archive`` (default: the round's), each checked
+    against its run: a run's envs may differ from the round's first run only in the round's varied
+    keys, and within a setting not at all (run seed aside)."""
+    runs: dict[str, dict] = {s: defaultdict(dict) for s in rnd.settings}
+    sentences: dict[str, dict] = {s: defaultdict(dict) for s in rnd.settings}
     deltas: dict[str, int] = {}
-    cfg, envs0, files = None, None, 0
-    with tarfile.open(A.ROOT / "experiments" / ROUND / "runs.tar.xz") as tar:
+    varied: dict[str, dict[str, Any]] = {}
+    cfgs: dict[str, Any] = {}
+    envs0, files = None, 0
+    archive = archive or rnd.archive
+    with tarfile.open(archive) as tar:
         members = {m.name: m for m in tar.getmembers() if m.isfile()}
         for name in sorted(members):
             m = MEMBER.match(name)
-            if not m:
+            if not m or m["setting"] not in rnd.settings:
                 continue
             meta = json.loads(tar.extractfile(members[name + ".meta.json"]).read())
             run_cfg = OmegaConf.create(tar.extractfile(members[f"{m['run']}/config_resolved.yaml"]).read().decode())
             delta = int(run_cfg.envs.step_size)
-            envs = {k: v for k, v in OmegaConf.to_container(run_cfg.envs, resolve=True).items() if k != "step_size"}
-            if cfg is None:
-                cfg, envs0 = run_cfg, envs
-            if envs != envs0 or deltas.setdefault(m["setting"], delta) != delta:
-                raise SystemExit(f"{name}: settings differ from the other runs of its round or setting")
-            check_meta(name, meta, int(m["es"]), int(m["nt"]), delta)
+            envs = OmegaConf.to_container(run_cfg.envs, resolve=True)
+            own = {k: envs.pop(k, None) for k in rnd.varied}
+            if envs0 is None:
+                envs0 = envs
+            if envs != envs0:
+                keys = sorted(k for k in envs.keys() | envs0.keys() if envs.get(k) != envs0.get(k))
+                raise SystemExit(
+                    f"{name}: its run's envs differ from the round's other runs in {keys}; "
+                    f"the round declares only {list(rnd.varied)} as varied"
+                )
+            s = m["setting"]
+            if varied.setdefault(s, own) != own or deltas.setdefault(s, delta) != delta:
+                raise SystemExit(f"{name}: settings differ from the other runs of its setting: {own}, δ {delta}")
+            cfgs.setdefault(s, run_cfg)
+            key = (int(m["es"]), int(m["size"]))
+            check_meta(name, meta, m["unit"], *key, delta)
             rows = tar.extractfile(members[name]).read().decode().splitlines()
-            runs[m["setting"]][(int(m["es"]), int(m["nt"]))][int(m["seed"])] = [
+            (runs if m["unit"] == "nt" else sentences)[s][key][int(m["seed"])] = [
                 json.loads(r) for r in rows if r.strip()
             ]
             files += 1
-    return {s: dict(v) for s, v in runs.items()}, deltas, cfg, files
+    missing = [s for s in rnd.settings if not runs[s]]
+    if missing:
+        raise SystemExit(f"{archive}: no token-mode files of the setting(s) {missing}")
+    for s, per in runs.items():  # every table reads each run at 1K and at the three 32K draws
+        seeds = {x for by_seed in per.values() for x in by_seed}
+        lacking = sorted((x, k) for x in seeds for k in (K1, *DRAWS) if x not in per.get(k, {}))
+        if lacking:
+            raise SystemExit(f"{archive}: setting {s} lacks files, as (run seed, (eval seed, nt)): {lacking}")
+    return Records(
+        {s: dict(v) for s, v in runs.items()},
+        {s: dict(v) for s, v in sentences.items() if v},
+        deltas,
+        varied,
+        {s: cfgs[s] for s in rnd.settings},
+        files,
+    )
 
 
-def check_meta(name: str, meta: dict, eval_seed: int, nt: int, delta: int) -> None:
-    """The file is the qa3 token-mode test set of its name's eval seed and length, at its run's δ."""
-    length = meta["length"]
-    want = {"unit": "tokens", "tokenizer": "gpt2", "reserve": 300, "min_noise": 10, "tokens_per_fact": 8}
-    ok = all(length[k] == v for k, v in want.items()) and length["num_tokens"] == nt and meta["task"] == A.TASK
-    ok = ok and meta["seed"] == eval_seed and meta["split"] == "test"
-    if not ok or meta["positions"] != f"relative/{delta}/linspace":
-        raise SystemExit(f"{name}: unexpected settings {meta['seed']} {length} {meta['positions']} (δ {delta})")
+MISSING = "<missing>"
 
 
-def rebuild(cfg: Any, runs: dict) -> tuple[dict, int]:
-    """{(eval seed, nt): {question id: compact haystack}}, each record checked; and the record count."""
+def expected_meta(unit: str, eval_seed: int, size: int, delta: int) -> dict[str, Any]:
+    """What a file's ``.meta.json`` must say, by dotted key: the qa3 test set of its name's eval seed
+    and size (unit ``nt``: token mode, ``ns``: sentence mode), at its run's δ."""
+    want: dict[str, Any] = {"task": A.TASK, "seed": eval_seed, "split": "test", "length.tokenizer": "gpt2"}
+    want["positions"] = f"relative/{delta}/linspace"
+    if unit == "nt":
+        want |= {"length.unit": "tokens", "length.num_tokens": size, "num_sentences": None}
+        want |= {"length.reserve": 300, "length.min_noise": 10, "length.tokens_per_fact": 8}
+    else:
+        want |= {"length.unit": "sentences", "num_sentences": size, "length.num_tokens": MISSING}
+    return want
+
+
+def check_meta(name: str, meta: Any, unit: str, eval_seed: int, size: int, delta: int) -> None:
+    """Refuse a file whose meta is not the test set its name and run say, naming each key that differs."""
+
+    def get(key: str) -> Any:
+        node = meta
+        for part in key.split("."):
+            node = node.get(part, MISSING) if isinstance(node, dict) else MISSING
+        return node
+
+    want = expected_meta(unit, eval_seed, size, delta)
+    bad = [f"{k} {get(k)!r} (expected {v!r})" for k, v in want.items() if get(k) != v]
+    if bad:
+        raise SystemExit(f"{name}: its .meta.json does not match its name and run: {'; '.join(bad)}")
+
+
+def rebuild(cfg: Any, runs: dict, unit: str = "tokens") -> tuple[dict, int]:
+    """{(eval seed, size): {question id: compact haystack}}, each record checked; and the record count."""
     hays, n = {}, 0
-    for es in EVAL_SEEDS:
+    for es in sorted({k[0] for per in runs.values() for k in per}):
         by_q: dict[int, dict[int, list]] = defaultdict(lambda: defaultdict(list))
         for per in runs.values():
-            for (s, nt), by_seed in per.items():
+            for (s, size), by_seed in per.items():
                 if s == es:
                     for rows in by_seed.values():
                         for r in rows:
-                            by_q[nt][r["id"]].append(r)
+                            by_q[size][r["id"]].append(r)
                             n += 1
-        for nt, h in A.rebuild_and_check(cfg, by_q, seed=es).items():
-            hays[(es, nt)] = h
+        for size, h in A.rebuild_and_check(cfg, by_q, seed=es, unit=unit).items():
+            hays[(es, size)] = h
     for h in (h for per in hays.values() for h in per.values()):
         check_last_object_fact(h)
     return hays, n
+
+
+def training_sets(rec: Records) -> list[Training]:
+    """One set of training haystacks per distinct ``envs.num_sentences`` among the settings, built
+    from a run config of the first setting holding it (δ does not change a haystack)."""
+    groups: dict[str, list[str]] = {}
+    for s, cfg in rec.cfgs.items():
+        groups.setdefault(json.dumps(OmegaConf.to_container(cfg.envs, resolve=True)["num_sentences"]), []).append(s)
+    out = []
+    for sizes, settings in groups.items():
+        hays = A.training_haystacks(rec.cfgs[settings[0]])
+        for h in hays:
+            check_last_object_fact(h)
+        out.append(Training(json.loads(sizes), tuple(settings), hays))
+    return out
+
+
+def tag(t: Training, trains: Sequence[Training]) -> str:
+    """A training set's suffix in labels: none when the round has one."""
+    return "" if len(trains) == 1 else f" ({', '.join(t.settings)})"
 
 
 # ---------------------------------------------------------------- layout
@@ -217,10 +357,10 @@ def bin_label(edges: Sequence[float], k: int) -> str:
 # ---------------------------------------------------------------- tables
 
 
-def scores(runs: dict, deltas: dict, hays: dict) -> tuple[str, dict]:
+def scores(rnd: Round, runs: dict, deltas: dict, hays: dict) -> tuple[str, dict]:
     """Table 10a: every setting's means over its seeds (each question set whole), per 32K draw."""
     rows, data = [], {}
-    for s in SETTINGS:
+    for s in rnd.settings:
         f, seeds = f1_table(runs[s]), seeds_of(runs[s])
         means = {k: A.question_mean(f[k], sorted(f[k]), sorted(hays[k])) for k in f}
         per_run = [[A.mean(f[k][x].values()) for k in DRAWS] for x in seeds]
@@ -239,23 +379,23 @@ def scores(runs: dict, deltas: dict, hays: dict) -> tuple[str, dict]:
             [s, d["delta"], d["seeds"], A.fmt(d["42/1K"])]
             + [A.fmt(d[f"{k[0]}/32K"]) for k in DRAWS]
             + [A.fmt(d["32K_draws_mean"]), A.fmt(d["draw_range"], 2), A.fmt(d["per_run_draw_range"], 2)]
-            + [f"{A.fmt(d['42/128K'])} ({d['seeds_128K']})", f"{A.fmt(d['42/1M'])} ({d['seeds_1M']})"]
+            + [f"{A.fmt(d.get('42/128K'))} ({d['seeds_128K']})", f"{A.fmt(d.get('42/1M'))} ({d['seeds_1M']})"]
         )
     head = ["setting", "δ", "seeds", "1K", "32K draw 42", "draw 43", "draw 44", "32K, 3 draws"]
     head += ["range of the draw means", "range per run (mean)", "128K (seeds)", "1M, 100 q (seeds)"]
     return A.table(head, rows), data
 
 
-def split_gap(runs: dict, hays: dict) -> tuple[str, dict]:
+def split_gap(rnd: Round, runs: dict, hays: dict) -> tuple[str, dict]:
     """Table 10b: Table 1's split of the gap with the three 32K draws, and 128K on the shared questions."""
     shared, only = question_sets(hays)
     n = len(shared) + len(only)
     rows, data = [], {}
-    for s in SETTINGS:
+    for s in rnd.settings:
         f, seeds = f1_table(runs[s]), seeds_of(runs[s])
         one = {q: q_f1(f, K1, q, seeds) for q in shared}
         thirty = {q: A.mean(q_f1(f, k, q, seeds) for k in DRAWS) for q in shared + only}
-        s128 = sorted(f[(42, 128000)])
+        s128 = sorted(f.get((42, 128000), {}))  # none: a round without 128K
         d = {
             "shared_1K": A.mean(one.values()),
             "shared_32K": A.mean(thirty[q] for q in shared),
@@ -283,13 +423,17 @@ def split_gap(runs: dict, hays: dict) -> tuple[str, dict]:
     return A.table(head, rows), data
 
 
-def tie_rates(hays: dict, train: list[dict]) -> tuple[str, dict]:
-    """Table 10c: share of questions with a tie (any role, canonical states) per haystack draw and δ."""
+def tie_rates(hays: dict, shays: dict, trains: Sequence[Training]) -> tuple[str, dict]:
+    """Table 10c: share of questions with a tie (any role, canonical states) per haystack draw and δ
+    (sentence-mode test sets last)."""
     shared, _ = question_sets(hays)
-    sets = [("training, 100 sentences (run seed 1)", train, None)]
+    sets = [(f"training, {t.sizes} sentences (run seed 1)", t.haystacks, None) for t in trains]
     for key in sorted(hays, key=lambda k: (k[1], k[0])):
         qs = sorted(hays[key])
         sets.append((f"test {A.LENGTH[key[1]]}, eval seed {key[0]}", [hays[key][q] for q in qs], qs))
+    for key in sorted(shays, key=lambda k: (k[1], k[0])):
+        qs = sorted(shays[key])
+        sets.append((f"test S{key[1]}, eval seed {key[0]}", [shays[key][q] for q in qs], qs))
     rows, data = [], {}
     for label, hs, qs in sets:
         tie = {d: [A.margin(h, d) == 0 for h in hs] for d in A.DELTAS if d != 50}
@@ -308,11 +452,11 @@ def tie_rates(hays: dict, train: list[dict]) -> tuple[str, dict]:
     return A.table(head, rows), data
 
 
-def tie_groups(runs: dict, deltas: dict, hays: dict) -> tuple[str, dict]:
+def tie_groups(rnd: Round, runs: dict, deltas: dict, hays: dict) -> tuple[str, dict]:
     """Table 10d: analyze.py's Table 4 over the three 32K draws, ties at each setting's own δ."""
     shared, _ = question_sets(hays)
     rows, data = [], {}
-    for s in SETTINGS:
+    for s in rnd.settings:
         f, seeds, delta = f1_table(runs[s]), seeds_of(runs[s]), deltas[s]
         tie1 = {q: A.margin(hays[K1][q], delta) == 0 for q in shared}
         cells = [(k, q) for k in DRAWS for q in shared]
@@ -335,20 +479,27 @@ def tie_groups(runs: dict, deltas: dict, hays: dict) -> tuple[str, dict]:
     return A.table(head, rows), data
 
 
-def error_rows(runs: dict, deltas: dict, hays: dict) -> dict[tuple[str, str], list[tuple[float, dict | None, bool]]]:
+def error_rows(
+    rnd: Round, rec: Records, hays: dict, shays: dict
+) -> dict[tuple[str, str], list[tuple[float, dict | None, bool]]]:
     """{(setting, length): [(F1, first error, unfinished)]} of every episode on the shared questions
-    (32K: 3 draws), and on the 32K set's other questions; unfinished: the T picks miss a gold fact."""
+    (32K: 3 draws), and on the 32K set's other questions; unfinished: the T picks miss a gold fact.
+    A length a setting was not evaluated at (128K, S100) has no row."""
     shared, only = (set(x) for x in question_sets(hays))
     out = {}
-    for s in SETTINGS:
-        for label, keys, qs in (
-            ("1K", (K1,), shared),
-            ("32K", DRAWS, shared),
-            ("128K", ((42, 128000),), shared),
-            (f"32K, the other {len(only)} q", DRAWS, only),
+    for s in rnd.settings:
+        for label, runs, hs, keys, qs in (
+            ("1K", rec.runs, hays, (K1,), shared),
+            ("32K", rec.runs, hays, DRAWS, shared),
+            ("128K", rec.runs, hays, ((42, 128000),), shared),
+            (f"32K, the other {len(only)} q", rec.runs, hays, DRAWS, only),
+            ("S100", rec.sentences, shays, (S100,), shared),
+            (f"S100, the other {len(only)} q", rec.sentences, shays, (S100,), only),
         ):
+            if not all(k in runs.get(s, {}) for k in keys):
+                continue
             out[(s, label)] = [
-                (A.oracle_f1(r), first_error(r, hays[k][r["id"]], deltas[s]), A.completion_step(r) is None)
+                (A.oracle_f1(r), first_error(r, hs[k][r["id"]], rec.deltas[s]), A.completion_step(r) is None)
                 for k in keys
                 for rows in runs[s][k].values()
                 for r in rows
@@ -396,9 +547,9 @@ def first_errors(errs: dict) -> tuple[str, dict]:
     return A.table(head, rows), data
 
 
-def question_features(runs: dict, hays: dict) -> tuple[str, dict]:
+def question_features(rnd: Round, runs: dict, hays: dict) -> tuple[str, dict]:
     """Table 10f: the shared questions' 1K → 32K change (3 draws) by story size, competitors and
-    gold span at 32K (ctrl and d100)."""
+    gold span at 32K (the round's two compared settings)."""
     shared, _ = question_sets(hays)
 
     def facts(k: tuple, q: int) -> int:
@@ -416,7 +567,7 @@ def question_features(runs: dict, hays: dict) -> tuple[str, dict]:
         ("gold span at 32K, sentences", span, tuple((lo, hi - 1) for lo, hi in zip(A.SPAN_BINS, A.SPAN_BINS[1:]))),
     ]
     rows, data = [], {}
-    for s in ("ctrl", "d100"):
+    for s in rnd.compare:
         f, seeds = f1_table(runs[s]), seeds_of(runs[s])
         for name, fn, bins in features:
             for lo, hi in bins:
@@ -448,10 +599,10 @@ def pick_rows(
     return out
 
 
-def layout_errors(runs: dict, hays: dict) -> tuple[str, dict]:
+def layout_errors(rnd: Round, runs: dict, hays: dict) -> tuple[str, dict]:
     """Table 10g: how often the obj pick (first) and the prev pick (third, from {obj, Y}) go wrong, by
     the gold's layout at that length: Δ to its closest earlier rival and its distance from its gap's end."""
-    cols = [(s, length, keys) for s in ("ctrl", "d100") for length, keys in (("1K", (K1,)), ("32K", DRAWS))]
+    cols = [(s, length, keys) for s in rnd.compare for length, keys in (("1K", (K1,)), ("32K", DRAWS))]
     rows, data = [], {}
     for role in ("obj", "prev"):
         per = {(s, length): pick_rows(runs, hays, s, role, keys) for s, length, keys in cols}
@@ -484,15 +635,17 @@ def features(lay: dict, role: str) -> list[float]:
     return [float(np.log(max(lay[f"delta_{role}"], 1e-3))), lay[f"end_{role}"]]
 
 
-def layout_fit(runs: dict, hays: dict, train: list[dict]) -> tuple[str, dict]:
+def layout_fit(rnd: Round, runs: dict, hays: dict, trains: Sequence[Training]) -> tuple[str, dict]:
     """Table 10h: a logistic model of a wrong obj / prev pick on the layout features, 1K and 32K pooled
     with a 32K indicator; the indicator's coefficient alone and beside the features (95 % interval of a
     bootstrap over questions, each question's episodes kept together), and the model's mean predicted
     share of wrong picks over the layouts of each haystack set."""
     shared, only = question_sets(hays)
-    sets = {
-        "training": [layout(h) for h in train],
-        "training, > 86 facts": [layout(h) for h in train if len(h["facts"]) > 86],
+    sets = {}
+    for t in trains:
+        sets[f"training{tag(t, trains)}"] = [layout(h) for h in t.haystacks]
+        sets[f"training{tag(t, trains)}, > 86 facts"] = [layout(h) for h in t.haystacks if len(h["facts"]) > 86]
+    sets |= {
         "1K shared": [layout(hays[K1][q]) for q in shared],
         "32K shared": [layout(hays[k][q]) for k in DRAWS for q in shared],
         "32K, the other 27": [layout(hays[k][q]) for k in DRAWS for q in only],
@@ -500,7 +653,7 @@ def layout_fit(runs: dict, hays: dict, train: list[dict]) -> tuple[str, dict]:
     rng = np.random.default_rng(0)
     rows, data = [], {}
     for role in ("obj", "prev"):
-        for s in ("ctrl", "d100"):
+        for s in rnd.compare:
             eps = [(q, 0.0, lay, w) for q, lay, w in pick_rows(runs, hays, s, role, (K1,))]
             eps += [(q, 1.0, lay, w) for q, lay, w in pick_rows(runs, hays, s, role, DRAWS)]
             qid = np.array([e[0] for e in eps])
@@ -548,18 +701,23 @@ def layout_fit(runs: dict, hays: dict, train: list[dict]) -> tuple[str, dict]:
     return A.table(head, rows), data
 
 
-def layout_shares(hays: dict, train: list[dict]) -> tuple[str, dict]:
-    """Table 10i: how often each haystack set puts a gold fact in the layouts that go wrong."""
+def layout_shares(hays: dict, shays: dict, trains: Sequence[Training]) -> tuple[str, dict]:
+    """Table 10i: how often each haystack set puts a gold fact in the layouts that go wrong (a test
+    length the round lacks has no row)."""
     shared, only = question_sets(hays)
-    sets = {
-        "training, all": train,
-        "training, ≤ 86 facts": [h for h in train if len(h["facts"]) <= 86],
-        "training, > 86 facts": [h for h in train if len(h["facts"]) > 86],
-        "1K shared": [hays[K1][q] for q in shared],
-        "32K shared (3 draws)": [hays[k][q] for k in DRAWS for q in shared],
-        "128K shared": [hays[(42, 128000)][q] for q in shared],
-        "32K, the other 27 (3 draws)": [hays[k][q] for k in DRAWS for q in only],
-    }
+    sets = {}
+    for t in trains:
+        sets[f"training{tag(t, trains)}, all"] = t.haystacks
+        sets[f"training{tag(t, trains)}, ≤ 86 facts"] = [h for h in t.haystacks if len(h["facts"]) <= 86]
+        sets[f"training{tag(t, trains)}, > 86 facts"] = [h for h in t.haystacks if len(h["facts"]) > 86]
+    sets["1K shared"] = [hays[K1][q] for q in shared]
+    sets["32K shared (3 draws)"] = [hays[k][q] for k in DRAWS for q in shared]
+    if (42, 128000) in hays:
+        sets["128K shared"] = [hays[(42, 128000)][q] for q in shared]
+    sets["32K, the other 27 (3 draws)"] = [hays[k][q] for k in DRAWS for q in only]
+    if S100 in shays:
+        sets["S100 shared"] = [shays[S100][q] for q in shared]
+        sets[f"S100, the other {len(only)}"] = [shays[S100][q] for q in only]
     tests = {
         "obj from the end > 0.1": lambda lay: lay["end_obj"] > 0.1,
         "obj Δ < 0.05": lambda lay: lay["delta_obj"] < 0.05,
@@ -578,30 +736,31 @@ def layout_shares(hays: dict, train: list[dict]) -> tuple[str, dict]:
     return A.table(head, rows), data
 
 
-def story_lengths(runs: dict, hays: dict, train: list[dict]) -> tuple[str, dict]:
-    """Table 10j: story sizes in training (sentence mode: every fact kept, N = max(100, facts)) and in
-    the test sets, with F1 per size (32K: 3 draws, each question set whole)."""
+def story_lengths(rnd: Round, runs: dict, hays: dict, trains: Sequence[Training]) -> tuple[str, dict]:
+    """Table 10j: story sizes in training (sentence mode: every fact kept, N = max(size drawn, facts))
+    and in the test sets, with F1 per size (32K: 3 draws, each question set whole). The training
+    questions are the same in every training set; the noise around them is each set's own."""
     shared, only = question_sets(hays)
-    t_len = Counter(len(h["facts"]) for h in train)
+    t_len = Counter(len(h["facts"]) for h in trains[0].haystacks)
     rows, data = [], {}
     for lo, hi in FACT_BINS:
-        tr = [h for h in train if lo <= len(h["facts"]) <= hi]
         q32 = [q for q in sorted(hays[DRAWS[0]]) if lo <= len(hays[DRAWS[0]][q]["facts"]) <= hi]
         q1 = [q for q in sorted(hays[K1]) if lo <= len(hays[K1][q]["facts"]) <= hi]
-        d = {
-            "training": len(tr),
-            "training_noise": A.mean(h["n"] - len(h["facts"]) for h in tr),
-            "test_32K": len(q32),
-            "test_1K": len(q1),
-        }
-        for s in SETTINGS:
+        d = {"training": sum(t_len[n] for n in range(lo, hi + 1))}
+        for t in trains:
+            tr = [h for h in t.haystacks if lo <= len(h["facts"]) <= hi]
+            d[f"training_noise{tag(t, trains)}"] = A.mean(h["n"] - len(h["facts"]) for h in tr)
+        d |= {"test_32K": len(q32), "test_1K": len(q1)}
+        for s in rnd.settings:
             f, seeds = f1_table(runs[s]), seeds_of(runs[s])
             d[f"{s}/32K"] = A.mean(A.mean(q_f1(f, k, q, seeds) for k in DRAWS) for q in q32)
             d[f"{s}/1K"] = A.mean(q_f1(f, K1, q, seeds) for q in q1)
         data[f"{lo}-{hi}"] = d
         rows.append(
-            [f"{lo}-{hi}", d["training"], A.fmt(d["training_noise"]), d["test_1K"], d["test_32K"]]
-            + [f"{A.fmt(d[f'{s}/1K'])} / {A.fmt(d[f'{s}/32K'])}" for s in SETTINGS]
+            [f"{lo}-{hi}", d["training"]]
+            + [A.fmt(d[f"training_noise{tag(t, trains)}"]) for t in trains]
+            + [d["test_1K"], d["test_32K"]]
+            + [f"{A.fmt(d[f'{s}/1K'])} / {A.fmt(d[f'{s}/32K'])}" for s in rnd.settings]
         )
     long = sorted(len(hays[DRAWS[0]][q]["facts"]) for q in only)
     data["the_other_27"] = {
@@ -609,8 +768,8 @@ def story_lengths(runs: dict, hays: dict, train: list[dict]) -> tuple[str, dict]
         "never_in_training": sum(t_len[n] == 0 for n in long),
         "training_at_least": [sum(v for k, v in t_len.items() if k >= n) for n in long],
     }
-    head = ["story facts", "training questions", "noise sentences in training", "1K set", "32K set"]
-    head += [f"{s}: F1 1K / 32K" for s in SETTINGS]
+    head = ["story facts", "training questions"] + [f"noise sentences in training{tag(t, trains)}" for t in trains]
+    head += ["1K set", "32K set"] + [f"{s}: F1 1K / 32K" for s in rnd.settings]
     md = A.table(head, rows)
     never = data["the_other_27"]["never_in_training"]
     md += (
@@ -620,26 +779,120 @@ def story_lengths(runs: dict, hays: dict, train: list[dict]) -> tuple[str, dict]
     return md, data
 
 
-def tables(train: list[dict]) -> tuple[list[tuple[str, tuple[str, dict]]], dict]:
-    """Every round-10 table, titled, and the check's counts."""
-    runs, deltas, cfg, files = read_round()
-    hays, n = rebuild(cfg, runs)
-    for h in train:
-        check_last_object_fact(h)
-    errs = error_rows(runs, deltas, hays)
+def long_stories(rnd: Round, rec: Records, hays: dict) -> tuple[str, dict]:
+    """Table 10k: the 32K set's questions in two groups, the shared ones and the other ones (the long
+    stories, which the 1K set lacks), per setting: 1K, each 32K draw, the draws' mean and S100 (the
+    same questions in training-like haystacks). Means over each setting's seeds, question set whole."""
+    shared, only = question_sets(hays)
+    facts = [len(hays[DRAWS[0]][q]["facts"]) for q in only]
+    groups = (
+        ("shared", f"shared {len(shared)}", shared),
+        ("other", f"the other {len(only)} ({min(facts)}-{max(facts)} story facts)", only),
+        ("all", f"32K set, all {len(shared) + len(only)}", shared + only),
+    )
+    rows, data = [], {}
+    for s in rnd.settings:
+        f, seeds = f1_table(rec.runs[s]), seeds_of(rec.runs[s])
+        fs = f1_table(rec.sentences.get(s, {})).get(S100, {})
+        for seed, by_q in fs.items():
+            if set(shared + only) - set(by_q):
+                raise SystemExit(f"{s} seed {seed}: its S100 file lacks questions of the 32K set")
+        for key, label, qs in groups:
+            d = {"questions": len(qs), "seeds": len(seeds), "S100_seeds": len(fs)}
+            d["1K"] = A.question_mean(f[K1], seeds, qs) if key == "shared" else None
+            d |= {f"32K/{k[0]}": A.question_mean(f[k], seeds, qs) for k in DRAWS}
+            d["32K"] = A.mean(d[f"32K/{k[0]}"] for k in DRAWS)
+            d["S100"] = A.question_mean(fs, sorted(fs), qs) if fs else None
+            d["S100-32K"] = d["S100"] - d["32K"] if fs else None
+            data[f"{s}/{key}"] = d
+            rows.append(
+                [s, label, f"{d['seeds']} / {d['S100_seeds']}", A.fmt(d["1K"])]
+                + [A.fmt(d[f"32K/{k[0]}"]) for k in DRAWS]
+                + [A.fmt(d["32K"]), A.fmt(d["S100"]), A.fmt(d["S100-32K"], 2)]
+            )
+    head = ["setting", "questions", "seeds (S100)", "1K", "32K draw 42", "draw 43", "draw 44", "32K, 3 draws"]
+    head += ["S100", "S100 − 32K"]
+    return A.table(head, rows), data
+
+
+def header(rnd: Round, counts: dict) -> str:
+    """The round's heading and what was checked."""
+    seeds = ", ".join(map(str, EVAL_SEEDS))
+    extra = "".join(f"; {k} {v}" for k, v in counts.items() if k.startswith("envs."))
+    modes = f"; sentence mode: {', '.join(counts['sentence_mode'])}" if "sentence_mode" in counts else ""
+    return (
+        f"## {rnd.title}\n\n{counts['records_checked']} records of {counts['files']} files (eval seeds {seeds}{modes}) "
+        f"match their rebuilt haystacks; step sizes {counts['step_sizes']}{extra}.\n"
+    )
+
+
+def tables(rnd: Round = Round(), long: bool = False) -> tuple[list[tuple[str, tuple[str, dict]]], dict]:
+    """Every table of the round, titled (``long``: Table 10k too), and the check's counts."""
+    rec = read_round(rnd)
+    cfg = next(iter(rec.cfgs.values()))
+    hays, n = rebuild(cfg, rec.runs)
+    shays, n_s = rebuild(cfg, rec.sentences, "sentences")
+    trains = training_sets(rec)
+    runs, deltas = rec.runs, rec.deltas
+    errs = error_rows(rnd, rec, hays, shays)
     out = [
-        ("Table 10a. Round 10 by setting and 32K draw (each question set whole)", scores(runs, deltas, hays)),
-        ("Table 10b. The 1K-32K gap split by question set, three 32K draws", split_gap(runs, hays)),
-        ("Table 10c. Ties by haystack draw and step size (model-free)", tie_rates(hays, train)),
+        (f"Table 10a. {rnd.title} by setting and 32K draw (each question set whole)", scores(rnd, runs, deltas, hays)),
+        ("Table 10b. The 1K-32K gap split by question set, three 32K draws", split_gap(rnd, runs, hays)),
+        ("Table 10c. Ties by haystack draw and step size (model-free)", tie_rates(hays, shays, trains)),
         (
             "Table 10d. Shared questions by ties at each setting's own δ (three 32K draws)",
-            tie_groups(runs, deltas, hays),
+            tie_groups(rnd, runs, deltas, hays),
         ),
         ("Table 10e. F1 lost per question, by the first wrong pick", first_errors(errs)),
-        ("Table 10f. The shared questions' 32K change by question", question_features(runs, hays)),
-        ("Table 10g. Wrong obj and prev picks by the gold fact's layout", layout_errors(runs, hays)),
-        ("Table 10h. A layout model of wrong picks, and the layouts' predicted error", layout_fit(runs, hays, train)),
-        ("Table 10i. Hard layouts by haystack set", layout_shares(hays, train)),
-        ("Table 10j. Story sizes in training and test", story_lengths(runs, hays, train)),
+        ("Table 10f. The shared questions' 32K change by question", question_features(rnd, runs, hays)),
+        ("Table 10g. Wrong obj and prev picks by the gold fact's layout", layout_errors(rnd, runs, hays)),
+        (
+            "Table 10h. A layout model of wrong picks, and the layouts' predicted error",
+            layout_fit(rnd, runs, hays, trains),
+        ),
+        ("Table 10i. Hard layouts by haystack set", layout_shares(hays, shays, trains)),
+        ("Table 10j. Story sizes in training and test", story_lengths(rnd, runs, hays, trains)),
     ]
-    return out, {"records_checked": n, "files": files, "step_sizes": deltas}
+    if long:
+        out.append(
+            ("Table 10k. The long stories and the shared questions, per draw and at S100", long_stories(rnd, rec, hays))
+        )
+    counts: dict[str, Any] = {"records_checked": n + n_s, "files": rec.files, "step_sizes": deltas}
+    for k in rnd.varied:
+        if k != "step_size":  # step_sizes above
+            counts[f"envs.{k}"] = {s: v[k] for s, v in rec.varied.items()}
+    if shays:
+        counts["sentence_mode"] = [f"S{size} (eval seed {es})" for es, size in sorted(shays)]
+    return out, counts
+
+
+def names(arg: str) -> tuple[str, ...]:
+    return tuple(v for v in arg.split(",") if v)
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description='Tables 10a-10k of one round (README.md, "Round 10: finer codes").')
+    ap.add_argument("--round", default="round10", help="reads experiments/<round>/runs.tar.xz")
+    ap.add_argument("--settings", default="ctrl,d100,d200", help="the settings read, in this order")
+    ap.add_argument("--compare", default="ctrl,d100", help="the two settings Tables 10f-10h set side by side")
+    ap.add_argument("--varied", default="step_size", help=f"envs keys the settings may differ in (of {SAFE_VARIED})")
+    ap.add_argument("--json", type=Path, help="also write the numbers here")
+    args = ap.parse_args(argv)
+    rnd = Round(args.round, names(args.settings), names(args.compare), names(args.varied))
+    out, counts = tables(rnd, long=True)
+    made = " ".join(["python experiments/qa3_32k/round10.py", *(sys.argv[1:] if argv is None else argv)])
+    parts = [
+        f"# {rnd.title}, read per question\n\nGenerated by `{made}`. experiments/qa3_32k/README.md "
+        '("Round 10: finer codes", "Other rounds") explains the tables.\n',
+        header(rnd, counts),
+    ]
+    parts += [f"### {title}\n\n{md}\n" for title, (md, _) in out]
+    print("\n".join(parts))
+    data = {"counts": counts} | {title.split(".")[0]: d for title, (_, d) in out}
+    if args.json:
+        args.json.write_text(json.dumps(data, indent=1, sort_keys=True, default=A._json_default) + "\n")
+    return data
+
+
+if __name__ == "__main__":
+    main()
