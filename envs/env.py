@@ -61,6 +61,7 @@ class Episode:
     selected: list[int] = field(default_factory=list)
     random_positions: torch.Tensor | None = None  # int64 [N] on the host (processor 'random')
     ret: float = 0.0
+    late: bool = False  # the sample comes from the env's late dataset (VecRetrievalEnv.draw_late)
 
     @property
     def n_chunks(self) -> int:
@@ -118,7 +119,9 @@ class VecRetrievalEnv:
     """E parallel episodes over one dataset.
 
     Training slots draw sample indices uniformly with replacement from a generator derived from
-    (seed, name); evaluation uses :meth:`start` with explicit indices.
+    (seed, name); evaluation uses :meth:`start` with explicit indices. With a ``late_dataset`` (the
+    same questions in other haystacks: training's ``late_haystacks``), resets draw from it while
+    :attr:`draw_late` is set; the index is drawn the same way either way.
     """
 
     def __init__(
@@ -132,23 +135,38 @@ class VecRetrievalEnv:
         device: torch.device,
         seed: int,
         name: str = "train",
+        late_dataset: Any = None,
     ):
         if len(dataset) == 0:
             raise ValueError(f"the {name} dataset is empty")
+        if late_dataset is not None and len(late_dataset) != len(dataset):
+            raise ValueError(
+                f"the late {name} dataset holds {len(late_dataset)} samples, the {name} dataset {len(dataset)}: "
+                f"late haystacks must hold the same questions"
+            )
         self.dataset, self.feedback = dataset, feedback
         self.n_envs, self.max_steps = n_envs, int(max_steps)
         self.pos, self.sort_by_index, self.device = positions, sort_by_index, device
         self.name = name
+        self.late_dataset = late_dataset
+        # set by the trainer from the optimiser step before each micro-step, so not saved: a resume
+        # sets it again from the restored step (rl/run/train.py)
+        self.draw_late = False
         self.rng = derive_rng(seed, "env-reset", name)
         self.pos_rng = derive_rng(seed, "env-random-positions", name)
         self.episodes: list[Episode | None] = [None] * n_envs
 
     # -- episode control ---------------------------------------------------------------
-    def start(self, slot: int, index: int) -> Episode:
-        sample = self.dataset[index]
+    def sample(self, index: int, late: bool) -> Sample:
+        if late and self.late_dataset is None:
+            raise ValueError(f"the {self.name} environments have no late dataset")
+        return (self.late_dataset if late else self.dataset)[index]
+
+    def start(self, slot: int, index: int, late: bool = False) -> Episode:
+        sample = self.sample(index, late)
         if not sample["chunks"]:
             raise ValueError(f"sample {sample['id']!r} of the {self.name} set has no chunks")
-        ep = Episode(index, sample, torch.ones(len(sample["chunks"]), dtype=torch.bool, device=self.device))
+        ep = Episode(index, sample, torch.ones(len(sample["chunks"]), dtype=torch.bool, device=self.device), late=late)
         if self.pos.processor == "random":
             ep.random_positions = torch.as_tensor(random_codes(ep.n_chunks, self.pos_rng, self.pos.max_chunks_count))
         self.feedback.reset(slot, sample)
@@ -156,7 +174,7 @@ class VecRetrievalEnv:
         return ep
 
     def reset_random(self, slot: int) -> Episode:
-        return self.start(slot, int(self.rng.integers(len(self.dataset))))
+        return self.start(slot, int(self.rng.integers(len(self.dataset))), self.draw_late)
 
     def reset_all(self) -> None:
         for slot in range(self.n_envs):
@@ -194,6 +212,7 @@ class VecRetrievalEnv:
                     "selected": list(ep.selected),
                     "ret": ep.ret,
                     "random_positions": ep.random_positions,
+                    "late": ep.late,
                 }
                 for ep in self.episodes
             ],
@@ -206,8 +225,11 @@ class VecRetrievalEnv:
         for slot, es in enumerate(state["episodes"]):
             if es is None:
                 continue
-            sample = self.dataset[es["index"]]
-            ep = Episode(es["index"], sample, torch.ones(len(sample["chunks"]), dtype=torch.bool, device=self.device))
+            late = bool(es.get("late", False))  # checkpoints from before late haystacks: never late
+            sample = self.sample(es["index"], late)
+            ep = Episode(
+                es["index"], sample, torch.ones(len(sample["chunks"]), dtype=torch.bool, device=self.device), late=late
+            )
             for a in es["selected"]:
                 ep.available[a] = False
             ep.selected, ep.ret = list(es["selected"]), float(es["ret"])

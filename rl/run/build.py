@@ -4,10 +4,11 @@ the benchmark (scripts/bench.py) build them here, so evaluation never imports th
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from envs.env import PositionSettings, VecRetrievalEnv
 from envs.feedback import Feedback
@@ -18,7 +19,7 @@ from rl.model.model_keys import ModelKeys
 from rl.model.precision import Precision
 from rl.model.qnetwork import QNetwork
 
-__all__ = ["qnet_from_cfg", "build_learner", "eval_settings", "skip_length_counts", "train_env"]
+__all__ = ["qnet_from_cfg", "build_learner", "eval_settings", "late_config", "skip_length_counts", "train_env"]
 
 
 def qnet_from_cfg(cfg: DictConfig, device: torch.device) -> QNetwork:
@@ -48,11 +49,30 @@ def skip_length_counts(dataset: Any) -> None:
         base.record_num_tokens = False
 
 
-def train_env(cfg: DictConfig, dataset: Any, feedback: Feedback, device: torch.device, seed: int) -> VecRetrievalEnv:
+def late_config(cfg: DictConfig) -> DictConfig | None:
+    """The run's config with ``envs.num_sentences`` set to ``late_haystacks.num_sentences`` (None while
+    ``late_haystacks.from_step`` is null): what the late training haystacks and the in-training
+    evaluations are built from (rl/run/keys.py ``LateHaystacks``). Only the haystack size differs, so a
+    question keeps its index and its draws."""
+    late = cfg.get("late_haystacks")
+    if late is None or late.get("from_step") is None:
+        return None
+    out = copy.deepcopy(cfg)
+    with open_dict(out):
+        out.envs.num_sentences = OmegaConf.to_container(late, resolve=True)["num_sentences"]
+    return out
+
+
+def train_env(
+    cfg: DictConfig, dataset: Any, feedback: Feedback, device: torch.device, seed: int, late_dataset: Any = None
+) -> VecRetrievalEnv:
     """``envs_parallel`` persistent training environments over ``dataset`` with ``feedback`` (its
-    training phase, :func:`envs.feedback.build_feedback`), seeded with ``seed``; ``dataset`` stops
-    counting ``num_tokens``."""
+    training phase, :func:`envs.feedback.build_feedback`), seeded with ``seed``, and ``late_dataset``
+    to draw from once the trainer says so (``late_haystacks``); the datasets stop counting
+    ``num_tokens``."""
     skip_length_counts(dataset)
+    if late_dataset is not None:
+        skip_length_counts(late_dataset)
     return VecRetrievalEnv(
         dataset,
         feedback,
@@ -63,6 +83,7 @@ def train_env(cfg: DictConfig, dataset: Any, feedback: Feedback, device: torch.d
         device,
         seed,
         "train",
+        late_dataset,
     )
 
 

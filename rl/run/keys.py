@@ -78,6 +78,61 @@ class RunKeys(Schema):
     eval_group_size: int = param(8, "evaluation samples stepped together", low=1)
 
 
+def _sizes_ok(v: Any) -> bool:
+    """A sentence-mode haystack size: an integer >= 1, a non-empty list of them, or null."""
+    values = v if isinstance(v, list) else [v]
+    return v is None or (
+        bool(values) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in values)
+    )
+
+
+@dataclass
+class LateHaystacks(Schema):
+    """Training haystacks that change at a step (experiments/qa3_late): from optimiser step `from_step` on,
+    every training episode that starts draws its haystack with `envs.num_sentences` = `num_sentences`
+    (BabiLong's sentence mode), before it with the run's own. Model selection uses the late haystacks
+    for the whole run, so that validation returns stay comparable across steps. Off (null) by default."""
+
+    from_step: int | None = param(
+        None,
+        "once this many optimiser steps are done, every training episode that starts draws a late haystack (null = off)",
+        low=1,
+    )
+    num_sentences: Any = param(
+        None,
+        "envs.num_sentences of the late haystacks and of every in-training evaluation (an int or a list to draw "
+        "from per question)",
+        ok=(_sizes_ok, "an integer >= 1, a list of them, or null"),
+    )
+
+    @classmethod
+    def check_more(cls, checker: Any, prefix: str) -> None:
+        """Both keys or neither; a switch some training step sees; BabiLong's sentence mode; a learner
+        that acts on its own episodes (DQN replays transitions by sample index, which would rebuild an
+        early episode's sample in the late haystack)."""
+        start, sizes = (checker.value(f"{prefix}.{k}")[1] for k in ("from_step", "num_sentences"))
+        if {f"{prefix}.from_step", f"{prefix}.num_sentences"} & checker.failed or (start is None and sizes is None):
+            return
+        errors = []
+        if start is None or sizes is None:
+            errors.append(f"{prefix}: set from_step and num_sentences together (both null: off)")
+        steps = checker.value("steps_count")[1]
+        if start is not None and isinstance(steps, int) and start >= steps:
+            errors.append(
+                f"{prefix}.from_step={start}: expected < steps_count ({steps}); no training step would draw a "
+                f"late haystack"
+            )
+        unit = checker.value("envs.length_unit")[1]
+        if unit != "sentences":  # only BabiLong has the key; its token mode drops stories by budget
+            errors.append(
+                f"{prefix}: needs haystacks sized in sentences (BabiLong, envs.length_unit=sentences); this run's "
+                f"envs are {checker.value('envs.name')[1]} with length_unit {unit}"
+            )
+        if checker.value("algo.objective")[1] == "dqn":
+            errors.append(f"{prefix}: not with algo.objective=dqn (its replay rebuilds samples by index)")
+        checker.errors.extend(errors)
+
+
 @dataclass
 class TrainingKeys(Schema):
     """Top-level keys only training reads."""
@@ -115,6 +170,7 @@ class TrainingKeys(Schema):
         "curve over training-set size; validation and test keep all theirs",
         ok=(lambda v: isinstance(v, int) and not isinstance(v, bool) and (v == -1 or v >= 1), "-1, or an integer >= 1"),
     )
+    late_haystacks: LateHaystacks = param(LateHaystacks, "training haystacks that change at a step (off by default)")
     speed: SpeedSwitches = param(
         SpeedSwitches, "speed switches: scheduling only, never what is computed", check=_speed_checked_with_common
     )

@@ -23,7 +23,7 @@ from envs.feedback import build_feedback
 from envs.legacy import Legacy
 from rl import distributed as dist
 from rl.model.precision import Precision
-from rl.run.build import build_learner, qnet_from_cfg, train_env
+from rl.run.build import build_learner, late_config, qnet_from_cfg, train_env
 from rl.run.checkpoints import eval_weights, load_eval_weights, prune_sweep_checkpoints
 from rl.run.config import code_version, rng_state, seed_everything, set_rng_state, without_hydra
 from rl.run.log_window import LogWindow, fmt, log_batch
@@ -113,6 +113,7 @@ class Trainer:
         show = bool(cfg.logger.progress_bar) and dist.is_main()
         with progress(total=total, initial=first, desc="train", dynamic_ncols=True, disable=not show) as bar:
             while c.optimizer_steps < total:
+                self.follow_late_haystacks(c.optimizer_steps)
                 before = c.optimizer_steps
                 window.add(learner.micro_step())
                 if c.optimizer_steps == before:
@@ -136,6 +137,19 @@ class Trainer:
             "end": end,
             "seconds_without_eval": end - start - eval_s,
         }
+
+    def follow_late_haystacks(self, step: int) -> None:
+        """From optimiser step ``late_haystacks.from_step`` on, episodes that start draw late haystacks.
+        Read from the step count, which checkpoints hold, so a resumed run switches at the same step."""
+        late = self.late_from is not None and step >= self.late_from
+        if late and not self.learner.env.draw_late:
+            log.info(
+                "optimiser step %d: new training episodes draw late haystacks (envs.num_sentences=%s, from step %d)",
+                step,
+                self.late_cfg.envs.num_sentences,
+                self.late_from,
+            )
+        self.learner.env.draw_late = late
 
     def start(self) -> None:
         """A new run: TensorBoard, the config files, the untrained retriever on the test samples
@@ -358,7 +372,16 @@ class Trainer:
         self.legacy = Legacy.from_cfg(cfg.legacy)  # the run's one reading of the switches
         self.eval_split, vf = selection_split(cfg, self.legacy)
         self.train_ds = first_samples(build_dataset(cfg.envs, "train", seed, vf, self.legacy), int(cfg.train_samples))
-        self.evals = RunEvaluation(cfg, self.legacy, self.eval_split, vf)  # builds the eval and test sets
+        # late_haystacks: the same training questions in the late haystacks, and every in-training
+        # evaluation in them from the start, so that validation returns compare across the switch
+        self.late_cfg = late_config(cfg)
+        self.late_from = None if self.late_cfg is None else int(cfg.late_haystacks.from_step)
+        late_ds = None
+        if self.late_cfg is not None:
+            late_ds = build_dataset(self.late_cfg.envs, "train", seed, vf, self.legacy)
+            late_ds = first_samples(late_ds, int(cfg.train_samples))
+        # builds the eval and test sets
+        self.evals = RunEvaluation(self.late_cfg or cfg, self.legacy, self.eval_split, vf)
         self.qnet = qnet_from_cfg(cfg, self.device)
         self._rank_states: list[dict[str, Any]] | None = None
         if dist.enabled():
@@ -366,7 +389,7 @@ class Trainer:
             if not dist.is_main():  # own dropout masks etc.; rank 0 keeps the 1-process stream
                 seed_everything(dist.rank_seed(seed))
         feedback = build_feedback(cfg.feedback, cfg.envs, "train", str(cfg.envs.task), self.legacy)
-        env = train_env(cfg, self.train_ds, feedback, self.device, dist.rank_seed(seed))
+        env = train_env(cfg, self.train_ds, feedback, self.device, dist.rank_seed(seed), late_ds)
         self.learner = build_learner(self.qnet, env, cfg, self.legacy)
         self.best = float("-inf")
         self.untrained_test: dict[str, Any] | None = None

@@ -1,0 +1,205 @@
+"""experiments/qa3_late/'s lease (lease.env, then lease_l128.env and lease_1m.env with the time left; a 2-GPU
+machine): every plan it names exists, every training line composes and passes the training checks, the cards hold
+4 late and 1 ctrl run each; the plans are what their headers' commands write; every late run is the qa3 recipe with
+only late_haystacks set (so its first 800 steps are the recipe's and its validation set is qa3_sparse's sp25's), the
+control is qa3_sparse's and round 10's; every run gets 1K and 32K at eval seeds 42-44 and S100 (late seeds 1-4 and
+both ctrl seeds also 128K and 1M), each composing over its run's config as eval_retriever.py composes it, untouched
+by late_haystacks, and writing a file no other evaluation writes; the time model puts the wave inside TIME_LIMIT."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, compose_cfg, load_script, read_plan
+from tests.recipes.lease_plans import (
+    composed,
+    entries,
+    eval_lines,
+    readme_calls,
+    settings,
+    trained,
+    write_runs,
+    written,
+)
+
+HERE = ROOT / "experiments" / "qa3_late"
+SPARSE = ROOT / "experiments" / "qa3_sparse"
+LEASE = (HERE / "lease.env", HERE / "lease_l128.env", HERE / "lease_1m.env")  # the order they run in
+RECIPE = "experiment=offline_babilong_qa3"
+LATE = {"from_step": 800, "num_sentences": [100, 100, 100, 1000]}
+SEEDS = {"late": 8, "ctrl": 2}
+# README.md, "Time model": a card holds at most 10 recipe runs (round 8: 131-135 GB of an H200's 143); a late run
+# counts as 1.5 of them after its switch (qa3_sparse's rule for sp25), so 4 late and 1 ctrl make 7 a card.
+WEIGHT = {"ctrl": 1.0, "late": 1.5}
+PER_CARD = {"ctrl": 1, "late": 4}
+
+
+def setting(run: str) -> str:
+    return run.split("_")[1]  # w<wave>_<setting>_s<seed>
+
+
+def seed(run: str) -> int:
+    return int(run.rsplit("_s", 1)[1])
+
+
+def made_by(path: Path) -> str:
+    return next(ln.split("# made by: ", 1)[1] for ln in path.read_text().splitlines() if ln.startswith("# made by: "))
+
+
+def runs() -> dict[str, tuple[list[str], list[str], int]]:
+    (folder,) = trained(LEASE[0])
+    assert folder == "runs/qa3_late"
+    return trained(LEASE[0])[folder]
+
+
+@pytest.mark.parametrize("lease", LEASE, ids=lambda p: p.name)
+def test_settings_name_files_that_exist(lease):
+    s = settings(lease)
+    assert s["RUNS"] == ["runs/qa3_late"] and not s["JOBS_SETUP"] and not s["JOBS_EVAL"]
+    assert bool(s["TRAIN_PLANS"]) == (lease.name == "lease.env")  # the others only evaluate lease.env's runs
+    for key in ("TRAIN_PLANS", "EVAL_PLANS"):
+        assert all(plan.is_file() and plan.parent == HERE for plan, _ in entries(lease, key)), key
+
+
+def test_the_wave_fits_the_machine():
+    per_card = Counter((gpu, setting(name)) for name, (_, _, gpu) in runs().items())
+    assert per_card == Counter({(g, s): n for g in (0, 1) for s, n in PER_CARD.items()})
+    for card in (0, 1):
+        assert sum(WEIGHT[s] * n for (g, s), n in per_card.items() if g == card) <= 10
+
+
+def test_every_training_line_composes_and_passes_the_checks():
+    from rl.run.validate import check_training
+
+    for name, (common, own, _) in runs().items():
+        check_training(compose_cfg(common + own))
+        assert common == [RECIPE] and own[0] == f"seed={seed(name)}", name
+
+
+@pytest.mark.parametrize("out", ("late", "ctrl"))
+def test_seed_plans_are_what_their_commands_write(out, tmp_path):
+    argv = shlex.split(made_by(HERE / f"{out}_train.txt").removeprefix("python scripts/seed_plan.py "))
+    assert argv[0] == f"experiments/qa3_late/{out}" and made_by(HERE / f"{out}_eval.txt") == made_by(
+        HERE / f"{out}_train.txt"
+    )
+    load_script("seed_plan").main([str(tmp_path / out), *argv[1:]])
+    for kind in ("train", "eval"):
+        mine = (HERE / f"{out}_{kind}.txt").read_text().splitlines()
+        theirs = (tmp_path / f"{out}_{kind}.txt").read_text().splitlines()
+        assert [ln for ln in mine if "# made by: " not in ln] == [ln for ln in theirs if "# made by: " not in ln]
+
+
+@pytest.mark.parametrize("name", ("draw_eval.txt", "s100_eval.txt", "l128_eval.txt", "m1_eval.txt"))
+def test_awk_plans_are_what_their_commands_write(name):
+    path = HERE / name
+    made = subprocess.run(["bash", "-c", made_by(path)], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert [ln for ln in path.read_text().splitlines() if not ln.startswith("#")] == made.splitlines()
+    unit = "sentences" if name == "s100_eval.txt" else "tokens"
+    assert f"#@length_unit {unit}" in path.read_text().splitlines()
+
+
+def test_every_run_is_the_recipe_with_only_the_switch_set():
+    """A late run composes the recipe at its seed with late_haystacks set and nothing else changed; its late config
+    (the haystacks after step 800 and every in-training evaluation) composes what qa3_sparse ran as w1_sp25_s<k>.
+    The control composes qa3_sparse's w1_ctrl_s<k> and round 10's."""
+    from omegaconf import open_dict
+
+    from rl.run.build import late_config
+
+    sp_common, sp_runs = read_plan(SPARSE / "sp25_train.txt")
+    got = Counter()
+    for name, (common, own, _) in runs().items():
+        cfg = compose_cfg(common + own)
+        want = compose_cfg([RECIPE, f"seed={seed(name)}"])
+        if setting(name) == "late":
+            with open_dict(want):
+                want.late_haystacks = LATE
+            sp25 = compose_cfg(sp_common + sp_runs[f"w1_sp25_s{seed(name)}"]) if seed(name) <= 6 else None
+            if sp25 is not None:
+                assert late_config(cfg).envs == sp25.envs, name
+        else:
+            assert late_config(cfg) is None
+            for plan in (SPARSE / "ctrl_train.txt", ROOT / "experiments" / "round10" / "ctrl_train.txt"):
+                c, r = read_plan(plan)
+                assert cfg == compose_cfg(c + r[name]), (name, plan)
+        assert cfg == want, name
+        got[setting(name)] += 1
+    assert got == SEEDS
+
+
+def test_evaluations_are_the_planned_ones():
+    got = Counter()
+    for lease in LEASE:
+        for folder, run, ov, _plan, _gpu in eval_lines(lease):
+            assert folder == "runs/qa3_late", (run, ov)
+            es = next((o.split("=")[1] for o in ov if o.startswith("seed=")), "42")
+            size = next(o.split("=")[1] for o in ov if o.startswith(("envs.num_tokens=", "envs.num_sentences=")))
+            n = next(o.split("=")[1] for o in ov if o.startswith("num_samples="))
+            got[lease.name, run, size if "envs.length_unit=tokens" in ov else f"S{size}", es, n] += 1
+    names = list(runs())
+    want = Counter({("lease.env", r, n, "42", "200"): 1 for r in names for n in ("1000", "32000", "S100")})
+    want.update({("lease.env", r, "32000", es, "200"): 1 for r in names for es in ("43", "44")})
+    want.update({("lease_l128.env", r, "128000", "42", "200"): 1 for r in names if seed(r) <= 4})
+    want.update({("lease_1m.env", r, "1000000", "42", "100"): 1 for r in names if seed(r) <= 4})
+    assert got == want
+
+
+@pytest.fixture(scope="module")
+def lease_runs(tmp_path_factory) -> Path:
+    return write_runs(tmp_path_factory.mktemp("lease"), trained(LEASE[0]))
+
+
+def test_every_evaluation_composes_and_writes_a_file_of_its_own(lease_runs):
+    """Over its run's config: the recipe's step size and T; token mode at its budget and eval seed, or sentence mode
+    at 100 sentences (S100). A late run's evaluation sizes its haystacks as the line says, never by late_haystacks."""
+    files: list[str] = []
+    for lease in LEASE:
+        for folder, run, ov, plan, gpu in eval_lines(lease):
+            assert gpu in {"0", "1"} and run in runs(), (plan, run)
+            cfg = composed(lease_runs, f"{folder}/{run}", ov)
+            files.append(written(cfg, lease_runs, f"{folder}/{run}"))
+            assert (int(cfg.envs.step_size), int(cfg.envs.max_steps), str(cfg.envs.test_split)) == (20, 6, "test")
+            assert cfg.get("late_haystacks") is None and cfg.envs.num_sentences == 100, (run, ov)
+            if plan == "s100_eval.txt":
+                assert (cfg.envs.length_unit, int(cfg.seed)) == ("sentences", 42)
+                assert files[-1] == f"{folder}/{run}/eval_seed42_ns100.jsonl"
+            else:
+                n, es = int(cfg.envs.num_tokens), int(cfg.seed)
+                assert cfg.envs.length_unit == "tokens" and files[-1] == f"{folder}/{run}/eval_seed{es}_nt{n}.jsonl"
+    assert len(files) == len(set(files)) == 10 * 5 + 6 + 6, [f for f, k in Counter(files).items() if k > 1]
+
+
+def test_the_readme_calls_name_this_lease():
+    text = (HERE / "README.md").read_text()
+    assert "kind=nvidia-h200-x2" in text
+    verbs = [c.split("experiments/qa3_late/", 1)[1].split()[:2] for c in readme_calls(HERE / "README.md")]
+    assert verbs == [
+        ["lease.env", "setup"],
+        ["lease.env", "parts"],
+        ["lease.env", "start"],
+        ["lease.env", "watch"],
+        ["lease.env", "eval"],
+        ["lease_l128.env", "eval"],
+        ["lease_1m.env", "eval"],
+        ["lease.env", "pack"],
+    ]
+
+
+def test_the_time_model_puts_the_wave_inside_the_limit():
+    """time_model.py over qa3_sparse's measured logs: at from_step 0 it gives sp25's measured ends (stretch 1 at the
+    low end), at 2000 about ctrl's; with the switch at 800 the late runs end before TIME_LIMIT at the high end, and
+    earlier than sp25's runs did."""
+    mod = load_script("time_model", "experiments/qa3_late")
+    m = mod.main([str(HERE / "qa3_sparse_times.json")])["measures"]
+    limit = int(
+        next(ln.split("=")[1] for ln in (HERE / "lease.env").read_text().splitlines() if ln.startswith("TIME_"))
+    )
+    assert abs(mod.late_end(m, 0)[0] - min(m["sp25"]["end"])) < 15
+    assert abs(mod.late_end(m, 2000)[0] - min(m["ctrl"]["end"])) < 30
+    low, high = mod.late_end(m, 800)
+    assert min(m["ctrl"]["end"]) < low < high < min(m["sp25"]["end"]) * 1.15 < limit
