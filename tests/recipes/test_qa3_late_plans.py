@@ -1,10 +1,11 @@
 """experiments/qa3_late/'s lease (lease.env, then lease_l128.env and lease_1m.env with the time left; a 2-GPU
 machine): every plan it names exists, every training line composes and passes the training checks, the cards hold
-4 late and 1 ctrl run each; the plans are what their headers' commands write; every late run is the qa3 recipe with
-only late_haystacks set (so its first 800 steps are the recipe's and its validation set is qa3_sparse's sp25's), the
-control is qa3_sparse's and round 10's; every run gets 1K and 32K at eval seeds 42-44 and S100 (late seeds 1-4 and
-both ctrl seeds also 128K and 1M), each composing over its run's config as eval_retriever.py composes it, untouched
-by late_haystacks, and writing a file no other evaluation writes; the time model puts the wave inside TIME_LIMIT."""
+5 late runs each; the plans are what their headers' commands write; every run is the qa3 recipe at seeds 1-10 with
+only late_haystacks set (so its first 800 steps are the recipe's, and its validation set is qa3_sparse's sp25's at
+its seed: the one sp25 seed k used for k <= 6, the one sp25 would draw at seeds 7-10); every run gets 1K and 32K at
+eval seeds 42-44 and S100 (seeds 1-6 also 128K and 1M), each composing over its run's config as eval_retriever.py
+composes it, untouched by late_haystacks, and writing a file no other evaluation writes; the time model puts the
+wave inside TIME_LIMIT."""
 
 from __future__ import annotations
 
@@ -32,11 +33,12 @@ SPARSE = ROOT / "experiments" / "qa3_sparse"
 LEASE = (HERE / "lease.env", HERE / "lease_l128.env", HERE / "lease_1m.env")  # the order they run in
 RECIPE = "experiment=offline_babilong_qa3"
 LATE = {"from_step": 800, "num_sentences": [100, 100, 100, 1000]}
-SEEDS = {"late": 8, "ctrl": 2}
+SEEDS = {"late": 10}  # issue 43 asks for >= 9 of 10 converged; no same-lease control (README.md, "Seeds")
 # README.md, "Time model": a card holds at most 10 recipe runs (round 8: 131-135 GB of an H200's 143); a late run
-# counts as 1.5 of them after its switch (qa3_sparse's rule for sp25), so 4 late and 1 ctrl make 7 a card.
-WEIGHT = {"ctrl": 1.0, "late": 1.5}
-PER_CARD = {"ctrl": 1, "late": 4}
+# counts as 1.5 of them after its switch (qa3_sparse's rule for sp25), so 5 late runs make 7.5 a card.
+WEIGHT = {"late": 1.5}
+PER_CARD = {"late": 5}
+LAG = 40  # s from start's launch to the logs' first line, at most (qa3_sparse's README; this README reads 16)
 
 
 def setting(run: str) -> str:
@@ -81,8 +83,8 @@ def test_every_training_line_composes_and_passes_the_checks():
         assert common == [RECIPE] and own[0] == f"seed={seed(name)}", name
 
 
-@pytest.mark.parametrize("out", ("late", "ctrl"))
-def test_seed_plans_are_what_their_commands_write(out, tmp_path):
+def test_seed_plans_are_what_their_commands_write(tmp_path):
+    out = "late"
     argv = shlex.split(made_by(HERE / f"{out}_train.txt").removeprefix("python scripts/seed_plan.py "))
     assert argv[0] == f"experiments/qa3_late/{out}" and made_by(HERE / f"{out}_eval.txt") == made_by(
         HERE / f"{out}_train.txt"
@@ -103,33 +105,34 @@ def test_awk_plans_are_what_their_commands_write(name):
     assert f"#@length_unit {unit}" in path.read_text().splitlines()
 
 
+def sp25_overrides(k: int) -> list[str]:
+    """qa3_sparse's sp25 run at seed k: its plan's line for seeds 1-6, the same line at seed k for the others (what
+    sp25_train.txt's command would write with more seeds)."""
+    sp_common, sp_runs = read_plan(SPARSE / "sp25_train.txt")
+    same = {i: [o for o in own if o != f"seed={i}"] for i, own in enumerate(sp_runs.values(), 1)}
+    assert list(sp_runs) == [f"w1_sp25_s{i}" for i in range(1, 7)] and len({str(v) for v in same.values()}) == 1
+    return sp_common + (sp_runs[f"w1_sp25_s{k}"] if k <= 6 else [f"seed={k}", *same[1]])
+
+
 def test_every_run_is_the_recipe_with_only_the_switch_set():
-    """A late run composes the recipe at its seed with late_haystacks set and nothing else changed; its late config
-    (the haystacks after step 800 and every in-training evaluation) composes what qa3_sparse ran as w1_sp25_s<k>.
-    The control composes qa3_sparse's w1_ctrl_s<k> and round 10's."""
+    """A run composes the recipe at its seed with late_haystacks set and nothing else changed; its late config (the
+    haystacks after step 800 and every in-training evaluation) composes qa3_sparse's sp25 at that seed: what it ran
+    as w1_sp25_s<k> for k <= 6, and what it would have drawn at seeds 7-10."""
     from omegaconf import open_dict
 
     from rl.run.build import late_config
 
-    sp_common, sp_runs = read_plan(SPARSE / "sp25_train.txt")
     got = Counter()
     for name, (common, own, _) in runs().items():
         cfg = compose_cfg(common + own)
         want = compose_cfg([RECIPE, f"seed={seed(name)}"])
-        if setting(name) == "late":
-            with open_dict(want):
-                want.late_haystacks = LATE
-            sp25 = compose_cfg(sp_common + sp_runs[f"w1_sp25_s{seed(name)}"]) if seed(name) <= 6 else None
-            if sp25 is not None:
-                assert late_config(cfg).envs == sp25.envs, name
-        else:
-            assert late_config(cfg) is None
-            for plan in (SPARSE / "ctrl_train.txt", ROOT / "experiments" / "round10" / "ctrl_train.txt"):
-                c, r = read_plan(plan)
-                assert cfg == compose_cfg(c + r[name]), (name, plan)
+        with open_dict(want):
+            want.late_haystacks = LATE
         assert cfg == want, name
+        sp25 = compose_cfg(sp25_overrides(seed(name)))
+        assert (late_config(cfg).envs, late_config(cfg).seed) == (sp25.envs, sp25.seed), name
         got[setting(name)] += 1
-    assert got == SEEDS
+    assert got == SEEDS and {seed(n) for n in runs()} == set(range(1, 11))
 
 
 def test_evaluations_are_the_planned_ones():
@@ -144,8 +147,8 @@ def test_evaluations_are_the_planned_ones():
     names = list(runs())
     want = Counter({("lease.env", r, n, "42", "200"): 1 for r in names for n in ("1000", "32000", "S100")})
     want.update({("lease.env", r, "32000", es, "200"): 1 for r in names for es in ("43", "44")})
-    want.update({("lease_l128.env", r, "128000", "42", "200"): 1 for r in names if seed(r) <= 4})
-    want.update({("lease_1m.env", r, "1000000", "42", "100"): 1 for r in names if seed(r) <= 4})
+    want.update({("lease_l128.env", r, "128000", "42", "200"): 1 for r in names if seed(r) <= 6})
+    want.update({("lease_1m.env", r, "1000000", "42", "100"): 1 for r in names if seed(r) <= 6})
     assert got == want
 
 
@@ -192,8 +195,8 @@ def test_the_readme_calls_name_this_lease():
 
 def test_the_time_model_puts_the_wave_inside_the_limit():
     """time_model.py over qa3_sparse's measured logs: at from_step 0 it gives sp25's measured ends (stretch 1 at the
-    low end), at 2000 about ctrl's; with the switch at 800 the late runs end before TIME_LIMIT at the high end, and
-    earlier than sp25's runs did."""
+    low end), at 2000 about ctrl's; with the switch at 800 the late runs end before TIME_LIMIT at the high end (with
+    the logs' lag after launch), and at the low end earlier than sp25's runs did."""
     mod = load_script("time_model", "experiments/qa3_late")
     m = mod.main([str(HERE / "qa3_sparse_times.json")])["measures"]
     limit = int(
@@ -202,4 +205,4 @@ def test_the_time_model_puts_the_wave_inside_the_limit():
     assert abs(mod.late_end(m, 0)[0] - min(m["sp25"]["end"])) < 15
     assert abs(mod.late_end(m, 2000)[0] - min(m["ctrl"]["end"])) < 30
     low, high = mod.late_end(m, 800)
-    assert min(m["ctrl"]["end"]) < low < high < min(m["sp25"]["end"]) * 1.15 < limit
+    assert min(m["ctrl"]["end"]) < low < min(m["sp25"]["end"]) and low < high and high + LAG < limit
