@@ -1,7 +1,7 @@
 """A lease's settings file and plans as scripts/lease.sh, launch_plan.sh and launch_evals.sh read them, and an
-evaluation line composed as eval_retriever.py composes it: the helpers of the round plan tests
-(tests/recipes/test_round11_plans.py, test_round12_plans.py, test_mpnet_plan.py, test_niah_plan.py,
-test_qa3_sparse_plans.py)."""
+evaluation line composed as eval_retriever.py composes it, and a plan file against the command its header says wrote
+it: the helpers of the round plan tests (tests/recipes/test_round10_plans.py, test_round11_plans.py,
+test_round12_plans.py, test_mpnet_plan.py, test_niah_plan.py, test_qa3_sparse_plans.py, test_qa3_late_plans.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-from tests.conftest import ROOT, compose_cfg, read_plan
+from tests.conftest import ROOT, compose_cfg, load_script, read_plan
 
 LENGTH = {  # scripts/launch_evals.sh: a chain's length column as overrides, per #@length_unit
     "tokens": lambda n: ["envs.length_unit=tokens", f"envs.num_tokens={n}"],
@@ -20,6 +20,8 @@ LENGTH = {  # scripts/launch_evals.sh: a chain's length column as overrides, per
 }
 BEAM_SCRIPT = "$PYTHON experiments/table2/beam_path_scores.py"
 KEYS = ("RUNS", "TRAIN_PLANS", "EVAL_PLANS", "JOBS_SETUP", "JOBS_EVAL", "JOBS_START")
+MADE_BY = "# made by: "  # a generated plan's header line: the command that wrote it, run from the repository root
+SEED_PLAN = "python scripts/seed_plan.py "
 
 
 def settings(path: Path) -> dict[str, list[str]]:
@@ -54,6 +56,24 @@ def trained(path: Path) -> dict[str, dict[str, tuple[list[str], list[str], int]]
             assert run not in out.setdefault(folder, {}), f"{run} twice in {folder}"
             out[folder][run] = (common, own, gpus[run])
     return out
+
+
+def folder_runs(path: Path, folder: str) -> dict[str, tuple[list[str], list[str], int]]:
+    """{run: (#@common overrides, own overrides, gpu)} of a settings file whose training plans all train into
+    ``folder``."""
+    by_folder = trained(path)
+    assert list(by_folder) == [folder], list(by_folder)
+    return by_folder[folder]
+
+
+def setting(run: str) -> str:
+    """The setting of a seed-plan run, named w<wave>_<setting>_s<seed> by scripts/seed_plan.py."""
+    return run.split("_")[1]
+
+
+def seed(run: str) -> int:
+    """The training seed of a seed-plan run, named w<wave>_<setting>_s<seed> by scripts/seed_plan.py."""
+    return int(run.rsplit("_s", 1)[1])
 
 
 def eval_lines(path: Path) -> list[tuple[str, str, list[str], str, str]]:
@@ -146,3 +166,40 @@ def readme_calls(path: Path) -> list[str]:
         elif inside and "scripts/lease.sh" in line:
             out.append(line)
     return out
+
+
+def assert_cards_hold(
+    runs: dict[str, tuple[list[str], list[str], int]], per_card: dict[str, int], weight: dict[str, float]
+) -> None:
+    """Cards 0 and 1 each hold ``per_card[setting]`` runs of every setting, together at most 10 recipe runs' worth of
+    memory when a run of a setting counts as ``weight[setting]`` of them (round 8: 10 qa3 runs held 131-135 GB of an
+    H200's 143)."""
+    load = Counter((gpu, setting(name)) for name, (_, _, gpu) in runs.items())
+    assert load == Counter({(g, s): n for g in (0, 1) for s, n in per_card.items()}), load
+    for card in (0, 1):
+        assert sum(weight[s] * n for (g, s), n in load.items() if g == card) <= 10, card
+
+
+def made_by(path: Path) -> str:
+    """The command a plan's header says wrote its lines (its first "# made by: " line)."""
+    return next(ln.split(MADE_BY, 1)[1] for ln in path.read_text().splitlines() if ln.startswith(MADE_BY))
+
+
+def assert_seed_plans_rewrite(folder: Path, out: str, tmp_path: Path) -> None:
+    """scripts/seed_plan.py, run as <folder>/<out>_train.txt's header says (the same command as <out>_eval.txt's,
+    writing <folder>/<out>), writes both plans' lines, cards dealt as it deals them; only the header line may differ."""
+    argv = shlex.split(made_by(folder / f"{out}_train.txt").removeprefix(SEED_PLAN))
+    assert argv[0] == (folder / out).relative_to(ROOT).as_posix(), argv[0]
+    assert made_by(folder / f"{out}_eval.txt") == made_by(folder / f"{out}_train.txt")
+    load_script("seed_plan").main([str(tmp_path / out), *argv[1:]])
+    for kind in ("train", "eval"):
+        mine = (folder / f"{out}_{kind}.txt").read_text().splitlines()
+        theirs = (tmp_path / f"{out}_{kind}.txt").read_text().splitlines()
+        assert [ln for ln in mine if MADE_BY not in ln] == [ln for ln in theirs if MADE_BY not in ln], kind
+
+
+def assert_plan_is_its_command_output(path: Path) -> None:
+    """A plan written by a shell command (awk over other plans): its lines, all but the # ones, are what the command
+    in its header prints when run from the repository root."""
+    made = subprocess.run(["bash", "-c", made_by(path)], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert [ln for ln in path.read_text().splitlines() if not ln.startswith("#")] == made.splitlines()

@@ -9,8 +9,6 @@ wave inside TIME_LIMIT."""
 
 from __future__ import annotations
 
-import shlex
-import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -18,10 +16,16 @@ import pytest
 
 from tests.conftest import ROOT, compose_cfg, load_script, read_plan
 from tests.recipes.lease_plans import (
+    assert_cards_hold,
+    assert_plan_is_its_command_output,
+    assert_seed_plans_rewrite,
     composed,
     entries,
     eval_lines,
+    folder_runs,
     readme_calls,
+    seed,
+    setting,
     settings,
     trained,
     write_runs,
@@ -41,22 +45,8 @@ PER_CARD = {"late": 5}
 LAG = 40  # s from start's launch to the logs' first line, at most (qa3_sparse's README; this README reads 16)
 
 
-def setting(run: str) -> str:
-    return run.split("_")[1]  # w<wave>_<setting>_s<seed>
-
-
-def seed(run: str) -> int:
-    return int(run.rsplit("_s", 1)[1])
-
-
-def made_by(path: Path) -> str:
-    return next(ln.split("# made by: ", 1)[1] for ln in path.read_text().splitlines() if ln.startswith("# made by: "))
-
-
 def runs() -> dict[str, tuple[list[str], list[str], int]]:
-    (folder,) = trained(LEASE[0])
-    assert folder == "runs/qa3_late"
-    return trained(LEASE[0])[folder]
+    return folder_runs(LEASE[0], "runs/qa3_late")
 
 
 @pytest.mark.parametrize("lease", LEASE, ids=lambda p: p.name)
@@ -69,10 +59,7 @@ def test_settings_name_files_that_exist(lease):
 
 
 def test_the_wave_fits_the_machine():
-    per_card = Counter((gpu, setting(name)) for name, (_, _, gpu) in runs().items())
-    assert per_card == Counter({(g, s): n for g in (0, 1) for s, n in PER_CARD.items()})
-    for card in (0, 1):
-        assert sum(WEIGHT[s] * n for (g, s), n in per_card.items() if g == card) <= 10
+    assert_cards_hold(runs(), PER_CARD, WEIGHT)
 
 
 def test_every_training_line_composes_and_passes_the_checks():
@@ -84,25 +71,14 @@ def test_every_training_line_composes_and_passes_the_checks():
 
 
 def test_seed_plans_are_what_their_commands_write(tmp_path):
-    out = "late"
-    argv = shlex.split(made_by(HERE / f"{out}_train.txt").removeprefix("python scripts/seed_plan.py "))
-    assert argv[0] == f"experiments/qa3_late/{out}" and made_by(HERE / f"{out}_eval.txt") == made_by(
-        HERE / f"{out}_train.txt"
-    )
-    load_script("seed_plan").main([str(tmp_path / out), *argv[1:]])
-    for kind in ("train", "eval"):
-        mine = (HERE / f"{out}_{kind}.txt").read_text().splitlines()
-        theirs = (tmp_path / f"{out}_{kind}.txt").read_text().splitlines()
-        assert [ln for ln in mine if "# made by: " not in ln] == [ln for ln in theirs if "# made by: " not in ln]
+    assert_seed_plans_rewrite(HERE, "late", tmp_path)
 
 
 @pytest.mark.parametrize("name", ("draw_eval.txt", "s100_eval.txt", "l128_eval.txt", "m1_eval.txt"))
 def test_awk_plans_are_what_their_commands_write(name):
-    path = HERE / name
-    made = subprocess.run(["bash", "-c", made_by(path)], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    assert [ln for ln in path.read_text().splitlines() if not ln.startswith("#")] == made.splitlines()
+    assert_plan_is_its_command_output(HERE / name)
     unit = "sentences" if name == "s100_eval.txt" else "tokens"
-    assert f"#@length_unit {unit}" in path.read_text().splitlines()
+    assert f"#@length_unit {unit}" in (HERE / name).read_text().splitlines()
 
 
 def sp25_overrides(k: int) -> list[str]:

@@ -8,8 +8,6 @@ haystack measurement runs."""
 
 from __future__ import annotations
 
-import shlex
-import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -17,10 +15,16 @@ import pytest
 
 from tests.conftest import ROOT, compose_cfg, load_script, read_plan
 from tests.recipes.lease_plans import (
+    assert_cards_hold,
+    assert_plan_is_its_command_output,
+    assert_seed_plans_rewrite,
     composed,
     entries,
     eval_lines,
+    folder_runs,
     readme_calls,
+    seed,
+    setting,
     settings,
     trained,
     write_runs,
@@ -38,23 +42,8 @@ WEIGHT = {"ctrl": 1.0, "sp25": 1.5}
 PER_CARD = {"ctrl": 2, "sp25": 3}
 
 
-def setting(run: str) -> str:
-    return run.split("_")[1]  # w<wave>_<setting>_s<seed>
-
-
-def seed(run: str) -> int:
-    return int(run.rsplit("_s", 1)[1])
-
-
-def made_by(path: Path) -> str:
-    """The command a plan's header says wrote its lines."""
-    return next(ln.split("# made by: ", 1)[1] for ln in path.read_text().splitlines() if ln.startswith("# made by: "))
-
-
 def runs() -> dict[str, tuple[list[str], list[str], int]]:
-    (folder,) = trained(LEASE[0])
-    assert folder == "runs/qa3_sparse"
-    return trained(LEASE[0])[folder]
+    return folder_runs(LEASE[0], "runs/qa3_sparse")
 
 
 @pytest.mark.parametrize("lease", LEASE, ids=lambda p: p.name)
@@ -68,10 +57,7 @@ def test_settings_name_files_that_exist(lease):
 
 def test_the_wave_fits_the_machine():
     """Cards 0-1; on each, 3 sp25 and 2 ctrl runs: 6.5 recipe runs' worth of memory by the README's rule (≤ 10)."""
-    per_card = Counter((gpu, setting(name)) for name, (_, _, gpu) in runs().items())
-    assert per_card == Counter({(g, s): n for g in (0, 1) for s, n in PER_CARD.items()})
-    for card in (0, 1):
-        assert sum(WEIGHT[s] * n for (g, s), n in per_card.items() if g == card) <= 10
+    assert_cards_hold(runs(), PER_CARD, WEIGHT)
 
 
 def test_every_training_line_composes_and_passes_the_checks():
@@ -85,24 +71,14 @@ def test_every_training_line_composes_and_passes_the_checks():
 @pytest.mark.parametrize("out", ("sp25", "ctrl"))
 def test_seed_plans_are_what_their_commands_write(out, tmp_path):
     """scripts/seed_plan.py, run as each file's header says, writes these lines (cards dealt as it deals them)."""
-    argv = shlex.split(made_by(HERE / f"{out}_train.txt").removeprefix("python scripts/seed_plan.py "))
-    assert argv[0] == f"experiments/qa3_sparse/{out}" and made_by(HERE / f"{out}_eval.txt") == made_by(
-        HERE / f"{out}_train.txt"
-    )
-    load_script("seed_plan").main([str(tmp_path / out), *argv[1:]])
-    for kind in ("train", "eval"):
-        mine = (HERE / f"{out}_{kind}.txt").read_text().splitlines()
-        theirs = (tmp_path / f"{out}_{kind}.txt").read_text().splitlines()
-        assert [ln for ln in mine if "# made by: " not in ln] == [ln for ln in theirs if "# made by: " not in ln]
+    assert_seed_plans_rewrite(HERE, out, tmp_path)
 
 
 @pytest.mark.parametrize("name", ("draw_eval.txt", "s100_eval.txt", "l128_eval.txt", "m1_eval.txt"))
 def test_awk_plans_are_what_their_commands_write(name):
-    path = HERE / name
-    made = subprocess.run(["bash", "-c", made_by(path)], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    assert [ln for ln in path.read_text().splitlines() if not ln.startswith("#")] == made.splitlines()
+    assert_plan_is_its_command_output(HERE / name)
     unit = "sentences" if name == "s100_eval.txt" else "tokens"
-    assert f"#@length_unit {unit}" in path.read_text().splitlines()
+    assert f"#@length_unit {unit}" in (HERE / name).read_text().splitlines()
 
 
 def test_every_run_is_the_recipe_with_only_its_haystack_size_changed():

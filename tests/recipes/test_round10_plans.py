@@ -6,8 +6,6 @@ their headers' commands write, and each setting is the recipe at its step size."
 
 from __future__ import annotations
 
-import shlex
-import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -16,11 +14,15 @@ from omegaconf import OmegaConf
 
 from tests.conftest import ROOT, compose_cfg, read_plan
 from tests.recipes.lease_plans import (
+    assert_plan_is_its_command_output,
+    assert_seed_plans_rewrite,
     assert_training_lines_pass,
     assert_wave_fits,
     composed,
     entries,
     eval_lines,
+    seed,
+    setting,
     settings,
     trained,
     write_runs,
@@ -54,11 +56,6 @@ def all_eval_lines() -> list[tuple[str, str, list[str], str]]:
     return [(folder, run, ov, plan) for folder, run, ov, plan, _ in lines]
 
 
-def made_by(path: Path) -> str:
-    """The command a plan's header says wrote its lines."""
-    return next(ln.split("# made by: ", 1)[1] for ln in path.read_text().splitlines() if ln.startswith("# made by: "))
-
-
 @pytest.mark.parametrize("name", LEASE)
 def test_settings_name_files_that_exist(name):
     s = settings(R10 / name)
@@ -79,24 +76,11 @@ def test_every_training_line_composes_and_passes_the_checks():
 @pytest.mark.parametrize("out", QA3_PLANS)
 def test_qa3_plans_are_what_their_commands_write(out, tmp_path):
     """scripts/seed_plan.py, run as each file's header says, writes these lines (cards dealt as it deals them)."""
-    from tests.conftest import load_script
-
-    argv = shlex.split(made_by(R10 / f"{out}_train.txt").removeprefix("python scripts/seed_plan.py "))
-    assert argv[0] == f"experiments/round10/{out}" and made_by(R10 / f"{out}_eval.txt") == made_by(
-        R10 / f"{out}_train.txt"
-    )
-    load_script("seed_plan").main([str(tmp_path / out), *argv[1:]])
-    for kind in ("train", "eval"):
-        mine = (R10 / f"{out}_{kind}.txt").read_text().splitlines()
-        theirs = (tmp_path / f"{out}_{kind}.txt").read_text().splitlines()
-        assert [ln for ln in mine if "# made by: " not in ln] == [ln for ln in theirs if "# made by: " not in ln]
+    assert_seed_plans_rewrite(R10, out, tmp_path)
 
 
 def test_draw_plan_is_what_its_command_writes():
-    cmd = made_by(R10 / "draw_eval.txt")
-    made = subprocess.run(["bash", "-c", cmd], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    lines = [ln for ln in (R10 / "draw_eval.txt").read_text().splitlines() if not ln.startswith("#")]
-    assert lines == made.splitlines()
+    assert_plan_is_its_command_output(R10 / "draw_eval.txt")
 
 
 def test_qa3_settings_are_the_recipe_at_their_step_size():
@@ -104,7 +88,7 @@ def test_qa3_settings_are_the_recipe_at_their_step_size():
     envs.step_size changed; the control composes exactly what round 9 ran as w1_isoA_s<k>."""
     common9, runs9 = read_plan(EXP / "round9" / "qa3_train.txt")
     runs = {n: v for n, v in trained(R10 / "lease.env")["runs/round10"].items() if n.startswith("w1_")}
-    assert Counter(n.split("_")[1] for n in runs) == {"ctrl": 4, "d100": 8, "d200": 8}
+    assert Counter(setting(n) for n in runs) == {"ctrl": 4, "d100": 8, "d200": 8}
     for name, (common, own, _) in runs.items():
         cfg = OmegaConf.to_container(compose_cfg(common + own), resolve=True)
         hp = cfg["algo"]["pqn"]["hyperparams"]
@@ -116,11 +100,10 @@ def test_qa3_settings_are_the_recipe_at_their_step_size():
         )
         assert (cfg["envs"]["task"], cfg["envs"]["step_size"]) == (
             "qa3_three-supporting-facts",
-            STEP_SIZE[name.split("_")[1]],
+            STEP_SIZE[setting(name)],
         )
-        if name.startswith("w1_ctrl_"):
-            seed = name.rsplit("_s", 1)[1]
-            assert compose_cfg(common + own) == compose_cfg(common9 + runs9[f"w1_isoA_s{seed}"]), name
+        if setting(name) == "ctrl":
+            assert compose_cfg(common + own) == compose_cfg(common9 + runs9[f"w1_isoA_s{seed(name)}"]), name
 
 
 def test_qa3_evaluations_are_the_proposed_ones():
@@ -132,14 +115,14 @@ def test_qa3_evaluations_are_the_proposed_ones():
     got = Counter()
     for folder, run, ov, _plan in all_eval_lines():
         if run in runs:
-            seed = next((o.split("=")[1] for o in ov if o.startswith("seed=")), "42")
+            es = next((o.split("=")[1] for o in ov if o.startswith("seed=")), "42")
             tokens = next(o.split("=")[1] for o in ov if o.startswith("envs.num_tokens="))
             assert f"num_samples={100 if tokens == '1000000' else 200}" in ov and folder == "runs/round10", (run, ov)
-            got[run, tokens, seed] += 1
+            got[run, tokens, es] += 1
     want = Counter({(r, n, "42"): 1 for r in runs for n in ("1000", "32000")})
     want.update({(r, "32000", "43"): 1 for r in runs})
-    want.update({(r, "128000", "42"): 1 for r in runs if int(r.rsplit("_s", 1)[1]) <= 4 or "_ctrl_" not in r})
-    want.update({(r, "1000000", "42"): 1 for r in runs if int(r.rsplit("_s", 1)[1]) <= 4})
+    want.update({(r, "128000", "42"): 1 for r in runs if seed(r) <= 4 or setting(r) != "ctrl"})
+    want.update({(r, "1000000", "42"): 1 for r in runs if seed(r) <= 4})
     want.update({(r, "32000", "44"): 1 for r in runs})
     assert got == want
 
@@ -157,8 +140,7 @@ def test_every_evaluation_composes_and_writes_a_file_of_its_own(lease_runs):
         cfg = composed(lease_runs, f"{folder}/{run}", ov)
         files.append(written(cfg, lease_runs, f"{folder}/{run}"))
         if plan in ("qa3_eval.txt", "ctrl_eval.txt", "draw_eval.txt"):  # at the run's own step size, T and seed's name
-            setting = run.split("_")[1]
-            assert (int(cfg.envs.step_size), int(cfg.envs.max_steps)) == (STEP_SIZE[setting], 6), files[-1]
+            assert (int(cfg.envs.step_size), int(cfg.envs.max_steps)) == (STEP_SIZE[setting(run)], 6), files[-1]
             assert files[-1] == f"{folder}/{run}/eval_seed{int(cfg.seed)}_nt{int(cfg.envs.num_tokens)}.jsonl"
     assert len(files) == len(set(files)), [f for f, k in Counter(files).items() if k > 1]
     assert {f"runs/round10/{r}/eval_seed43_nt32000.jsonl" for r in runs["runs/round10"] if r.startswith("w1_")} < set(
