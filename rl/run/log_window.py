@@ -70,7 +70,7 @@ class LogWindow:
             note = f" [window since resume: steps {self.resumed_from + 1}-{step}]"
             self.resumed_from = None
         log.info(
-            "step %d/%d env_steps %d %s %.4f train_return %s %s sps %.1f%s%s",
+            "step %d/%d env_steps %d %s %.4f train_return %s %s%s sps %.1f%s",
             step,
             self.total,
             env_steps,
@@ -78,8 +78,8 @@ class LogWindow:
             loss,
             fmt(means.get("train r_sum")),
             " ".join(f"{k} {v:.3g}" for k, v in shown.items()),
-            means["sps"],
             gpu_memory(means),
+            means["sps"],
             note,
         )
 

@@ -11,10 +11,11 @@ import torch
 
 import rl.run.train as train_mod
 from rl.learners.pqn import PQNLearner
-from rl.run.device_memory import GIB, PEAK_ALLOCATED, PEAK_RESERVED, RESERVED, DeviceMemory
+from rl.run.device_memory import PEAK_ALLOCATED, PEAK_RESERVED, RESERVED, DeviceMemory
 from rl.run.train import Trainer, run
 
 CARD = torch.device("cuda:0")
+GIB = 1024**3  # the test's own: a wrong unit in the module must not move the fake with it
 
 
 class FakeCard:
@@ -75,7 +76,8 @@ def test_window_and_row_peaks(monkeypatch):
     card.use(2.5, 4)
     assert m.window() == mem(2.5, 8, 4)  # reserved 8 GiB until the release within this window
     assert m.window() == mem(1, 4, 4)
-    assert m.row() == mem(2.5, 8, 4)  # the previous row's 6 GiB is not carried over
+    card.use(3.5, 4)  # an evaluation that needs more than the training since the previous row
+    assert m.row() == mem(3.5, 8, 4)  # and not the previous row's 6 GiB
 
 
 def read_rows(run_dir):
@@ -120,4 +122,4 @@ def test_fake_cuda_run_records_memory(tiny_cfg, tmp_path, monkeypatch, caplog):
     assert [r["step"] for r in rows] == [0, 2, 4]
     assert [{k: r[k] for k in mem(0, 0, 0)} for r in rows] == [mem(3, 8, 8), mem(6, 8, 8), mem(3, 8, 8)]
     assert seen[PEAK_ALLOCATED] == [6, 2, 2, 2] and seen[PEAK_RESERVED] == [8] * 4 and seen[RESERVED] == [8] * 4
-    assert "sps" in caplog.text and "gpu_GiB peak_allocated 6.00 peak_reserved 8.00 reserved 8.00" in caplog.text
+    assert "gpu_GiB peak_allocated 6.00 peak_reserved 8.00 reserved 8.00 sps " in caplog.text
