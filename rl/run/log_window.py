@@ -1,5 +1,6 @@
 """The training log: the effective batch at the start, and its windows: the micro-step scalars averaged over the optimiser steps since the
-last log line (every ``logger.log_interval`` steps and at the last step), with the throughput.
+last log line (every ``logger.log_interval`` steps and at the last step), with the throughput and, on
+CUDA, the device memory's peaks (rl/run/device_memory.py).
 
 After a resume the first window starts at the resume step, so its means cover fewer steps than an
 uninterrupted run's line there; that line says so.
@@ -10,6 +11,8 @@ from __future__ import annotations
 import logging
 import time
 from typing import Any
+
+from rl.run.device_memory import PEAK_ALLOCATED, PEAK_RESERVED, RESERVED
 
 log = logging.getLogger("qrag.train")
 
@@ -67,7 +70,7 @@ class LogWindow:
             note = f" [window since resume: steps {self.resumed_from + 1}-{step}]"
             self.resumed_from = None
         log.info(
-            "step %d/%d env_steps %d %s %.4f train_return %s %s sps %.1f%s",
+            "step %d/%d env_steps %d %s %.4f train_return %s %s%s sps %.1f%s",
             step,
             self.total,
             env_steps,
@@ -75,9 +78,18 @@ class LogWindow:
             loss,
             fmt(means.get("train r_sum")),
             " ".join(f"{k} {v:.3g}" for k, v in shown.items()),
+            gpu_memory(means),
             means["sps"],
             note,
         )
+
+
+def gpu_memory(means: dict[str, float]) -> str:
+    """The window's device memory (rl/run/device_memory.py) for the log line; nothing off CUDA."""
+    if PEAK_RESERVED not in means:
+        return ""
+    peak_a, peak_r, now = means[PEAK_ALLOCATED], means[PEAK_RESERVED], means[RESERVED]
+    return f" gpu_GiB peak_allocated {peak_a:.2f} peak_reserved {peak_r:.2f} reserved {now:.2f}"
 
 
 def log_batch(b: Any, world: int) -> None:

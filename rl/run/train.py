@@ -26,6 +26,7 @@ from rl.model.precision import Precision
 from rl.run.build import build_learner, late_config, qnet_from_cfg, train_env
 from rl.run.checkpoints import eval_weights, load_eval_weights, prune_sweep_checkpoints
 from rl.run.config import code_version, rng_state, seed_everything, set_rng_state, without_hydra
+from rl.run.device_memory import DeviceMemory
 from rl.run.log_window import LogWindow, fmt, log_batch
 from rl.run.progress import progress
 from rl.run.run_folder import (
@@ -124,6 +125,7 @@ class Trainer:
                     means = window.close(
                         c.env_steps, dist.world(), self.qnet.inputs.state_truncations, learner.drain_returns()
                     )
+                    means.update(self.memory.window())
                     self.log_scalars(means, self.env_steps())
                     window.report(means, learner.LOSS, step, self.env_steps(), bar)
                 if step % int(cfg.eval_interval) == 0 or step == total:
@@ -246,6 +248,7 @@ class Trainer:
             "eval/fact_f1": summary["fact_f1"],
             "eval/split": summary["split"],
             **extra,
+            **self.memory.row(),  # CUDA only: the peaks since the previous row, this evaluation's included
         }
         self.metrics_rows.append(row)
         # a tie goes to the later model: on a saturated validation set (every return maximal) a strict
@@ -366,6 +369,7 @@ class Trainer:
         seed = int(cfg.seed)
         seed_everything(seed)  # the same on every rank until the Q-network exists: identical initial weights
         self.device = dist.device(str(cfg.device))
+        self.memory = DeviceMemory(self.device)
         Precision.resolve(str(cfg.precision), self.device).apply()
         job = dist.sweep_job_num()
         log.info("device %s%s", self.device, "" if job is None else f" (sweep job {job})")

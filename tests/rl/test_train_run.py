@@ -38,6 +38,9 @@ def test_run_folder_contract(tiny_cfg, tmp_path, caplog, capsys):
     rows = read_metrics(rd)
     assert [r["step"] for r in rows] == [0, 2, 4]
     assert all(k in rows[0] for k in ("eval/return", "eval/fact_em", "eval/fact_f1", "env_steps"))
+    # no device memory off CUDA (rl/run/device_memory.py): no key, so a CPU run's rows are as before
+    assert not [k for r in rows for k in r if k.startswith("gpu/")] and "gpu_GiB" not in caplog.text
+    assert "step 4/4" in caplog.text  # the log window whose line would show it
     for k in ("untrained/fact_em", "untrained/fact_f1", "trained/fact_em", "trained/fact_f1"):
         assert 0.0 <= summary[k] <= 1.0
     assert json.loads((rd / "summary.json").read_text())["optimizer_steps"] == 4
