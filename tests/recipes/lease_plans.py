@@ -119,15 +119,28 @@ def assert_wave_fits(path: Path, wave: int, cards: set[int] = frozenset({0, 1}))
     assert set(load) == set(cards) and max(load.values()) <= 10 and sum(load.values()) == wave, load
 
 
-def assert_training_lines_pass(path: Path) -> None:
+def assert_training_lines_pass(path: Path, recipe: list[str] | None = None) -> None:
     """Every training line of a settings file composes (Hydra) and passes rl/run/validate.check_training, and names
-    its seed."""
+    its seed. With ``recipe``: every plan's common overrides are exactly ``recipe`` and each line's first override is
+    its run name's seed."""
     from rl.run.validate import check_training
 
     for folder, runs in trained(path).items():
         for name, (common, own, _) in runs.items():
             check_training(compose_cfg(common + own))
             assert any(o.startswith("seed=") for o in own), (folder, name)
+            if recipe is not None:
+                assert common == recipe and own[0] == f"seed={seed(name)}", (folder, name)
+
+
+def assert_settings_evaluate_one_wave(path: Path, folder: str) -> None:
+    """A settings file of a one-wave lease: its runs go to ``folder``, it has no setup or evaluation jobs, only
+    lease.env trains (the other files evaluate its runs), and every plan it names is a file beside it."""
+    s = settings(path)
+    assert s["RUNS"] == [folder] and not s["JOBS_SETUP"] and not s["JOBS_EVAL"]
+    assert bool(s["TRAIN_PLANS"]) == (path.name == "lease.env")
+    for key in ("TRAIN_PLANS", "EVAL_PLANS"):
+        assert all(plan.is_file() and plan.parent == path.parent for plan, _ in entries(path, key)), key
 
 
 def write_runs(root: Path, runs: dict[str, dict[str, tuple[list[str], list[str], int]]]) -> Path:

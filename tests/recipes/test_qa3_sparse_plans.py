@@ -18,14 +18,14 @@ from tests.recipes.lease_plans import (
     assert_cards_hold,
     assert_plan_is_its_command_output,
     assert_seed_plans_rewrite,
+    assert_settings_evaluate_one_wave,
+    assert_training_lines_pass,
     composed,
-    entries,
     eval_lines,
     folder_runs,
     readme_calls,
     seed,
     setting,
-    settings,
     trained,
     write_runs,
     written,
@@ -48,11 +48,7 @@ def runs() -> dict[str, tuple[list[str], list[str], int]]:
 
 @pytest.mark.parametrize("lease", LEASE, ids=lambda p: p.name)
 def test_settings_name_files_that_exist(lease):
-    s = settings(lease)
-    assert s["RUNS"] == ["runs/qa3_sparse"] and not s["JOBS_SETUP"] and not s["JOBS_EVAL"]
-    assert bool(s["TRAIN_PLANS"]) == (lease.name == "lease.env")  # the second file only evaluates lease.env's runs
-    for key in ("TRAIN_PLANS", "EVAL_PLANS"):
-        assert all(plan.is_file() and plan.parent == HERE for plan, _ in entries(lease, key)), key
+    assert_settings_evaluate_one_wave(lease, "runs/qa3_sparse")
 
 
 def test_the_wave_fits_the_machine():
@@ -61,11 +57,7 @@ def test_the_wave_fits_the_machine():
 
 
 def test_every_training_line_composes_and_passes_the_checks():
-    from rl.run.validate import check_training
-
-    for name, (common, own, _) in runs().items():
-        check_training(compose_cfg(common + own))
-        assert common == [RECIPE] and own[0] == f"seed={seed(name)}", name
+    assert_training_lines_pass(LEASE[0], [RECIPE])
 
 
 @pytest.mark.parametrize("out", ("sp25", "ctrl"))

@@ -16,14 +16,13 @@ from tests.conftest import ROOT, compose_cfg, read_plan
 from tests.recipes.lease_plans import (
     assert_plan_is_its_command_output,
     assert_seed_plans_rewrite,
+    assert_settings_evaluate_one_wave,
     assert_training_lines_pass,
     assert_wave_fits,
     composed,
-    entries,
     eval_lines,
     seed,
     setting,
-    settings,
     trained,
     write_runs,
     written,
@@ -58,11 +57,7 @@ def all_eval_lines() -> list[tuple[str, str, list[str], str]]:
 
 @pytest.mark.parametrize("name", LEASE)
 def test_settings_name_files_that_exist(name):
-    s = settings(R10 / name)
-    assert s["RUNS"] == ["runs/round10"] and not s["JOBS_SETUP"] and not s["JOBS_EVAL"]
-    assert bool(s["TRAIN_PLANS"]) == (name == "lease.env")  # the later files only evaluate lease.env's runs
-    for key in ("TRAIN_PLANS", "EVAL_PLANS"):
-        assert all(plan.is_file() for plan, _ in entries(R10 / name, key)), key
+    assert_settings_evaluate_one_wave(R10 / name, "runs/round10")
 
 
 def test_the_wave_fits_the_machine():
