@@ -14,26 +14,12 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from envs.data.registry import build_dataset, first_samples  # noqa: E402
-from envs.feedback import build_feedback  # noqa: E402
-from rl.run.build import build_learner, qnet_from_cfg, train_env  # noqa: E402
-from rl.run.config import compose_config, seed_everything  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from probe import reset_peak, status_gib  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # probe.py puts the repository root on the path
+from probe import cpu_learner, reset_peak, status_gib  # noqa: E402
 
 
 def main() -> None:
-    cfg = compose_config("training", ["experiment=offline_babilong_qa3", "seed=1", "device=cpu", *sys.argv[1:]])
-    seed_everything(int(cfg.seed))
-    device = torch.device("cpu")
-    qnet = qnet_from_cfg(cfg, device)
-    ds = first_samples(build_dataset(cfg.envs, "train", 1, float(cfg.validation_fraction)), int(cfg.train_samples))
-    env = train_env(cfg, ds, build_feedback(cfg.feedback, cfg.envs, "train"), device, 1)
-    learner = build_learner(qnet, env, cfg)
+    _, learner = cpu_learner(sys.argv[1:])
     row: dict = {}
 
     def wrap(name: str, label: str) -> None:

@@ -56,15 +56,21 @@ def alive(qnet) -> dict:
     }
 
 
-def main() -> None:
-    steps, trim = int(os.environ.get("STEPS", "8")), os.environ.get("TRIM") == "1"
-    cfg = compose_config("training", ["experiment=offline_babilong_qa3", "seed=1", "device=cpu", *sys.argv[1:]])
+def cpu_learner(overrides: list[str]):
+    """(Q-network, learner) of the qa3 recipe at seed 1 on the CPU with ``overrides``, built as rl/run/train.py
+    builds them, without its evaluations."""
+    cfg = compose_config("training", ["experiment=offline_babilong_qa3", "seed=1", "device=cpu", *overrides])
     seed_everything(int(cfg.seed))
     device = torch.device("cpu")
     qnet = qnet_from_cfg(cfg, device)
     ds = first_samples(build_dataset(cfg.envs, "train", 1, float(cfg.validation_fraction)), int(cfg.train_samples))
     env = train_env(cfg, ds, build_feedback(cfg.feedback, cfg.envs, "train"), device, 1)
-    learner = build_learner(qnet, env, cfg)
+    return qnet, build_learner(qnet, env, cfg)
+
+
+def main() -> None:
+    steps, trim = int(os.environ.get("STEPS", "8")), os.environ.get("TRIM") == "1"
+    qnet, learner = cpu_learner(sys.argv[1:])
     libc = ctypes.CDLL("libc.so.6")
     learner.start_slots()
     print(json.dumps({"step": 0, "rss_gib": status_gib("VmRSS"), **alive(qnet)}), flush=True)
