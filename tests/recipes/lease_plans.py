@@ -5,6 +5,7 @@ test_round12_plans.py, test_mpnet_plan.py, test_niah_plan.py, test_qa3_sparse_pl
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 from collections import Counter
@@ -135,10 +136,11 @@ def assert_training_lines_pass(path: Path, recipe: list[str] | None = None) -> N
 
 def assert_settings_evaluate_one_wave(path: Path, folder: str) -> None:
     """A settings file of a one-wave lease: its runs go to ``folder``, it has no setup or evaluation jobs, only
-    lease.env trains (the other files evaluate its runs), and every plan it names is a file beside it."""
+    lease.env (or lease_x<cards>.env, a layout of its own) trains (the other files evaluate its runs), and every plan it names is a file
+    beside it."""
     s = settings(path)
     assert s["RUNS"] == [folder] and not s["JOBS_SETUP"] and not s["JOBS_EVAL"]
-    assert bool(s["TRAIN_PLANS"]) == (path.name == "lease.env")
+    assert bool(s["TRAIN_PLANS"]) == bool(re.fullmatch(r"lease(_x\d+)?\.env", path.name)), path.name
     for key in ("TRAIN_PLANS", "EVAL_PLANS"):
         assert all(plan.is_file() and plan.parent == path.parent for plan, _ in entries(path, key)), key
 
