@@ -38,7 +38,14 @@ SPARSE = ROOT / "experiments" / "qa3_sparse"
 # the settings files of each layout, in the order they run in
 LAYOUTS = {
     "x2": (HERE / "lease.env", HERE / "lease_l128.env", HERE / "lease_1m.env"),
-    "x4": (HERE / "lease_x4.env", HERE / "lease_x4_l128.env", HERE / "lease_x4_1m.env"),
+    # the last two written in the lease with the time left: 1M and 128K for seeds 7-10 (README.md, "Results")
+    "x4": (
+        HERE / "lease_x4.env",
+        HERE / "lease_x4_l128.env",
+        HERE / "lease_x4_1m.env",
+        HERE / "lease_x4_1m7.env",
+        HERE / "lease_x4_l128s7.env",
+    ),
 }
 LEASE = LAYOUTS["x2"]
 RECIPE = "experiment=offline_babilong_qa3"
@@ -88,7 +95,9 @@ def test_seed_plans_are_what_their_commands_write(out, tmp_path):
 AWK_PLANS = ("draw_eval.txt", "s100_eval.txt", "l128_eval.txt", "m1_eval.txt")
 
 
-@pytest.mark.parametrize("name", [*AWK_PLANS, *(f"x4_{n}" for n in AWK_PLANS)])
+@pytest.mark.parametrize(
+    "name", [*AWK_PLANS, *(f"x4_{n}" for n in AWK_PLANS), "x4_m1s7_eval.txt", "x4_l128s7_eval.txt"]
+)
 def test_awk_plans_are_what_their_commands_write(name):
     assert_plan_is_its_command_output(HERE / name)
     unit = "sentences" if name.endswith("s100_eval.txt") else "tokens"
@@ -132,7 +141,8 @@ def test_every_run_is_the_recipe_with_only_the_switch_set(layout):
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_evaluations_are_the_planned_ones(layout):
     got = Counter()
-    first, l128, m1 = (p.name for p in LAYOUTS[layout])
+    first, l128, m1, *more = (p.name for p in LAYOUTS[layout])
+    m1_late, l128_late = more or (m1, l128)  # x4: seeds 7-10's 1M and 128K from files of their own
     for lease in LAYOUTS[layout]:
         for folder, run, ov, _plan, _gpu in eval_lines(lease):
             assert folder == "runs/qa3_late", (run, ov)
@@ -145,6 +155,9 @@ def test_evaluations_are_the_planned_ones(layout):
     want.update({(first, r, "32000", es, "200"): 1 for r in names for es in ("43", "44")})
     want.update({(l128, r, "128000", "42", "200"): 1 for r in names if seed(r) <= 6})
     want.update({(m1, r, "1000000", "42", "100"): 1 for r in names if seed(r) <= 6})
+    if more:
+        want.update({(l128_late, r, "128000", "42", "200"): 1 for r in names if seed(r) > 6})
+        want.update({(m1_late, r, "1000000", "42", "100"): 1 for r in names if seed(r) > 6})
     assert got == want
 
 
@@ -173,7 +186,8 @@ def test_every_evaluation_composes_and_writes_a_file_of_its_own(layout, tmp_path
                 n, es = int(cfg.envs.num_tokens), int(cfg.seed)
                 assert cfg.envs.length_unit == "tokens" and files[-1] == f"{folder}/{run}/eval_seed{es}_nt{n}.jsonl"
     n = len(runs(layout))
-    assert len(files) == len(set(files)) == n * 5 + n * 6 // 10 * 2, [f for f, k in Counter(files).items() if k > 1]
+    long = n * 2 if layout == "x4" else n * 6 // 10 * 2  # 128K and 1M: every x4 run, x2 seeds 1-6
+    assert len(files) == len(set(files)) == n * 5 + long, [f for f, k in Counter(files).items() if k > 1]
     if layout == "x4":
         assert all(len(c) == 3 for c in draw_cards.values()) and len(draw_cards) == n, draw_cards
 
