@@ -462,7 +462,9 @@ def build_babilong(
     num_sentences = cfg_get(envs_cfg, "num_sentences")
     if not isinstance(num_sentences, (int, np.integer)):
         num_sentences = [int(x) for x in num_sentences]  # ListConfig / tuple
-    long = cfg_get(envs_cfg, "long_stories")
+    # absent (= off) in the run configs saved before it: scripts that build from a run's
+    # config_resolved.yaml (experiments/qa3_32k/analyze.py) read those without upgrade_run_config
+    long = envs_cfg.get("long_stories")
     long_stories = None
     if long is not None and (long["min_facts"], long["num_sentences"]) != (None, None):
         if long["min_facts"] is None or long["num_sentences"] is None:

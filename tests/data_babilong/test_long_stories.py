@@ -208,3 +208,19 @@ def test_evaluation_sets_it_off(tmp_path):
         assert dict(cfg.envs.long_stories) == {"min_facts": None, "num_sentences": None}
     with pytest.raises(EvalError, match="envs.long_stories: sizes training haystacks only"):
         merge_eval_config(eval_cfg(tmp_path, "envs.num_sentences=100", "+envs.long_stories.min_facts=87"))
+
+
+def test_the_32k_analysis_rebuilds_test_haystacks_without_it():
+    """experiments/qa3_32k: analyze.envs_config sizes a test haystack as evaluation does (long_stories off), keeps the
+    run's training haystacks as they were, and a round may vary long_stories (round10.py --varied)."""
+    from tests.conftest import load_script
+
+    analyze = load_script("analyze", "experiments/qa3_32k")
+    round10 = load_script("round10", "experiments/qa3_32k")
+    cfg = compose_cfg([*RECIPE, *LONG])
+    assert dict(analyze.envs_config(cfg, 32000).long_stories) == {"min_facts": None, "num_sentences": None}
+    assert dict(analyze.envs_config(cfg, None).long_stories) == {"min_facts": 87, "num_sentences": 1000}
+    round10.Round("qa3_long", ("ctrl", "long"), ("ctrl", "long"), ("long_stories",))
+    old = analyze.envs_config(cfg, None)
+    del old["long_stories"]  # a run config saved before the key: off
+    assert build_dataset(old, "train", seed=1).long_stories is None
