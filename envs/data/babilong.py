@@ -20,6 +20,14 @@ Every sample records ``num_tokens``: its haystack's length (facts and noise) und
 mode the count is extra work (a length-tokenizer pass over every new noise sentence); a dataset
 with ``record_num_tokens = False`` skips it (the training environments: rl/run/build.py).
 
+``long_stories`` (sentence mode, training only; ``envs.long_stories``): a story of at least
+``min_facts`` facts gets a haystack of ``long_stories.num_sentences`` sentences (an int or a list
+to draw from) in place of ``num_sentences``. The usual size is drawn all the same and the long
+size from a generator of its own (keyed ``long_stories``), so each sample's generator is consumed
+as without it: a shorter story's sample is the one it had, and a long story's differs only through
+its size (experiments/qa3_long). Evaluation sets it off (rl/run/eval_config.py): it sizes training
+haystacks, never test ones.
+
 Sample i is a pure function of (seed, split, sizing, i): its noise, its size (when the size is
 a list) and its fact positions all come from one generator derived from those keys, so access
 order never matters. Its ``id`` is the question's position in the bAbI file, also when the
@@ -167,12 +175,29 @@ def assemble_gaps(facts: Sequence[str], noise: Sequence[str], rng: np.random.Gen
     return chunks, facts_idx
 
 
+@dataclass(frozen=True)
+class LongStories:
+    """``envs.long_stories``: stories of at least ``min_facts`` facts get haystacks of one of
+    ``sizes`` sentences (drawn per sample when several)."""
+
+    min_facts: int
+    sizes: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if self.min_facts < 1 or not self.sizes or min(self.sizes) < 1:
+            raise ValueError(f"envs.long_stories: expected min_facts >= 1 and sizes >= 1, got {self}")
+
+    def size(self, rng: np.random.Generator) -> int:
+        return self.sizes[0] if len(self.sizes) == 1 else self.sizes[int(rng.integers(len(self.sizes)))]
+
+
 class BabiLongDataset:
     """``__getitem__(i)`` builds sample i on demand (a 400k-sentence sample takes ~a second).
 
     ``tokens`` set: the token-budget mode; stories too long for its budget are left out
     (``ids`` keeps each kept sample's position in the bAbI file). ``length`` ≥ 0 keeps the first
-    ``length`` samples (after that filter)."""
+    ``length`` samples (after that filter). ``long_stories``: the sentence mode's larger haystacks
+    for stories of many facts (the module's docstring)."""
 
     def __init__(
         self,
@@ -186,11 +211,20 @@ class BabiLongDataset:
         tokenizer: LengthTokenizer | None = None,
         tokens: TokenBudget | None = None,
         length: int = -1,
+        long_stories: LongStories | None = None,
     ):
         self.seed, self.split = int(seed), split
         self.tokens = tokens
         if tokens is not None and tokenizer is None:
             raise ValueError("the token-budget mode needs a length tokenizer")
+        if long_stories is not None and tokens is not None:
+            # the token mode sizes by a budget and drops the stories that do not fit it: "more
+            # sentences for a long story" has no meaning there (and test evaluations use that mode)
+            raise ValueError("envs.long_stories needs the sentence mode (envs.length_unit=sentences)")
+        if long_stories is not None and fixed_noise_seed:
+            # one noise stream shared by all samples: a long story's extra noise would shift every later sample's
+            raise ValueError("envs.long_stories cannot be combined with legacy.fixed_noise_seed")
+        self.long_stories = long_stories
         self.ids = list(range(len(babi)))
         limit = tokens.max_lines() if tokens is not None else None
         if limit is not None:
@@ -222,9 +256,10 @@ class BabiLongDataset:
     def __len__(self) -> int:
         return len(self.babi)
 
-    def sample_rng(self, i: int) -> np.random.Generator:
-        """The generator of the question at file position ``i``."""
-        return derive_rng(self.seed, "babilong", self.split, self._n_key, i)
+    def sample_rng(self, i: int, *more: str) -> np.random.Generator:
+        """The generator of the question at file position ``i`` (``more``: a second one of its own,
+        e.g. ``long_stories``'s size draw, which leaves the first untouched)."""
+        return derive_rng(self.seed, "babilong", self.split, self._n_key, i, *more)
 
     def __getitem__(self, i: int) -> Sample:
         if not -len(self) <= i < len(self):
@@ -237,6 +272,8 @@ class BabiLongDataset:
             chunks, facts_idx, num_tokens = self._token_haystack(b, rng, noise_rng)
         else:
             n_i = self.num_sentences if self.sizes is None else self.sizes[int(rng.integers(len(self.sizes)))]
+            if self.long_stories is not None and len(b.facts) >= self.long_stories.min_facts:
+                n_i = self.long_stories.size(self.sample_rng(qid, "long_stories"))
             runs = self.sampler.draw_runs(max(n_i - len(b.facts), 0), noise_rng)
             chunks, facts_idx, _ = assemble(b, self.sampler.texts(runs), rng)
             num_tokens = None
@@ -268,6 +305,52 @@ class BabiLongDataset:
         return chunks, facts_idx, fact_tokens + sum(lens)
 
 
+LONG_STORIES_OFF = {"min_facts": None, "num_sentences": None}
+
+
+def _is_list(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str)
+
+
+def _size_errors(key: str, n: Any) -> list[str]:
+    """One line unless ``n`` is a sentence-mode size: an integer >= 1 or a non-empty list of them."""
+    values = n if _is_list(n) else [n]
+    if values and all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 1 for x in values):
+        return []
+    return [f"{key}={list(n) if _is_list(n) else n!r}: expected an integer >= 1 or a list of them"]
+
+
+def _long_stories_errors(envs: Any) -> list[str]:
+    """``envs.long_stories``: off (both null), or both set, in the sentence mode."""
+    long = envs.get("long_stories")  # absent only in a run config from before it (upgrade_run_config fills it)
+    if long is None:
+        return []
+    if not hasattr(long, "keys"):
+        return [f"envs.long_stories={long!r}: expected min_facts and num_sentences (both null: off)"]
+    errors = [
+        f"envs.long_stories.{k}: unknown key (min_facts, num_sentences)"
+        for k in long.keys()
+        if k not in LONG_STORIES_OFF
+    ]
+    min_facts, sizes = long.get("min_facts"), long.get("num_sentences")
+    if min_facts is None and sizes is None:
+        return errors
+    if min_facts is None or sizes is None:
+        errors.append("envs.long_stories: set min_facts and num_sentences together (both null: off)")
+    if min_facts is not None and not (
+        isinstance(min_facts, int) and not isinstance(min_facts, bool) and min_facts >= 1
+    ):
+        errors.append(f"envs.long_stories.min_facts={min_facts!r}: expected an integer >= 1")
+    if sizes is not None:
+        errors += _size_errors("envs.long_stories.num_sentences", sizes)
+    if envs.get("length_unit") != "sentences":
+        errors.append(
+            f"envs.long_stories: needs haystacks sized in sentences (envs.length_unit=sentences), not "
+            f"{envs.get('length_unit')!r}"
+        )
+    return errors
+
+
 # The context-length grid of BabiLong's sentence mode: haystack sentences -> tokens they approximate.
 SENTENCE_GRID = {50: "1K", 160: "4K", 1200: "32K", 4600: "128K", 40000: "1M", 400000: "10M"}
 
@@ -275,6 +358,11 @@ SENTENCE_GRID = {50: "1K", 160: "4K", 1200: "32K", 4600: "128K", 40000: "1M", 40
 def _sizes(value: Any) -> int | list[int]:
     """``num_sentences`` / ``num_tokens`` as plain JSON values (an int or a list of them)."""
     return int(value) if isinstance(value, (int, np.integer)) else [int(x) for x in value]
+
+
+def _sizes_list(value: Any) -> list[int]:
+    sizes = _sizes(value)
+    return sizes if isinstance(sizes, list) else [sizes]
 
 
 def _label(value: Any) -> str:
@@ -290,6 +378,7 @@ class BabiLongSpec(DatasetSpec):
     # Runs saved before the token mode existed sized haystacks in sentences; the token mode's keys
     # are filled too, so that such a run can be evaluated with envs.length_unit=tokens.
     added_keys = {
+        "long_stories": dict(LONG_STORIES_OFF),
         "length_unit": "sentences",
         "length_tokenizer": "gpt2",
         "num_tokens": 4000,
@@ -297,6 +386,8 @@ class BabiLongSpec(DatasetSpec):
         "min_noise_sentence_tokens": 10,
         "tokens_per_fact": 8,
     }
+
+    training_only = {"long_stories": LONG_STORIES_OFF}
 
     def eval_suffix(self, envs: Any) -> str:
         if envs.length_unit == "sentences":
@@ -330,12 +421,8 @@ class BabiLongSpec(DatasetSpec):
         }
 
     def config_errors(self, envs: Any) -> list[str]:
-        n = envs.num_sentences
-        values = n if isinstance(n, Sequence) and not isinstance(n, str) else [n]
-        if values and all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 1 for x in values):
-            return []
-        shown = list(n) if isinstance(n, Sequence) and not isinstance(n, str) else n
-        return [f"envs.num_sentences={shown!r}: expected an integer >= 1 or a list of them"]
+        errors = _size_errors("envs.num_sentences", envs.num_sentences)
+        return errors + _long_stories_errors(envs)
 
 
 @register("babilong", BabiLongSpec(), legacy=("babi_drop_last_question", "fixed_noise_seed"))
@@ -350,7 +437,8 @@ def build_babilong(
     (``sentences`` | ``tokens``), ``num_sentences`` (int or list; sentence mode), ``num_tokens``
     (int or list), ``prompt_reserve_tokens``, ``min_noise_sentence_tokens``, ``tokens_per_fact``
     (token mode), ``length_tokenizer``, ``subsample_size`` and ``length`` (keep the first
-    ``length`` questions in file order, after the token mode's story filter; -1 = all). The
+    ``length`` questions in file order, after the token mode's story filter; -1 = all) and
+    ``long_stories`` (``min_facts``, ``num_sentences``: both null = off; sentence mode). The
     legacy switches ``babi_drop_last_question`` and ``fixed_noise_seed`` come from the registry.
     """
     if split not in ("train", "test"):
@@ -374,6 +462,14 @@ def build_babilong(
     num_sentences = cfg_get(envs_cfg, "num_sentences")
     if not isinstance(num_sentences, (int, np.integer)):
         num_sentences = [int(x) for x in num_sentences]  # ListConfig / tuple
+    # absent (= off) in the run configs saved before it: scripts that build from a run's
+    # config_resolved.yaml (experiments/qa3_32k/analyze.py) read those without upgrade_run_config
+    long = envs_cfg.get("long_stories")
+    long_stories = None
+    if long is not None and (long["min_facts"], long["num_sentences"]) != (None, None):
+        if long["min_facts"] is None or long["num_sentences"] is None:
+            raise ValueError("envs.long_stories: set min_facts and num_sentences together (both null: off)")
+        long_stories = LongStories(int(long["min_facts"]), tuple(_sizes_list(long["num_sentences"])))
     return BabiLongDataset(
         babi,
         load_noise_corpus(noise_path),
@@ -385,6 +481,7 @@ def build_babilong(
         tokenizer=tokenizer,
         tokens=tokens,
         length=int(cfg_get(envs_cfg, "length")),
+        long_stories=long_stories,
     )
 
 

@@ -48,6 +48,10 @@ class DatasetSpec:
     # Keys added to this dataset's config after runs were saved with it, with the value those
     # runs used: rl/run/config.py's upgrade_run_config fills them into an older run's config.
     added_keys: dict[str, Any] = {}
+    # Keys of its ``envs`` node that size training haystacks only, with their off value: evaluation
+    # sets them off whatever the run's config says (rl/run/eval_config.py), so that a run's test
+    # haystacks are the evaluation's own (BabiLong's long_stories).
+    training_only: dict[str, Any] = {}
 
     def eval_suffix(self, envs: Any) -> str:
         """Part of the evaluation file's stem after ``eval_seed{seed}`` (what sets the test samples)."""

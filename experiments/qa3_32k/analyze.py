@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 from report_round import oracle_prefix  # noqa: E402
 
-from envs.data.registry import build_dataset  # noqa: E402
+from envs.data.registry import build_dataset, dataset_spec  # noqa: E402
 from envs.legacy import Legacy  # noqa: E402
 from envs.positions import relative_codes_by_gap  # noqa: E402
 from prompts_and_metrics.metrics import fact_metrics  # noqa: E402
@@ -153,6 +153,8 @@ def envs_config(train_cfg: Any, size: int | None, unit: str = "tokens") -> Any:
     envs = OmegaConf.to_container(train_cfg.envs, resolve=True)
     if size is not None:
         envs.update(length_unit=unit, **{"num_tokens" if unit == "tokens" else "num_sentences": size})
+        # training-only keys (envs.long_stories) off, as evaluation sets them (rl/run/eval_config.py)
+        envs.update({k: v for k, v in dataset_spec(str(envs["name"])).training_only.items() if k in envs})
     return OmegaConf.create(envs)
 
 

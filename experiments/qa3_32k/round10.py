@@ -53,10 +53,11 @@ MEMBER = re.compile(
     r"^(?P<run>w\d+_(?P<setting>[A-Za-z0-9]+)_s(?P<seed>\d+))/"
     r"eval_seed(?P<es>\d+)_(?P<unit>nt|ns)(?P<size>\d+)\.jsonl$"  # nt: token mode, ns: sentence mode
 )
-# envs keys a round may vary between its settings. Neither changes a test haystack: step_size only
-# positions its chunks, and each file's haystacks are rebuilt at the file's own size (num_tokens or
-# num_sentences), never the run's. Any other difference could change what a run saw, so it is refused.
-SAFE_VARIED = ("step_size", "num_sentences")
+# envs keys a round may vary between its settings. None changes a test haystack: step_size only
+# positions its chunks, each file's haystacks are rebuilt at the file's own size (num_tokens or
+# num_sentences), never the run's, and long_stories (training only) is off in every evaluation and
+# rebuild (analyze.envs_config). Any other difference could change what a run saw, so it is refused.
+SAFE_VARIED = ("step_size", "num_sentences", "long_stories")
 KINDS = ("tie", "1", "2-4", "≥ 5", "other story", "noise")
 FACT_BINS = ((1, 20), (21, 43), (44, 86), (87, 99), (100, 149), (150, 228))
 COMP_BINS = ((0, 9), (10, 19), (20, 39), (40, 999))
@@ -110,8 +111,9 @@ class Records:
 
 @dataclass(frozen=True)
 class Training:
-    """The training haystacks (run seed 1) of the settings sharing one ``envs.num_sentences``. A list
-    is drawn from per question, by the question's own generator, whose key the list is part of."""
+    """The training haystacks (run seed 1) of the settings sharing one ``envs.num_sentences`` (and
+    ``envs.long_stories``: then ``sizes`` says so). A list is drawn from per question, by the
+    question's own generator, whose key the list is part of."""
 
     sizes: Any
     settings: tuple[str, ...]
@@ -231,17 +233,22 @@ def rebuild(cfg: Any, runs: dict, unit: str = "tokens") -> tuple[dict, int]:
 
 
 def training_sets(rec: Records) -> list[Training]:
-    """One set of training haystacks per distinct ``envs.num_sentences`` among the settings, built
-    from a run config of the first setting holding it (δ does not change a haystack)."""
+    """One set of training haystacks per distinct ``envs.num_sentences`` (and ``envs.long_stories``)
+    among the settings, built from a run config of the first setting holding it (δ does not change a
+    haystack)."""
     groups: dict[str, list[str]] = {}
     for s, cfg in rec.cfgs.items():
-        groups.setdefault(json.dumps(OmegaConf.to_container(cfg.envs, resolve=True)["num_sentences"]), []).append(s)
+        envs = OmegaConf.to_container(cfg.envs, resolve=True)
+        groups.setdefault(json.dumps([envs["num_sentences"], envs.get("long_stories")]), []).append(s)
     out = []
-    for sizes, settings in groups.items():
+    for key, settings in groups.items():
+        sizes, long = json.loads(key)
         hays = A.training_haystacks(rec.cfgs[settings[0]])
         for h in hays:
             check_last_object_fact(h)
-        out.append(Training(json.loads(sizes), tuple(settings), hays))
+        if long and long.get("min_facts") is not None:
+            sizes = f"{sizes} (stories of >= {long['min_facts']} facts: {long['num_sentences']})"
+        out.append(Training(sizes, tuple(settings), hays))
     return out
 
 

@@ -98,6 +98,21 @@ def replace_env(saved_envs: dict[str, Any], node: dict[str, Any]) -> dict[str, A
     return new
 
 
+def training_only_off(envs: dict[str, Any], asked: dict[str, Any], source: Path) -> None:
+    """Set the run's training-only ``envs`` keys (``DatasetSpec.training_only``: BabiLong's
+    ``long_stories``) off: they sized its training haystacks, and the test haystacks are the
+    evaluation's own (as ``late_haystacks``, a top-level key evaluation never takes). The command
+    line may not set them: an evaluation file's name and meta would not show it."""
+    for key, off in dataset_spec(str(envs["name"])).training_only.items():
+        if asked.get(key) not in (None, off):
+            raise EvalError(
+                f"envs.{key}: sizes training haystacks only; an evaluation's test haystacks are set by its own "
+                f"envs.num_sentences / envs.num_tokens (leave it out; {source} keeps the run's value)"
+            )
+        if key in envs:
+            envs[key] = copy.deepcopy(off)
+
+
 # What evaluation takes from a run folder's config.yaml: what describes the trained model and the
 # environment it acts in. A run folder may come from anyone, so nothing else is taken: not where
 # to write (output_dir), not the reward or its server (feedback), not the device or the seed.
@@ -255,6 +270,7 @@ def merge_eval_config(eval_cfg: DictConfig, reads_data: bool = True) -> DictConf
     ev: dict[str, Any] = OmegaConf.to_container(without_hydra(eval_cfg), resolve=False)  # type: ignore
     if ev["eval_env"]:
         saved["envs"] = replace_env(saved["envs"], load_env_node(str(ev["eval_env"])))
+    training_only_off(saved["envs"], ev.get("envs") or {}, saved_path)
     if saved["envs"].get("name") == "babilong" and ev["envs"].get("length_unit") is None:
         # BabiLong is evaluated at the official token budgets unless a sentence count is asked for
         ev["envs"]["length_unit"] = "sentences" if ev["envs"].get("num_sentences") is not None else "tokens"
