@@ -1,9 +1,10 @@
-"""experiments/qa3_long/'s lease on a 4-GPU machine (lease_x4.env, then lease_x4_l128.env and lease_x4_1m.env with
-the time left): the qa3 recipe (ctrl) and long (the recipe with envs.long_stories set), seeds 1-10 each, 5 runs a
+"""experiments/qa3_long/'s lease on a 4-GPU machine (lease_x4.env, then lease_x4_extra.env, lease_x4_l128.env and
+lease_x4_1m.env with the time left): the qa3 recipe (ctrl) and long (the recipe with envs.long_stories set), seeds 1-10 each, 5 runs a
 card. Every plan named exists, every training line composes and passes the training checks; the plans are what their
 headers' commands write; every ctrl run is the recipe at its seed and every long run the recipe with only
-envs.long_stories set; every run gets 1K, 32K at eval seeds 42-44, S100, 128K and 1M, each composing over its run's
-config as eval_retriever.py composes it, with long_stories off, and writing a file no other evaluation writes."""
+envs.long_stories set; every run gets 1K, 32K at eval seeds 42-44, S100, 128K and 1M, and (the extra file) 1K over
+every test question at eval seed 45 and model_last.pt at 1K and 32K, each composing over its run's config as
+eval_retriever.py composes it, with long_stories off, and writing a file no other evaluation writes."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ from tests.recipes.lease_plans import (
 )
 
 HERE = ROOT / "experiments" / "qa3_long"
-LEASE = (HERE / "lease_x4.env", HERE / "lease_x4_l128.env", HERE / "lease_x4_1m.env")  # in the order they run
+# in the order they run
+LEASE = (HERE / "lease_x4.env", HERE / "lease_x4_extra.env", HERE / "lease_x4_l128.env", HERE / "lease_x4_1m.env")
 FOLDER = "runs/qa3_long"
 RECIPE = "experiment=offline_babilong_qa3"
 LONG = {"min_facts": 87, "num_sentences": 1000}
@@ -61,7 +63,9 @@ def test_seed_plans_are_what_their_commands_write(tmp_path):
     assert_seed_plans_rewrite(HERE, "x4", tmp_path)
 
 
-@pytest.mark.parametrize("name", ["x4_draw_eval.txt", "x4_s100_eval.txt", "x4_l128_eval.txt", "x4_m1_eval.txt"])
+@pytest.mark.parametrize(
+    "name", ["x4_draw_eval.txt", "x4_s100_eval.txt", "x4_l128_eval.txt", "x4_m1_eval.txt", "x4_extra_eval.txt"]
+)
 def test_awk_plans_are_what_their_commands_write(name):
     assert_plan_is_its_command_output(HERE / name)
     unit = "sentences" if name == "x4_s100_eval.txt" else "tokens"
@@ -84,19 +88,22 @@ def test_every_run_is_the_recipe_with_only_long_stories_set():
 
 def test_evaluations_are_the_planned_ones():
     got = Counter()
-    first, l128, m1 = (p.name for p in LEASE)
+    first, extra, l128, m1 = (p.name for p in LEASE)
     for lease in LEASE:
         for folder, run, ov, _plan, _gpu in eval_lines(lease):
             assert folder == FOLDER, (run, ov)
             es = next((o.split("=")[1] for o in ov if o.startswith("seed=")), "42")
             size = next(o.split("=")[1] for o in ov if o.startswith(("envs.num_tokens=", "envs.num_sentences=")))
             n = next(o.split("=")[1] for o in ov if o.startswith("num_samples="))
-            got[lease.name, run, size if "envs.length_unit=tokens" in ov else f"S{size}", es, n] += 1
+            last = "last" if "use_last=true" in ov else "best"
+            got[lease.name, run, size if "envs.length_unit=tokens" in ov else f"S{size}", es, n, last] += 1
     names = list(runs())
-    want = Counter({(first, r, n, "42", "200"): 1 for r in names for n in ("1000", "32000", "S100")})
-    want.update({(first, r, "32000", es, "200"): 1 for r in names for es in ("43", "44")})
-    want.update({(l128, r, "128000", "42", "200"): 1 for r in names})
-    want.update({(m1, r, "1000000", "42", "100"): 1 for r in names})
+    want = Counter({(first, r, n, "42", "200", "best"): 1 for r in names for n in ("1000", "32000", "S100")})
+    want.update({(first, r, "32000", es, "200", "best"): 1 for r in names for es in ("43", "44")})
+    want.update({(extra, r, "1000", "45", "1000", "best"): 1 for r in names})  # every question the 1K budget keeps
+    want.update({(extra, r, n, "42", "200", "last"): 1 for r in names for n in ("1000", "32000")})
+    want.update({(l128, r, "128000", "42", "200", "best"): 1 for r in names})
+    want.update({(m1, r, "1000000", "42", "100", "best"): 1 for r in names})
     assert got == want
 
 
@@ -113,7 +120,7 @@ def test_every_evaluation_composes_with_long_stories_off_and_writes_a_file_of_it
             assert gpu in {"0", "1", "2", "3"} and run in runs(), (plan, run)
             if "envs.num_tokens=32000" in ov:
                 draw_cards.setdefault(run, set()).add(gpu)
-            if lease != LEASE[0]:
+            if lease in LEASE[2:]:
                 long_cards[lease.name, gpu] += 1
             cfg = composed(lease_runs, f"{folder}/{run}", ov)
             files.append(written(cfg, lease_runs, f"{folder}/{run}"))
@@ -123,9 +130,10 @@ def test_every_evaluation_composes_with_long_stories_off_and_writes_a_file_of_it
                 assert (cfg.envs.length_unit, int(cfg.seed), cfg.envs.num_sentences) == ("sentences", 42, 100)
                 assert files[-1] == f"{folder}/{run}/eval_seed42_ns100.jsonl"
             else:
-                n, es = int(cfg.envs.num_tokens), int(cfg.seed)
-                assert cfg.envs.length_unit == "tokens" and files[-1] == f"{folder}/{run}/eval_seed{es}_nt{n}.jsonl"
-    assert len(files) == len(set(files)) == 20 * 7, [f for f, k in Counter(files).items() if k > 1]
+                n, es, last = int(cfg.envs.num_tokens), int(cfg.seed), "_last" if cfg.use_last else ""
+                want = f"{folder}/{run}/eval_seed{es}_nt{n}{last}.jsonl"
+                assert cfg.envs.length_unit == "tokens" and files[-1] == want, (files[-1], want)
+    assert len(files) == len(set(files)) == 20 * 10, [f for f, k in Counter(files).items() if k > 1]
     assert len(draw_cards) == 20 and all(len(c) == 3 for c in draw_cards.values()), draw_cards
     assert set(long_cards.values()) == {5} and len(long_cards) == 8, long_cards
 
@@ -140,6 +148,7 @@ def test_the_readme_calls_name_this_lease_in_order():
         ["lease_x4.env", "start"],
         ["lease_x4.env", "watch"],
         ["lease_x4.env", "eval"],
+        ["lease_x4_extra.env", "eval"],
         ["lease_x4_l128.env", "eval"],
         ["lease_x4_1m.env", "eval"],
         ["lease_x4.env", "pack"],
