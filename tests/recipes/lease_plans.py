@@ -99,6 +99,15 @@ def eval_lines(path: Path) -> list[tuple[str, str, list[str], str, str]]:
     return out
 
 
+def eval_key(ov: list[str]) -> tuple[str, str, str, str]:
+    """What an evaluation line's overrides (eval_lines) ask: (length: the token budget, or ``S<n>`` in sentence
+    mode; eval seed, 42 unless set; num_samples; ``last`` for model_last.pt, else ``best``)."""
+    es = next((o.split("=")[1] for o in ov if o.startswith("seed=")), "42")
+    size = next(o.split("=")[1] for o in ov if o.startswith(("envs.num_tokens=", "envs.num_sentences=")))
+    n = next(o.split("=")[1] for o in ov if o.startswith("num_samples="))
+    return (size if "envs.length_unit=tokens" in ov else f"S{size}", es, n, "last" if "use_last=true" in ov else "best")
+
+
 def beam_lines(path: Path) -> list[tuple[str, str, list[str]]]:
     """(gpu, run folder path as written, overrides) of a beam_eval.txt's commands."""
     out = []

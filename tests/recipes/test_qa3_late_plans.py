@@ -23,6 +23,7 @@ from tests.recipes.lease_plans import (
     assert_settings_evaluate_one_wave,
     assert_training_lines_pass,
     composed,
+    eval_key,
     eval_lines,
     folder_runs,
     readme_calls,
@@ -146,10 +147,7 @@ def test_evaluations_are_the_planned_ones(layout):
     for lease in LAYOUTS[layout]:
         for folder, run, ov, _plan, _gpu in eval_lines(lease):
             assert folder == "runs/qa3_late", (run, ov)
-            es = next((o.split("=")[1] for o in ov if o.startswith("seed=")), "42")
-            size = next(o.split("=")[1] for o in ov if o.startswith(("envs.num_tokens=", "envs.num_sentences=")))
-            n = next(o.split("=")[1] for o in ov if o.startswith("num_samples="))
-            got[lease.name, run, size if "envs.length_unit=tokens" in ov else f"S{size}", es, n] += 1
+            got[lease.name, run, *eval_key(ov)[:3]] += 1
     names = list(runs(layout))
     want = Counter({(first, r, n, "42", "200"): 1 for r in names for n in ("1000", "32000", "S100")})
     want.update({(first, r, "32000", es, "200"): 1 for r in names for es in ("43", "44")})

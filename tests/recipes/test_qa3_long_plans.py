@@ -20,6 +20,7 @@ from tests.recipes.lease_plans import (
     assert_settings_evaluate_one_wave,
     assert_training_lines_pass,
     composed,
+    eval_key,
     eval_lines,
     folder_runs,
     readme_calls,
@@ -92,11 +93,7 @@ def test_evaluations_are_the_planned_ones():
     for lease in LEASE:
         for folder, run, ov, _plan, _gpu in eval_lines(lease):
             assert folder == FOLDER, (run, ov)
-            es = next((o.split("=")[1] for o in ov if o.startswith("seed=")), "42")
-            size = next(o.split("=")[1] for o in ov if o.startswith(("envs.num_tokens=", "envs.num_sentences=")))
-            n = next(o.split("=")[1] for o in ov if o.startswith("num_samples="))
-            last = "last" if "use_last=true" in ov else "best"
-            got[lease.name, run, size if "envs.length_unit=tokens" in ov else f"S{size}", es, n, last] += 1
+            got[lease.name, run, *eval_key(ov)] += 1
     names = list(runs())
     want = Counter({(first, r, n, "42", "200", "best"): 1 for r in names for n in ("1000", "32000", "S100")})
     want.update({(first, r, "32000", es, "200", "best"): 1 for r in names for es in ("43", "44")})

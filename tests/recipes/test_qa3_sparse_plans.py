@@ -21,6 +21,7 @@ from tests.recipes.lease_plans import (
     assert_settings_evaluate_one_wave,
     assert_training_lines_pass,
     composed,
+    eval_key,
     eval_lines,
     folder_runs,
     readme_calls,
@@ -101,9 +102,7 @@ def test_evaluations_are_the_planned_ones():
         for folder, run, ov, _plan, _gpu in eval_lines(lease):
             n_q = "num_samples=100" if lease.name == "lease_1m.env" else "num_samples=200"
             assert folder == "runs/qa3_sparse" and n_q in ov, (run, ov)
-            es = next((o.split("=")[1] for o in ov if o.startswith("seed=")), "42")
-            size = next(o.split("=")[1] for o in ov if o.startswith(("envs.num_tokens=", "envs.num_sentences=")))
-            got[lease.name, run, size if "envs.length_unit=tokens" in ov else f"S{size}", es] += 1
+            got[lease.name, run, *eval_key(ov)[:2]] += 1
     names = list(runs())
     want = Counter({("lease.env", r, n, "42"): 1 for r in names for n in ("1000", "32000", "S100")})
     want.update({("lease.env", r, "32000", es): 1 for r in names for es in ("43", "44")})
